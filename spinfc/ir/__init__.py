@@ -1,0 +1,1 @@
+from spinfc.ir.nodes import *  # noqa: F401,F403

