@@ -1,0 +1,133 @@
+"""The plain PyTorch reference of every op a model stack calls: the CPU backend, and what each Triton kernel
+in `spinfc.backend.kernels` must match.
+
+A stack calls these through an `ops` namespace (this module, or a Triton backend with the same function names).
+Every op computes in float32 and returns the input's dtype, except `answer_logprobs`, which returns float32.
+Matmuls are not ops: the stacks call torch for them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+# Queries of one span are processed this many at a time, so the scores of a long span stay small
+# ([H, 1024, span] floats rather than [H, span, span]).
+QUERY_BLOCK = 1024
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool) -> torch.Tensor:
+    """x: [T, D], weight: [D] -> [T, D] in x.dtype: x / sqrt(mean(x^2) + eps) * w, or * (1 + w) when
+    `unit_offset` (Gemma stores its norm weights around 0). Computed in float32."""
+    x32 = x.float()
+    normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    scale = weight.float() + 1.0 if unit_offset else weight.float()
+    return (normed * scale).to(x.dtype)
+
+
+def add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, residual: [T, D] -> (rms_norm(x + residual), x + residual), both [T, D] in x.dtype.
+
+    The sum is rounded to x.dtype before it is normed, as a stack that adds and then norms would."""
+    residual_out = x + residual
+    return rms_norm(residual_out, weight, eps, unit_offset), residual_out
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """positions: [T] int64 -> cos, sin: [T, head_dim] float32, in Hugging Face's layout (the half-size table
+    repeated twice), inv_freq[i] = theta ** (-2i / head_dim)."""
+    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float() / head_dim
+    inv_freq = 1.0 / (theta**exponent)  # [D/2]
+    freqs = positions.float()[:, None] * inv_freq[None, :]  # [T, D/2]
+    angles = torch.cat((freqs, freqs), dim=-1)  # [T, D]
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """x: [T, H, D], positions: [T] int64 -> [T, H, D] in x.dtype: rotary embedding in Hugging Face's
+    rotate_half convention (dimension i pairs with i + D/2). Returns a new tensor; the Triton kernel may work
+    in place, so callers must not rely on `x` keeping its value."""
+    cos, sin = rope_cos_sin(positions, x.shape[-1], theta)
+    cos, sin = cos[:, None, :], sin[:, None, :]  # [T, 1, D]
+    x32 = x.float()
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x32[..., half:], x32[..., :half]), dim=-1)
+    return (x32 * cos + rotated * sin).to(x.dtype)
+
+
+def tree_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    ends: torch.Tensor,
+    positions: torch.Tensor,
+    spans: tuple[tuple[int, int], ...],
+    *,
+    scale: float,
+    window: int | None,
+) -> torch.Tensor:
+    """q: [T, H, D], k, v: [T, Hk, D] (H a multiple of Hk), ends: [T] int32, positions: [T] int64 -> [T, H, D].
+
+    Query i attends key j iff j <= i < ends[j], both lie in the same span, and (with a window)
+    positions[i] - positions[j] < window: the rule of transformers' sliding-window mask
+    (kv_idx > q_idx - sliding_window), measured in positions so it follows each branch of the tree.
+    Rows outside every span (padding) attend only to themselves. Softmax in float32; output in q.dtype."""
+    T, H, D = q.shape
+    Hk = k.shape[1]
+    if H % Hk:
+        raise ValueError(f"tree_attention: {H} query heads is not a multiple of {Hk} key/value heads")
+    if k.shape != (T, Hk, D) or v.shape != (T, Hk, D):
+        raise ValueError(f"tree_attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree")
+    group = H // Hk
+    # Padding rows: a softmax over the row's own key alone is 1, so the output is that row's value.
+    out = v.repeat_interleave(group, dim=1).to(q.dtype).clone()  # [T, H, D]
+    for start, stop in spans:
+        k_span = k[start:stop].float().permute(1, 0, 2)  # [Hk, S, D]
+        v_span = v[start:stop].float().permute(1, 0, 2)  # [Hk, S, D]
+        key_index = torch.arange(start, stop, device=q.device)  # [S]
+        key_end = ends[start:stop].long()  # [S]
+        key_pos = positions[start:stop]  # [S]
+        for q_start in range(start, stop, QUERY_BLOCK):
+            q_stop = min(q_start + QUERY_BLOCK, stop)
+            keys = q_stop - start  # keys after the last query of the block are never visible
+            query_index = torch.arange(q_start, q_stop, device=q.device)[:, None]  # [B, 1]
+            visible = (key_index[None, :keys] <= query_index) & (query_index < key_end[None, :keys])  # [B, keys]
+            if window is not None:
+                distance = positions[q_start:q_stop, None] - key_pos[None, :keys]
+                visible &= distance < window
+            q_block = q[q_start:q_stop].float().reshape(q_stop - q_start, Hk, group, D)
+            q_block = q_block.permute(1, 2, 0, 3)  # [Hk, G, B, D]
+            scores = torch.matmul(q_block, k_span[:, None, :keys].transpose(-1, -2)) * scale  # [Hk, G, B, keys]
+            scores = scores.masked_fill(~visible, float("-inf"))
+            weights = torch.softmax(scores, dim=-1)
+            block_out = torch.matmul(weights, v_span[:, None, :keys])  # [Hk, G, B, D]
+            out[q_start:q_stop] = block_out.permute(2, 0, 1, 3).reshape(q_stop - q_start, H, D).to(q.dtype)
+    return out
+
+
+def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_tanh"]) -> torch.Tensor:
+    """gate, up: [T, F] -> act(gate) * up, [T, F] in gate.dtype; act is SiLU or GELU with the tanh
+    approximation. Computed in float32."""
+    gate32 = gate.float()
+    if kind == "silu":
+        activated = F.silu(gate32)
+    elif kind == "gelu_tanh":
+        activated = F.gelu(gate32, approximate="tanh")
+    else:
+        raise ValueError(f"gated_act: unknown activation {kind!r}; use 'silu' or 'gelu_tanh'")
+    return (activated * up.float()).to(gate.dtype)
+
+
+def answer_logprobs(
+    hidden: torch.Tensor, lm_head: torch.Tensor, read_row: torch.Tensor, read_token: torch.Tensor
+) -> torch.Tensor:
+    """hidden: [R, D] (final-normed answer rows), lm_head: [V, D], read_row, read_token: [N] int64 -> [N] float32:
+    log_softmax over the vocabulary of row read_row[k], taken at read_token[k]. The matmul runs in the
+    weights' dtype, the softmax in float32."""
+    logits = torch.matmul(hidden.to(lm_head.dtype), lm_head.t()).float()  # [R, V]
+    logprobs = torch.log_softmax(logits, dim=-1)
+    return logprobs[read_row, read_token]
