@@ -175,6 +175,8 @@ class TrieNode:
     token: int
     children: tuple["TrieNode", ...] = ()
     reads: tuple[Read, ...] = ()
+    # questions whose prompt ends at this token: extraction slots start decoding from this token's output
+    prompts: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:
@@ -223,6 +225,16 @@ class AnswerRead:
 
 
 @frozen
+class PromptRow:
+    """Row `row` holds the last prompt token of question `question` under content `content` (where an
+    extraction slot starts decoding)."""
+
+    row: int
+    content: int
+    question: int
+
+
+@frozen
 class PassLayout:
     """One pass, ready to lower: per row a token id, a position and `end`; query i sees key j iff j <= i < end[j].
 
@@ -235,6 +247,7 @@ class PassLayout:
     ends: tuple[int, ...]
     spans: tuple[tuple[int, int], ...]  # [start, stop) of each placed content with its tree
     reads: tuple[AnswerRead, ...]
+    prompt_rows: tuple[PromptRow, ...] = ()
 
 
 # ---- the program ------------------------------------------------------------------------------------------------
@@ -254,6 +267,7 @@ class Program:
     present_after: str = ""
     budget: int = 16384
     block: int = 128
+    pad: int = 0  # the token id of padding rows: the tokenizer's pad id (set by tokenize), else 0
     stats: tuple[tuple[str, int], ...] = field(default=(), converter=tuple)
 
     def with_stat(self, name: str, value: int) -> "Program":
