@@ -1,0 +1,214 @@
+"""The server's settings: one frozen struct, layered flags > `SPINFC_*` variables > TOML file > defaults.
+
+    [engine]    model, device, dtype, token_budget, warmup
+    [server]    host, port, token, trusted_token, queue, debug, log_level
+    [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
+    [limits]    max_content_tokens, max_query_tokens, ... (see `Limits`)
+
+Every setting is one attrs field whose metadata holds its help text, its variables and its flag; the flags
+(`add_arguments`), the layering (`load_settings`) and the reference in docs/configuration.md all come from that
+one table, so a new setting is one field. A TOML file has the same keys as the flags with underscores, grouped as
+above; `--config FILE` or `SPINFC_CONFIG` names it. A later layer replaces a value (lists too), never merges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from spinfc.config.limits import Limits, LimitExceeded, limit_field  # noqa: F401  (re-exported)
+from spinfc.config.values import ConfigError, Source, check_value, describe_default, parse_value, setting
+
+from spinfc.registry import DEFAULT_MODEL
+
+CPU_TOKEN_BUDGET = 2048  # one pass takes seconds on a CPU
+CUDA_TOKEN_BUDGET = 16384  # the fastest budget for news-length content on a GPU
+
+
+@attrs.frozen
+class EngineSettings:
+    model: str = setting(DEFAULT_MODEL, "model to serve: an embedded name, an alias, a .gguf file, a snapshot "
+                         "directory or a Hugging Face repo id", "str", metavar="MODEL")
+    device: str | None = setting(None, "torch device, e.g. cpu or cuda:0; unset: cuda:0 when CUDA is available, "
+                                 "else cpu", "optional_str", metavar="DEVICE")
+    dtype: str = setting("float32", "dtype of weights and activations", "choice",
+                         choices=("float32", "bfloat16", "float16"))
+    token_budget: int | None = setting(None, f"packed tokens per forward pass; unset: {CUDA_TOKEN_BUDGET} on CUDA, "
+                                       f"{CPU_TOKEN_BUDGET} on the CPU", "optional_int", minimum=128)
+    warmup: str = setting("full", "what runs before /readyz turns 200: full (a pass of every launch shape), short "
+                          "(one small pass) or none (first calls pay it)", "choice", choices=("full", "short", "none"))
+
+    def resolved_device(self) -> str:
+        """The device to run on: `device`, or cuda:0 when CUDA is available, else cpu."""
+        if self.device:
+            return self.device
+        import torch
+
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+    def resolved_budget(self) -> int:
+        """The token budget of one pass: `token_budget`, or the default for the resolved device."""
+        if self.token_budget is not None:
+            return self.token_budget
+        return CUDA_TOKEN_BUDGET if self.resolved_device().startswith("cuda") else CPU_TOKEN_BUDGET
+
+
+@attrs.frozen
+class ServerSettings:
+    host: str = setting("0.0.0.0", "address to listen on", "str", metavar="ADDRESS")
+    port: int = setting(8000, "port to listen on", "int", minimum=1, maximum=65535)
+    token: str | None = setting(None, "require `Authorization: Bearer <token>` on every route but health",
+                                "optional_str", metavar="TOKEN", secret=True)
+    trusted_token: str | None = setting(None, "token of a trusted caller (your own front end): it may send per-call "
+                                        "`limits` and `features`, sees engine internals and may drain",
+                                        "optional_str", env=("SPINFC_ENGINE_TOKEN", "SPINFC_TRUSTED_TOKEN"),
+                                        metavar="TOKEN", secret=True)
+    queue: int = setting(4, "requests accepted while one is running; beyond it 429 concurrency_limit with "
+                         "Retry-After", "int", minimum=0)
+    debug: bool = setting(False, "engine internals (the plan of the request) in every response", "bool")
+    log_level: str = setting("info", "log level", "choice",
+                             choices=("critical", "error", "warning", "info", "debug"))
+
+
+@attrs.frozen
+class FeatureSettings:
+    extraction: bool = setting(True, "the text, number and amount slots <*> <n> <$>", "bool")
+    generation: bool = setting(True, "free-text generation (<gen> slots, /v1/chat/completions without scoring)",
+                               "bool")
+    packs: tuple[str, ...] = setting([], "a prompt-pack source, repeatable: a local folder, git+URL@tag#path or "
+                                     "github:owner/repo@tag#path", "list", flag="--packs", metavar="SOURCE")
+    no_official_packs: bool = setting(False, "do not load the packs bundled with spinfc (packs/)", "bool")
+    packs_allow_namespace: tuple[str, ...] = setting([], "let --packs sources define packs in a reserved namespace "
+                                                     "(spinfc), e.g. for an edited copy of a bundled pack",
+                                                     "list", flag="--packs-allow-namespace", metavar="NAMESPACE")
+
+
+@attrs.frozen
+class Settings:
+    """Everything the server reads at start-up. Frozen: a running server never changes its settings."""
+
+    engine: EngineSettings = EngineSettings()
+    server: ServerSettings = ServerSettings()
+    features: FeatureSettings = FeatureSettings()
+    limits: Limits = Limits()
+    config_file: Path | None = None  # the TOML file the settings were read from, if any
+
+
+GROUPS: dict[str, type] = {"engine": EngineSettings, "server": ServerSettings, "features": FeatureSettings,
+                           "limits": Limits}
+
+
+def options():
+    """Every setting as (group, attrs field), in the order of the groups and their fields."""
+    return [(group, f) for group, cls in GROUPS.items() for f in attrs.fields(cls)]
+
+
+def env_names(key: str, f: attrs.Attribute) -> tuple[str, ...]:
+    return f.metadata["env"] or (f"SPINFC_{key.upper()}",)
+
+
+def flag_name(key: str, f: attrs.Attribute) -> str:
+    return f.metadata["flag"] or "--" + key.replace("_", "-")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add MODEL (positional), --config and one flag per setting to `parser`. Every flag defaults to None (so a
+    flag that was not given leaves the lower layers in charge); its help states the real default and variable."""
+    parser.add_argument("model", nargs="?", default=None, metavar="MODEL",
+                        help=f"{attrs.fields(EngineSettings).model.metadata['help']} (default: {DEFAULT_MODEL}; "
+                        "SPINFC_MODEL; [engine] model)")
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="a TOML file with [engine] [server] [features] [limits] tables (default: none; "
+                        "SPINFC_CONFIG)")
+    for group, f in options():
+        if f.name == "model":
+            continue
+        meta = f.metadata
+        env = env_names(f.name, f)[0]
+        help_text = f"{meta['help']} (default: {describe_default(f)}; {env}; [{group}] {f.name})"
+        help_text = help_text.replace("%", "%%")
+        flag = flag_name(f.name, f)
+        if meta["kind"] == "bool" and f.default is False:
+            parser.add_argument(flag, dest=f.name, action="store_const", const=True, default=None, help=help_text)
+        elif meta["kind"] == "bool":
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                                help=help_text)
+        elif meta["kind"] == "list":
+            parser.add_argument(flag, dest=f.name, action="append", default=None, metavar=meta["metavar"],
+                                help=help_text)
+        elif meta["kind"] == "choice":
+            parser.add_argument(flag, dest=f.name, choices=meta["rules"]["choices"], default=None, help=help_text)
+        else:
+            parser.add_argument(flag, dest=f.name, type=int if "int" in meta["kind"] else str, default=None,
+                                metavar=meta["metavar"] or ("N" if "int" in meta["kind"] else "TEXT"), help=help_text)
+    parser.add_argument("--no-warmup", dest="warmup", action="store_const", const="none", default=None,
+                        help="the same as --warmup none")
+
+
+def load_settings(args: argparse.Namespace | None = None, environ: Mapping[str, str] = os.environ) -> Settings:
+    """The settings that `args` (from a parser given `add_arguments`), `environ` and the TOML file they name
+    describe, each layer over the one below. Raises `ConfigError` naming the key, where it came from and what to
+    write instead, for a wrong type, a value out of range, an unknown key or an unreadable file."""
+    args = args if args is not None else argparse.Namespace()
+    config_path = getattr(args, "config", None) or environ.get("SPINFC_CONFIG") or None
+    table = _read_toml(Path(config_path)) if config_path else {}
+    base = Path(config_path).parent if config_path else Path.cwd()
+    groups: dict[str, dict] = {}
+    for group, f in options():
+        value, source = f.default, None
+        if group in table and f.name in table[group]:
+            source = Source("toml", f"[{group}] {f.name} in {config_path}")
+            value = parse_value(f, table[group][f.name], source)
+            if f.name == "packs":  # relative folders in a config file are relative to that file
+                value = tuple(_relative_to(base, v) for v in value)
+        for env in env_names(f.name, f):
+            if environ.get(env, "") != "":
+                source = Source("env", env)
+                value = parse_value(f, environ[env], source)
+                break
+        given = getattr(args, f.name, None)
+        if given is not None:
+            source = Source("flag", flag_name(f.name, f) if f.name != "model" else "MODEL")
+            value = parse_value(f, given, source)
+        if source is not None:
+            check_value(f, value, source)
+        groups.setdefault(group, {})[f.name] = value
+    _reject_unknown(table, config_path)
+    return Settings(**{g: GROUPS[g](**values) for g, values in groups.items()},
+                    config_file=Path(config_path) if config_path else None)
+
+
+def _relative_to(base: Path, source: str) -> str:
+    if "://" in source or source.startswith(("git+", "github:")) or Path(source).expanduser().is_absolute():
+        return source
+    return str(base / source)
+
+
+def _read_toml(path: Path) -> dict:
+    import tomllib
+
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist: fix --config / SPINFC_CONFIG or create it") from None
+    except OSError as error:
+        raise ConfigError(f"config file {path} cannot be read ({error.strerror}): check its permissions") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+
+
+def _reject_unknown(table: dict, path) -> None:
+    for group, values in table.items():
+        if group not in GROUPS or not isinstance(values, dict):
+            raise ConfigError(f"{path}: unknown table [{group}]: the tables are "
+                              + ", ".join(f"[{g}]" for g in GROUPS) + "; keys go inside one of them")
+        known = [f.name for f in attrs.fields(GROUPS[group])]
+        for key in values:
+            if key not in known:
+                raise ConfigError(f"{path}: unknown key {key!r} in [{group}]: the keys of [{group}] are "
+                                  + ", ".join(known))
