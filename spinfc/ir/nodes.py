@@ -183,6 +183,34 @@ class TrieNode:
         return 1 + sum(child.size for child in self.children)
 
 
+@frozen
+class TrieRow:
+    """One node of a trie in depth-first preorder (the order layout gives rows): its depth below the content,
+    the number of nodes in its subtree (itself included), and its parent's index in the same list (-1: a root)."""
+
+    node: TrieNode
+    depth: int
+    size: int
+    parent: int
+
+
+def preorder(trie: tuple[TrieNode, ...] | None) -> list[TrieRow]:
+    """The trie's nodes in depth-first preorder, children in their order; iterative, so deep prompts are fine."""
+    order: list[tuple[TrieNode, int, int]] = []
+    stack = [(node, 0, -1) for node in reversed(trie or ())]
+    while stack:
+        node, depth, parent = stack.pop()
+        index = len(order)
+        order.append((node, depth, parent))
+        stack.extend((child, depth + 1, index) for child in reversed(node.children))
+    sizes = [1] * len(order)
+    for index in range(len(order) - 1, -1, -1):
+        parent = order[index][2]
+        if parent >= 0:
+            sizes[parent] += sizes[index]
+    return [TrieRow(node, depth, sizes[i], parent) for i, (node, depth, parent) in enumerate(order)]
+
+
 # ---- packing and layout ----------------------------------------------------------------------------------------
 
 

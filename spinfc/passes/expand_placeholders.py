@@ -1,0 +1,64 @@
+"""expand-placeholders: one `Question` per combination of a query's placeholder values (a grid)."""
+
+from __future__ import annotations
+
+import itertools
+
+import attrs
+
+from spinfc.errors import CompileError
+from spinfc.ir.nodes import OptionSlot, Placeholder, Program, Query, Question, SlotRef, Text
+
+
+def expand_placeholders(program: Program) -> Program:
+    """Fill `program.questions`, replacing any there were.
+
+    Guarantees: the questions come in query order, and within a query in grid order over the placeholders in the
+    order they first appear in the template (the first varies slowest, the last fastest); `Question.values` names
+    every placeholder of the template once, in that order. `Question.prompt` is the template text before the slot
+    with the values filled in. For extraction slots (text, number, amount, generate) the text after the slot,
+    filled in the same way, becomes the slot's `stop`; an option slot ignores the text after it.
+    Raises `CompileError` for a template without a slot or a placeholder without values.
+    """
+    questions = tuple(question for query in program.queries for question in _expand(query))
+    return attrs.evolve(program, questions=questions)
+
+
+def _expand(query: Query) -> list[Question]:
+    template = query.template
+    if template.slot is None:
+        raise CompileError(
+            f"query {query.id!r} has no slot", template.loc, code="no_slot",
+            hint="end the template with a slot, e.g. <?> with options, or <*> for a short text answer",
+        )
+    given = dict(query.placeholders)
+    names = template.placeholders
+    for part in template.parts:
+        if isinstance(part, Placeholder) and not given.get(part.name):
+            raise CompileError(
+                f"placeholder {{{part.name}}} of query {query.id!r} has no values", part.loc,
+                code="placeholder_without_values", hint=f"give the values of {part.name} with the query",
+            )
+    questions = []
+    for combination in itertools.product(*(given[name] for name in names)):
+        values = tuple(zip(names, combination))
+        before, after = _fill(template.parts, dict(values))
+        slot = query.slot
+        if not isinstance(slot, OptionSlot) and after:
+            slot = attrs.evolve(slot, stop=after)
+        questions.append(Question(query_id=query.id, values=values, prompt=before, slot=slot))
+    return questions
+
+
+def _fill(parts, values: dict[str, str]) -> tuple[str, str]:
+    """The template text before and after its slot, with placeholder values filled in."""
+    pieces: list[list[str]] = [[], []]
+    side = 0
+    for part in parts:
+        if isinstance(part, SlotRef):
+            side = 1
+        elif isinstance(part, Text):
+            pieces[side].append(part.text)
+        elif isinstance(part, Placeholder):
+            pieces[side].append(values[part.name])
+    return "".join(pieces[0]), "".join(pieces[1])

@@ -1,0 +1,75 @@
+"""tokenize: token ids for every content, question prompt and option, with the model's own tokenizer."""
+
+from __future__ import annotations
+
+import attrs
+
+from spinfc.errors import CompileError
+from spinfc.ir.nodes import OptionSlot, Program, Question
+from spinfc.registry import load_tokenizer
+
+
+def tokenize(program: Program) -> Program:
+    """Tokenize with `registry.load_tokenizer(program.model)`; see `tokenize_with`."""
+    return tokenize_with(program, load_tokenizer(program.model))
+
+
+def tokenize_with(program: Program, tokenizer) -> Program:
+    """Tokenize piecewise with a transformers tokenizer.
+
+    Guarantees: each content's `tokens` are `present_before + text + present_after` encoded with the tokenizer's
+    default special tokens (a BOS where the model uses one; none for SmolLM2, whose floor may then hold 0 tokens);
+    each question's `tokens` are its prompt, and each option's `tokens` its text, encoded without special tokens,
+    so a question continues its content token for token as the model will see it. `program.pad` is the
+    tokenizer's pad id (0 when it has none). Stats: contents, content_tokens, questions, prompt_tokens,
+    option_tokens. Raises `CompileError` for a prompt or an option that encodes to no tokens.
+    """
+    def encode(text: str, special: bool) -> tuple[int, ...]:
+        return tuple(tokenizer(text, add_special_tokens=special)["input_ids"])
+
+    contents = tuple(
+        attrs.evolve(c, tokens=encode(program.present_before + c.text + program.present_after, True))
+        for c in program.contents
+    )
+    queries = {query.id: query for query in program.queries}
+    questions = tuple(_tokenize_question(q, encode, queries.get(q.query_id)) for q in program.questions)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    out = attrs.evolve(program, contents=contents, questions=questions, pad=pad)
+    options = [o for q in questions if isinstance(q.slot, OptionSlot) for o in q.slot.options]
+    for name, value in (
+        ("contents", len(contents)),
+        ("content_tokens", sum(len(c.tokens) for c in contents)),
+        ("questions", len(questions)),
+        ("prompt_tokens", sum(len(q.tokens) for q in questions)),
+        ("option_tokens", sum(len(o.tokens) for o in options)),
+    ):
+        out = out.with_stat(name, value)
+    return out
+
+
+def _tokenize_question(question: Question, encode, query) -> Question:
+    loc = query.template.loc if query is not None else None
+    tokens = encode(question.prompt, False)
+    if not tokens:
+        raise CompileError(
+            f"question {_name(question)} has no text before its slot, so nothing predicts the answer", loc,
+            code="empty_prompt", hint="write the question before the slot, e.g. `Is this spam? Answer:<?>`",
+        )
+    slot = question.slot
+    if isinstance(slot, OptionSlot):
+        options = []
+        for option in slot.options:
+            option_tokens = encode(option.text, False)
+            if not option_tokens:
+                raise CompileError(
+                    f"option {option.text!r} of question {_name(question)} encodes to no tokens", loc,
+                    code="empty_option", hint="give every option some text, e.g. ' yes'",
+                )
+            options.append(attrs.evolve(option, tokens=option_tokens))
+        slot = attrs.evolve(slot, options=tuple(options))
+    return attrs.evolve(question, tokens=tokens, slot=slot)
+
+
+def _name(question: Question) -> str:
+    values = ", ".join(f"{k}={v}" for k, v in question.values)
+    return f"{question.query_id!r}" + (f" ({values})" if values else "")
