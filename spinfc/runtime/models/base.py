@@ -1,0 +1,199 @@
+"""`Model`: what every family's stack shares: weights by name, the attention and MLP blocks, and the forward of one
+packed launch down to the log-probabilities of its answer reads.
+
+A stack calls its element-wise ops and attention through `self.ops` (the PyTorch reference by default, or a Triton
+backend with the same function names); matmuls are plain torch. A family subclass says how a layer is wired
+(`layer`), which per-layer weights it has (`LAYER_WEIGHTS`), and how tokens are embedded (`embed`).
+
+Every layer hands on its output as two parts, `x` (the block's last output, not yet added) and `residual`: the
+hidden state is x + residual, and the next norm adds them (`ops.add_rms_norm`) so a fused kernel can do both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import types
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from spinfc.backend.launch import Launch
+from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
+
+# Per-layer weights: short name -> Hugging Face name under `model.layers.N.`
+COMMON_LAYER_WEIGHTS = {
+    "input_norm": "input_layernorm.weight",
+    "q": "self_attn.q_proj.weight",
+    "k": "self_attn.k_proj.weight",
+    "v": "self_attn.v_proj.weight",
+    "o": "self_attn.o_proj.weight",
+    "gate": "mlp.gate_proj.weight",
+    "up": "mlp.up_proj.weight",
+    "down": "mlp.down_proj.weight",
+}
+# Names a checkpoint may carry that the stacks have no use for.
+IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+def _default_ops() -> types.ModuleType:
+    from spinfc.backend import reference
+
+    return reference
+
+
+def tensors_hash(state: dict[str, torch.Tensor]) -> str:
+    """sha256 over every tensor's name, dtype, shape and bytes (copied to the CPU): stable for the same weights."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach().contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
+class Model:
+    family: ClassVar[str]
+    LAYER_WEIGHTS: ClassVar[dict[str, str]] = COMMON_LAYER_WEIGHTS
+    NORM_UNIT_OFFSET: ClassVar[bool] = False  # Gemma multiplies by (1 + w)
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        state_dict: dict[str, torch.Tensor],
+        *,
+        ops=None,
+        name: str | None = None,
+        weights_hash: str | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ):
+        """Build a stack from a config and a state dict in Hugging Face naming (tensors are moved to `device` and
+        cast to `dtype` where given). Without `weights_hash`, the hash is computed from the tensors' bytes (which
+        reads every weight: pass a label for large random-weight models)."""
+        if config.family != self.family:
+            raise ValueError(f"{type(self).__name__} builds {self.family} models, not a {config.family} config")
+        self.config, self.name, self.ops = config, name, ops or _default_ops()
+        state = {
+            key: tensor.to(device=device, dtype=dtype if tensor.is_floating_point() else None)
+            for key, tensor in state_dict.items()
+            if not key.endswith(IGNORED_SUFFIXES)
+        }
+        self.weights_hash = weights_hash or tensors_hash(state)
+        take = lambda key: self._take(state, key)  # noqa: E731
+        self.embed_weight = take("model.embed_tokens.weight")  # [V, D]
+        self.final_norm = take("model.norm.weight")  # [D]
+        if config.tie_embeddings:
+            state.pop("lm_head.weight", None)
+            self.lm_head = self.embed_weight
+        else:
+            self.lm_head = take("lm_head.weight")  # [V, D]
+        self.layers = [
+            {short: take(f"model.layers.{i}.{long}") for short, long in self.LAYER_WEIGHTS.items()}
+            for i in range(config.layers)
+        ]
+        if state:
+            unexpected = ", ".join(sorted(state)[:5])
+            raise UnsupportedModel(
+                f"the {self.family} stack has no use for {len(state)} weights of this checkpoint ({unexpected}, ...): "
+                "it is not the architecture its config names, or uses a feature spinfc does not implement"
+            )
+        self._check_shapes()
+
+    @staticmethod
+    def _take(state: dict[str, torch.Tensor], key: str) -> torch.Tensor:
+        if key not in state:
+            raise UnsupportedModel(f"the checkpoint has no weight {key!r}, which the model stack needs")
+        return state.pop(key)
+
+    def _check_shapes(self) -> None:
+        c = self.config
+        want = {
+            "q": (c.heads * c.head_dim, c.hidden),
+            "k": (c.kv_heads * c.head_dim, c.hidden),
+            "v": (c.kv_heads * c.head_dim, c.hidden),
+            "o": (c.hidden, c.heads * c.head_dim),
+            "gate": (c.intermediate, c.hidden),
+            "up": (c.intermediate, c.hidden),
+            "down": (c.hidden, c.intermediate),
+        }
+        for short, shape in want.items():
+            got = tuple(self.layers[0][short].shape)
+            if got != shape:
+                raise UnsupportedModel(f"layer 0 weight {short!r} has shape {got}; the config implies {shape}")
+        if tuple(self.embed_weight.shape) != (c.vocab, c.hidden):
+            raise UnsupportedModel(f"embeddings have shape {tuple(self.embed_weight.shape)}, not {(c.vocab, c.hidden)}")
+
+    # ---- what a tokenizer and the engine read -------------------------------------------------------------------
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed_weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed_weight.device
+
+    @property
+    def tokenizer(self):
+        """The model's tokenizer, through the registry (cached there)."""
+        if self.name is None:
+            raise ValueError("this model was built from a state dict without a name, so it has no tokenizer")
+        from spinfc.registry import load_tokenizer
+
+        return load_tokenizer(self.name)
+
+    # ---- the forward --------------------------------------------------------------------------------------------
+
+    def norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return self.ops.rms_norm(x, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET)
+
+    def add_norm(self, x, residual, weight) -> tuple[torch.Tensor, torch.Tensor]:
+        """(norm(x + residual), x + residual); the first layer has no residual yet and norms x alone."""
+        if residual is None:
+            return self.norm(x, weight), x
+        return self.ops.add_rms_norm(x, residual, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET)
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return F.embedding(tokens, self.embed_weight)  # [T, D]
+
+    def attention(
+        self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool
+    ) -> torch.Tensor:
+        """h: [T, D] normed -> the attention block's output [T, D] (after o_proj): projections, optional per-head
+        q/k norms, rope at each row's position, and tree attention over the launch's spans."""
+        c, T = self.config, h.shape[0]
+        q = F.linear(h, w["q"]).view(T, c.heads, c.head_dim)  # [T, H, Dh]
+        k = F.linear(h, w["k"]).view(T, c.kv_heads, c.head_dim)  # [T, Hk, Dh]
+        v = F.linear(h, w["v"]).view(T, c.kv_heads, c.head_dim)  # [T, Hk, Dh]
+        if qk_norm:
+            q = self.norm(q.reshape(T * c.heads, c.head_dim), w["q_norm"]).view(T, c.heads, c.head_dim)
+            k = self.norm(k.reshape(T * c.kv_heads, c.head_dim), w["k_norm"]).view(T, c.kv_heads, c.head_dim)
+        q = self.ops.apply_rope(q, launch.positions, theta)
+        k = self.ops.apply_rope(k, launch.positions, theta)
+        out = self.ops.tree_attention(
+            q, k, v, launch.ends, launch.positions, launch.spans, scale=c.attention_scale, window=window
+        )  # [T, H, Dh]
+        return F.linear(out.reshape(T, c.heads * c.head_dim), w["o"])
+
+    def mlp(self, w: dict, h: torch.Tensor, kind: str) -> torch.Tensor:
+        """h: [T, D] normed -> down(act(gate(h)) * up(h)): [T, D]."""
+        return F.linear(self.ops.gated_act(F.linear(h, w["gate"]), F.linear(h, w["up"]), kind), w["down"])
+
+    def layer(self, index: int, x, residual, launch: Launch) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError(f"{type(self).__name__} must say how its layers are wired")
+
+    @torch.inference_mode()
+    def forward(self, launch: Launch) -> torch.Tensor:
+        """log p(read_token[k] | what row rows[read_row[k]] sees), one float32 per read: [N]. Logits are
+        computed only at the answer rows, which are gathered before the final norm."""
+        x, residual = self.embed(launch.tokens), None  # [T, D]
+        for index in range(self.config.layers):
+            x, residual = self.layer(index, x, residual, launch)
+        rows = launch.rows
+        final, _ = self.ops.add_rms_norm(
+            x[rows], residual[rows], self.final_norm, self.config.norm_eps, self.NORM_UNIT_OFFSET
+        )  # [R, D]
+        return self.ops.answer_logprobs(final, self.lm_head, launch.read_row, launch.read_token)
+
+    __call__ = forward

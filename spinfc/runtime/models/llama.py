@@ -1,0 +1,20 @@
+"""Llama (SmolLM2, Llama 3): pre-norm layers, rope with one base, SiLU-gated MLP."""
+
+from __future__ import annotations
+
+from spinfc.backend.launch import Launch
+from spinfc.runtime.models.base import COMMON_LAYER_WEIGHTS, Model
+
+
+class LlamaModel(Model):
+    family = "llama"
+    LAYER_WEIGHTS = {**COMMON_LAYER_WEIGHTS, "post_attn_norm": "post_attention_layernorm.weight"}
+    QK_NORM = False
+
+    def layer(self, index: int, x, residual, launch: Launch):
+        """h = x + residual; h += attn(norm(h)); h += mlp(norm(h)), handed on as (mlp output, residual)."""
+        w = self.layers[index]
+        h, residual = self.add_norm(x, residual, w["input_norm"])
+        attn = self.attention(w, h, launch, theta=self.config.rope_theta, window=None, qk_norm=self.QK_NORM)
+        h, residual = self.add_norm(attn, residual, w["post_attn_norm"])
+        return self.mlp(w, h, "silu"), residual

@@ -1,0 +1,131 @@
+"""`ModelConfig`: the shape of a model, whichever file it came from, and its reading from a Hugging Face
+`config.json` dictionary.
+
+A config names only what the stacks need. Features the stacks do not implement (rope scaling, logit soft-capping,
+attention biases, other activations) are refused here with a message, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import attrs
+
+Family = Literal["llama", "qwen3", "gemma3"]
+FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3")
+
+
+class UnsupportedModel(Exception):
+    """A checkpoint uses an architecture or feature the model stacks do not implement; the message says which."""
+
+
+@attrs.frozen
+class ModelConfig:
+    family: Family
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    rope_theta: float  # the rope base of global (full-attention) layers
+    norm_eps: float
+    tie_embeddings: bool
+    # Gemma 3: sliding layers use a window (in positions) and their own rope base; the scores scale by
+    # query_pre_attn_scalar ** -0.5 rather than head_dim ** -0.5.
+    rope_local_theta: float | None = None
+    sliding_window: int | None = None
+    sliding_layers: tuple[bool, ...] = ()  # per layer: True where the layer is a sliding-window layer
+    query_pre_attn_scalar: float | None = None
+
+    @property
+    def attention_scale(self) -> float:
+        return (self.query_pre_attn_scalar or self.head_dim) ** -0.5
+
+    def is_sliding(self, layer: int) -> bool:
+        return bool(self.sliding_layers) and self.sliding_layers[layer]
+
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ModelConfig":
+        fields = json.loads(text)
+        fields["sliding_layers"] = tuple(fields.get("sliding_layers", ()))
+        return cls(**fields)
+
+
+def _rope_theta(hf: dict[str, Any], layer_type: str | None = None, default: float = 10000.0) -> float:
+    """The rope base, from transformers 4's `rope_theta` or 5's `rope_parameters` (flat, or per layer type)."""
+    params = hf.get("rope_parameters") or {}
+    if layer_type is not None and isinstance(params.get(layer_type), dict):
+        params = params[layer_type]
+    _refuse_rope_scaling(hf.get("rope_scaling"), params)
+    if "rope_theta" in params:
+        return float(params["rope_theta"])
+    key = "rope_local_base_freq" if layer_type == "sliding_attention" else "rope_theta"
+    return float(hf.get(key, default))
+
+
+def _refuse_rope_scaling(*settings: dict | None) -> None:
+    for setting in settings:
+        kind = (setting or {}).get("rope_type", (setting or {}).get("type", "default"))
+        if setting and kind != "default":
+            raise UnsupportedModel(
+                f"rope scaling of type {kind!r} is not implemented by spinfc's model stacks; "
+                "use a checkpoint without rope scaling"
+            )
+
+
+def _require(hf: dict[str, Any], key: str, allowed: tuple, what: str) -> None:
+    if hf.get(key) not in allowed:
+        raise UnsupportedModel(f"{what}: config.json has {key}={hf.get(key)!r}; spinfc supports {allowed}")
+
+
+def from_hf(hf: dict[str, Any]) -> ModelConfig:
+    """Read a Hugging Face `config.json` dictionary of a llama, qwen3 or gemma3_text model."""
+    model_type = hf.get("model_type")
+    family = {"llama": "llama", "qwen3": "qwen3", "gemma3_text": "gemma3"}.get(model_type)
+    if family is None:
+        hint = " (a multimodal Gemma 3: use its text-only checkpoint)" if model_type == "gemma3" else ""
+        raise UnsupportedModel(
+            f"model_type {model_type!r}{hint} is not supported; spinfc runs llama, qwen3 and gemma3_text"
+        )
+    heads = hf["num_attention_heads"]
+    common = dict(
+        family=family,
+        hidden=hf["hidden_size"],
+        layers=hf["num_hidden_layers"],
+        heads=heads,
+        kv_heads=hf.get("num_key_value_heads") or heads,
+        head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
+        intermediate=hf["intermediate_size"],
+        vocab=hf["vocab_size"],
+        norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+        tie_embeddings=bool(hf.get("tie_word_embeddings", family == "gemma3")),
+    )
+    _require(hf, "attention_bias", (None, False), family)
+    if family in ("llama", "qwen3"):
+        _require(hf, "hidden_act", (None, "silu"), family)
+        _require(hf, "mlp_bias", (None, False), family)
+        if family == "qwen3":
+            _require(hf, "use_sliding_window", (None, False), family)
+        return ModelConfig(rope_theta=_rope_theta(hf), **common)
+    _require(hf, "hidden_activation", ("gelu_pytorch_tanh",), family)
+    _require(hf, "final_logit_softcapping", (None,), family)
+    _require(hf, "attn_logit_softcapping", (None,), family)
+    _require(hf, "use_bidirectional_attention", (None, False), family)
+    layer_types = hf.get("layer_types")
+    if layer_types is None:
+        pattern = hf.get("sliding_window_pattern", hf.get("_sliding_window_pattern", 6))
+        layer_types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(common["layers"])]
+    return ModelConfig(
+        rope_theta=_rope_theta(hf, "full_attention", 1_000_000.0),
+        rope_local_theta=_rope_theta(hf, "sliding_attention", 10_000.0),
+        sliding_window=hf.get("sliding_window", 4096),
+        sliding_layers=tuple(kind == "sliding_attention" for kind in layer_types),
+        query_pre_attn_scalar=float(hf.get("query_pre_attn_scalar", 256)),
+        **common,
+    )

@@ -1,0 +1,56 @@
+"""Read a Hugging Face snapshot directory: config.json and the safetensors files beside it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from spinfc.runtime.weights.config import ModelConfig, from_hf
+
+
+def weight_files(directory: Path) -> list[Path]:
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(
+            f"{directory} holds config.json but no *.safetensors file: spinfc loads safetensors weights only"
+        )
+    return files
+
+
+def read_snapshot(directory: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    """The config and every tensor of the snapshot, in the dtype they were saved in."""
+    from safetensors.torch import load_file
+
+    config = from_hf(json.loads((directory / "config.json").read_text()))
+    state: dict[str, torch.Tensor] = {}
+    for file in weight_files(directory):
+        state.update(load_file(str(file)))
+    return config, state
+
+
+_BLOB = re.compile(r"^[0-9a-f]{64}$")
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's contents. A file in the Hugging Face cache is a link to a blob named by its sha256,
+    which is then used without reading the file again."""
+    target = path.resolve()
+    if path.is_symlink() and _BLOB.match(target.name):
+        return target.name
+    digest = hashlib.sha256()
+    with open(target, "rb") as stream:
+        while chunk := stream.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def snapshot_hash(directory: Path) -> str:
+    """A hash of the snapshot's weights and config: changes when any of them changes."""
+    digest = hashlib.sha256((directory / "config.json").read_bytes())
+    for file in weight_files(directory):
+        digest.update(f"{file.name}:{file_digest(file)}".encode())
+    return digest.hexdigest()
