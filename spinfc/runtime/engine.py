@@ -1,0 +1,311 @@
+"""The engine: owns the model, compiles requests, and runs every request's contents in shared passes.
+
+    compile  (a compile thread)  body -> frontend -> passes -> `Segment`s, one per content and the floor
+    submit   (any thread)        a compiled request joins the queue; returns a future of its scores
+    worker   (one thread)        loop: admit new work, fill one pass first-fit from the oldest work, run it, deliver
+
+A pass holds segments of any number of requests; a segment's rows are the same wherever it lands (scheduler.py),
+so a content's results never depend on its neighbours. The floor (the questions on empty content) is run once per
+question set and cached: a request whose floor is cached, or already queued by another request, reuses it. A pass
+that raises is retried with each of its segments alone, so only the request whose segment fails gets the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+from collections import OrderedDict
+
+import attrs
+import torch
+
+from spinfc.ir.nodes import OptionSlot, Program
+from spinfc.runtime.results import ContentScores, QueryResult, content_scores, query_results
+from spinfc.runtime.scheduler import Job, PassShape, Segment, Unit, assemble, cut_segments, fill, floor_key
+
+log = logging.getLogger("spinfc.engine")
+
+SLOT_SPELLING = {"text": "<*>", "number": "<n>", "amount": "<$>", "generate": "<gen>"}
+
+WARMUP_REQUEST = {
+    "messages": [{"role": "user", "content": "Customer message: the parcel arrived broken."}],
+    "scoring": {"queries": [{"id": "warmup", "template": "\n\nIs the customer unhappy?\nAnswer:<?>",
+                             "options": [" yes", " no"]}]},
+}
+
+
+class Refused(Exception):
+    """A request the engine will not run, with an error code, a message saying what to do, and the field at fault."""
+
+    def __init__(self, code: str, message: str, param: str | None = None):
+        super().__init__(message)
+        self.code, self.message, self.param = code, message, param
+
+
+class PassFailed(Exception):
+    """The forward pass holding this request's content raised; the message carries the original error."""
+
+
+class EngineClosed(Exception):
+    """The engine stopped before this request ran."""
+
+
+@attrs.frozen
+class Compiled:
+    """A request compiled against the engine's model and pass shape."""
+
+    program: Program  # after every pass
+    segments: tuple[Segment, ...]  # one per content, the floor included
+    floor: int  # index of the floor content in program.contents
+    inputs: tuple[int, ...]  # indices of the request's own contents, in request order
+
+
+@attrs.frozen
+class Scored:
+    compiled: Compiled
+    scores: dict[int, ContentScores]  # content index -> [question][option] logprob
+    processed_tokens: int  # rows this request put into passes (a reused floor costs none)
+    floor_cached: bool
+
+    def results(self) -> list[list[QueryResult]]:
+        """Per input (request order), per query: the seed's result shape."""
+        program, floor = self.compiled.program, self.scores[self.compiled.floor]
+        return [query_results(program, self.scores[c], floor) for c in self.compiled.inputs]
+
+
+@attrs.define
+class EngineStats:
+    """Counters since start, read by health and metrics routes (written by the worker thread only)."""
+
+    passes: int = 0
+    rows_used: int = 0  # rows holding a token, over all passes
+    rows_total: int = 0  # the budget times the passes
+    reads: int = 0
+    requests_done: int = 0
+    requests_failed: int = 0
+    floor_hits: int = 0
+    floor_misses: int = 0
+    queued: int = 0  # requests submitted and not yet answered (or given up)
+    lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
+
+    def settled(self, future: concurrent.futures.Future) -> None:
+        """Count a request's end, from whichever thread ends it."""
+        with self.lock:
+            self.queued -= 1
+            if not future.cancelled() and future.exception() is not None:
+                self.requests_failed += 1
+            elif not future.cancelled():
+                self.requests_done += 1
+
+    @property
+    def fill_ratio(self) -> float:
+        return self.rows_used / self.rows_total if self.rows_total else 0.0
+
+
+class Engine:
+    def __init__(self, model, *, budget: int, block: int = 128, device: str = "cpu", floor_cache_size: int = 256,
+                 max_rows: int | None = None, max_reads: int | None = None):
+        self.model = model
+        self.device = device
+        self.shape = PassShape(budget=budget, block=block, max_rows=max_rows, max_reads=max_reads)
+        self.stats = EngineStats()
+        self._floor_cache: OrderedDict[str, ContentScores] = OrderedDict()
+        self._floor_cache_size = floor_cache_size
+        self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._units: list[Unit] = []  # waiting work, oldest first
+        self._floors_queued: dict[str, Unit] = {}
+        self._compiler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spinfc-compile")
+        self._worker = threading.Thread(target=self._loop, name="spinfc-engine", daemon=True)
+        self._closed = False
+
+    # ---- the caller's side --------------------------------------------------------------------------------
+
+    def start(self) -> "Engine":
+        self._worker.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the worker after the pass in flight; requests still waiting fail with EngineClosed."""
+        if not self._closed:
+            self._closed = True
+            self._inbox.put(None)
+            if self._worker.is_alive():
+                self._worker.join()
+            self._compiler.shutdown(wait=False, cancel_futures=True)
+
+    def compile(self, body: dict) -> Compiled:
+        """Compile a /v1/score body. Raises CompileError (from the frontend and passes) or Refused."""
+        from spinfc import passes
+        from spinfc.frontend import program_from_request
+
+        program = program_from_request(body, model=self.model.name)
+        for i, query in enumerate(program.queries):
+            if not isinstance(query.slot, OptionSlot):
+                kind = query.template.slot.kind if query.template.slot else "generate"
+                raise Refused(
+                    "extraction_not_available",
+                    f"query {query.id!r} uses a {kind} slot ({SLOT_SPELLING.get(kind, kind)}): extraction is not "
+                    "available yet in this version of spinfc; ask with an option slot <?> and a list of options",
+                    param=f"scoring.queries[{i}].template",
+                )
+        program = attrs.evolve(program, budget=self.shape.budget, block=self.shape.block)
+        program = passes.run(program)
+        by_content = {segment.content: segment for segment in cut_segments(program.layouts)}
+        floors = [i for i, content in enumerate(program.contents) if content.is_floor]
+        if len(floors) != 1 or set(by_content) != set(range(len(program.contents))):
+            raise ValueError(f"compiled program has floors {floors} and laid out contents {sorted(by_content)}")
+        segments = tuple(by_content[i] for i in range(len(program.contents)))
+        for segment in segments:
+            if not self.shape.admits(segment):
+                raise Refused("content_too_long", f"a content with its questions needs {segment.length} rows and "
+                              f"{segment.rows} answer rows: more than one pass holds ({self.shape})")
+        inputs = tuple(i for i in range(len(program.contents)) if i != floors[0])
+        return Compiled(program=program, segments=segments, floor=floors[0], inputs=inputs)
+
+    async def compile_async(self, body: dict) -> Compiled:
+        """`compile` on the engine's compile thread, off the event loop (tokenizers are not shared across threads)."""
+        return await asyncio.get_running_loop().run_in_executor(self._compiler, self.compile, body)
+
+    def submit(self, compiled: Compiled) -> concurrent.futures.Future:
+        """Queue a compiled request; the future resolves to its `Job` or raises PassFailed / EngineClosed.
+        Cancelling the future withdraws the request: its contents not yet run are dropped."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        if self._closed:
+            future.set_exception(EngineClosed("the engine is shut down"))
+            return future
+        with self.stats.lock:
+            self.stats.queued += 1
+        future.add_done_callback(self.stats.settled)
+        self._inbox.put(Job(compiled=compiled, future=future))
+        return future
+
+    async def score(self, compiled: Compiled) -> Scored:
+        """Run a compiled request in shared passes; raises PassFailed or EngineClosed."""
+        job = await asyncio.wrap_future(self.submit(compiled))
+        return Scored(compiled, dict(job.scores), job.processed_tokens, job.floor_cached)
+
+    async def warm_up(self) -> Scored:
+        """Compile and run one small request: the first pass pays for lazy initialisation, not a user."""
+        return await self.score(await self.compile_async(WARMUP_REQUEST))
+
+    # ---- the worker thread -----------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                if not self._admit(block=not self._units):
+                    break
+                self._units = [u for u in self._units if u.wanted() or self._forget(u)]
+                if self._units:
+                    self._run_one_pass()
+            except Exception:  # the loop must survive anything; the requests involved were told already
+                log.exception("engine loop error")
+        for unit in self._units:
+            unit.fail(EngineClosed("the engine shut down before this request ran"))
+        self._units = []
+
+    def _admit(self, block: bool) -> bool:
+        """Turn queued jobs into units; False once close() was called."""
+        try:
+            job = self._inbox.get(block=block)
+        except queue.Empty:
+            return True
+        while job is not None:
+            if not job.done:
+                self._admit_job(job)
+            try:
+                job = self._inbox.get_nowait()
+            except queue.Empty:
+                return True
+        return False
+
+    def _admit_job(self, job: Job) -> None:
+        compiled = job.compiled
+        questions = compiled.program.questions
+        key = floor_key(self.model, compiled.program, compiled.floor)
+        cached = self._floor_cache.get(key)
+        if cached is not None:
+            self._floor_cache.move_to_end(key)
+            self.stats.floor_hits += 1
+            job.floor_cached = True
+            job.scores[compiled.floor] = cached
+        elif key in self._floors_queued:
+            self.stats.floor_hits += 1
+            self._floors_queued[key].consumers.append((job, compiled.floor))
+        else:
+            self.stats.floor_misses += 1
+            unit = Unit(compiled.segments[compiled.floor], questions, [(job, compiled.floor)], floor_key=key)
+            self._floors_queued[key] = unit
+            self._units.append(unit)
+            job.processed_tokens += unit.segment.length
+        for c in compiled.inputs:
+            self._units.append(Unit(compiled.segments[c], questions, [(job, c)]))
+            job.processed_tokens += compiled.segments[c].length
+        job.remaining = len(compiled.segments) - len(job.scores)
+        if job.remaining == 0:
+            job.finish()
+
+    def _forget(self, unit: Unit) -> bool:
+        if unit.floor_key is not None and self._floors_queued.get(unit.floor_key) is unit:
+            del self._floors_queued[unit.floor_key]
+        return False
+
+    def _run_one_pass(self) -> None:
+        if self._units[0].solo:
+            chosen = [0]
+        else:
+            candidates = [i for i, unit in enumerate(self._units) if not unit.solo]
+            chosen = [candidates[k] for k in fill([self._units[i].segment for i in candidates], self.shape)]
+        units = [self._units[i] for i in chosen]
+        taken = set(chosen)
+        self._units = [unit for i, unit in enumerate(self._units) if i not in taken]
+        try:
+            logprobs = self._forward([unit.segment for unit in units])
+        except Exception as error:
+            if len(units) > 1:  # find the culprit: run each alone, ahead of newer work
+                log.warning("a pass of %d contents failed (%r); retrying each alone", len(units), error)
+                for unit in units:
+                    unit.solo = True
+                self._units = units + self._units
+                return
+            log.exception("a pass failed")
+            self._forget(units[0])
+            units[0].fail(PassFailed(f"the forward pass failed: {type(error).__name__}: {error}"))
+            return
+        offset = 0
+        for unit in units:
+            n = len(unit.segment.reads)
+            self._deliver(unit, logprobs[offset:offset + n])
+            offset += n
+
+    def _forward(self, segments: list[Segment]) -> list[float]:
+        """Run one pass of `segments`; one logprob per read, in segment order."""
+        from spinfc.backend.launch import lower
+
+        layout = assemble(segments, self.shape, index=self.stats.passes)
+        launch = lower(layout, rows_padded_to=self.shape.max_rows, reads_padded_to=self.shape.max_reads)
+        with torch.inference_mode():
+            out = self.model.forward(launch.to(self.device))  # [N] float32 (N padded to max_reads when fixed)
+        n = len(layout.reads)
+        self.stats.passes += 1
+        self.stats.rows_used += sum(segment.length for segment in segments)
+        self.stats.rows_total += self.shape.budget
+        self.stats.reads += n
+        return out[:n].float().cpu().tolist()
+
+    def _deliver(self, unit: Unit, logprobs: list[float]) -> None:
+        self._forget(unit)
+        try:
+            scores = content_scores(unit.questions, unit.segment.reads, logprobs)
+        except Exception as error:
+            log.exception("results of a pass could not be assembled")
+            unit.fail(PassFailed(f"results could not be assembled: {error}"))
+            return
+        if unit.floor_key is not None:
+            self._floor_cache[unit.floor_key] = scores
+            while len(self._floor_cache) > self._floor_cache_size:
+                self._floor_cache.popitem(last=False)
+        unit.deliver(scores)
