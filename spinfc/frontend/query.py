@@ -1,0 +1,127 @@
+"""One question as written, read from a pack's `[[questions]]` table or a request's `scoring.queries[i]`.
+
+Both have the same keys and the same rules, so a mistake reads the same in a pack file and in a request:
+
+    id            what the answers are reported under
+    template      text with one slot (template.lark); placeholders {name} take their values from `placeholders`
+    options       the answers of an option slot <?>, e.g. [" yes", " no"]; only for <?>
+    placeholders  {name = ["value", ...]}: one question per combination of values (a grid)
+    max_tokens    the longest answer of an extraction slot (<*> <n> <$> <gen>)
+    generate      true turns a <*> text slot into generated free text (as <gen>)
+"""
+
+from __future__ import annotations
+
+from spinfc.frontend.fields import Fields, dotted
+from spinfc.ir.nodes import (
+    AmountSlot,
+    GenerateSlot,
+    NumberSlot,
+    Option,
+    OptionSlot,
+    Placeholder,
+    Query,
+    Slot,
+    SlotRef,
+    Template,
+    Text,
+    TextSlot,
+)
+
+QUERY_KEYS = ("id", "template", "options", "placeholders", "max_tokens", "generate")
+QUERY_ID = r"[A-Za-z0-9_][A-Za-z0-9_.:-]*"
+MAX_TOKENS_LIMIT = 512
+_EXTRACTORS = {"text": TextSlot, "number": NumberSlot, "amount": AmountSlot, "generate": GenerateSlot}
+
+
+def read_query(f: Fields) -> Query:
+    """A checked `Query`: a template with one slot, options iff it is an option slot, every placeholder valued."""
+    f.check_keys(QUERY_KEYS)
+    query_id = f.string("id", "question id", '"refund_request"', pattern=QUERY_ID)
+    template = f.template("template", "template", '"\\n\\nIs the customer asking for a refund?\\nAnswer:<?>"')
+    ref = template.slot
+    if ref is None:
+        f.fail("template", "the template has no slot: nothing would be scored", code="missing_slot",
+               hint="end the question with a slot: Answer:<?> with options, or <*> <n> <$> <gen> to extract")  # fmt: skip
+    placeholders = _placeholders(f, template)
+    return Query(query_id, template, _slot(f, template, ref), placeholders)
+
+
+def _placeholders(f: Fields, template: Template) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    names = template.placeholders
+    given = f.table("placeholders", "placeholder values", '{ aspect = ["price", "quality"] }', default=None)
+    values: dict[str, tuple[str, ...]] = {}
+    if given is not None:
+        for name in given.data:
+            if name not in names:
+                note = " ({n} is the number slot, not a placeholder)" if name == "n" else ""
+                given.fail(name, f"placeholder `{name}` has values but the template never uses {{{name}}}{note}",
+                           code="unused_placeholder", at_key=True,
+                           hint=f"write {{{name}}} in the template where the value goes, or remove `{name}`")  # fmt: skip
+            if given.data[name] == []:
+                given.fail(name, f"placeholder {{{name}}} has no values", code="placeholder_without_values",
+                           hint=f'give at least one value, e.g. {name} = ["price", "quality"]')  # fmt: skip
+            values[name] = given.strings(name, "value", '["price", "quality"]')
+    for part in template.parts:
+        if isinstance(part, Placeholder) and part.name not in values:
+            raise f.error(
+                f"placeholder {{{part.name}}} has no values",
+                part.loc,
+                code="placeholder_without_values",
+                hint=f'give its values next to the template: placeholders = {{ {part.name} = ["a", "b"] }}',
+                param=_param(f, "template"),
+            )
+    return tuple((name, values[name]) for name in names)
+
+
+def _slot(f: Fields, template: Template, ref: SlotRef) -> Slot:
+    after = "".join(p.text for p in template.parts[template.parts.index(ref) + 1 :] if isinstance(p, Text))
+    if ref.kind != "options":
+        if f.has("options"):
+            f.fail("options", f"options given to a {ref.kind} slot; only an option slot <?> takes options",
+                   code="options_not_allowed", at_key=True,
+                   hint="use <?> (or {?}) in the template to score these options, or remove `options`")  # fmt: skip
+        if f.has("generate") and ref.kind != "text":
+            f.fail("generate", f"`generate` turns a text slot <*> into free text; this is a {ref.kind} slot",
+                   code="not_allowed", at_key=True, hint="remove `generate`, or use <gen> for free text")  # fmt: skip
+        kind = "generate" if ref.kind == "text" and _generate(f) else ref.kind
+        default = _EXTRACTORS[kind]().max_tokens
+        max_tokens = int(f.value("max_tokens", int, "token count", "16", default=default))
+        if not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
+            f.fail("max_tokens", f"max_tokens = {max_tokens} is out of range", code="bad_value",
+                   hint=f"give a count from 1 to {MAX_TOKENS_LIMIT}")  # fmt: skip
+        return _EXTRACTORS[kind](stop=after, max_tokens=max_tokens)
+    for key in ("max_tokens", "generate"):
+        if f.has(key):
+            f.fail(key, f"`{key}` is for extraction slots; this is an option slot <?>", code="not_allowed",
+                   at_key=True, hint=f"remove `{key}`: an option slot scores the options given, nothing is decoded")  # fmt: skip
+    if after.strip():
+        raise f.error(
+            f"text after an option slot is never read: {after.strip()!r}",
+            ref.loc,
+            code="text_after_option_slot",
+            hint="end the template with the slot; put any text the model should read before it",
+            param=_param(f, "template"),
+        )
+    if not f.has("options") or f.data["options"] == []:
+        raise f.error(
+            "the option slot has no options",
+            ref.loc if not f.has("options") else f.loc("options"),
+            code="no_options",
+            hint='give the answers to score, with their leading space: options = [" yes", " no"]',
+            param=_param(f, "options"),
+        )
+    options = f.strings("options", "option", '[" yes", " no"]', unique="duplicate_option")
+    for index, text in enumerate(options):
+        if not text.strip():
+            f.fail(("options", index), f"option {index + 1} is {'empty' if not text else 'only whitespace'}",
+                   code="empty_option", hint='an option is the answer text, with its leading space: " yes"')  # fmt: skip
+    return OptionSlot(tuple(Option(text) for text in options))
+
+
+def _generate(f: Fields) -> bool:
+    return bool(f.value("generate", bool, "flag", "true", default=False))
+
+
+def _param(f: Fields, key: str) -> str:
+    return dotted(f.key_path(key))

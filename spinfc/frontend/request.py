@@ -1,0 +1,97 @@
+"""A /v1/score request body -> the IR `Program` (the body format: seed README, docs/packs.md "Requests").
+
+    {"model": "...",
+     "messages": [{"role": "user", "content": "Customer support message:\\n..."}],     one content, or
+     "inputs": [{"messages": [...]}, {"messages": [...]}],                            several
+     "scoring": {"queries": [{"id": "refund", "template": "...Answer:{?}", "options": [" yes", " no"],
+                              "placeholders": {"name": ["v1", "v2"]}}]}}
+
+A content is its messages' texts joined with a blank line; contents are `input-0`, `input-1`, ... in order.
+Errors are `RequestError`s whose `param` (and `loc.file`) is the JSON path of the field, e.g.
+`<request>:scoring.queries[2].options`; inside a template, line and column count within the template.
+Other top-level keys (model, packs, stream, ...) are the server's and are not read here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from spinfc.errors import RequestError
+from spinfc.frontend.fields import Fields, JsonWhere
+from spinfc.frontend.query import read_query
+from spinfc.ir.nodes import Content, Program, Query
+
+MESSAGE_EXAMPLE = '[{"role": "user", "content": "..."}]'
+
+
+def program_from_request(body: Mapping[str, Any], model: str, source: str = "<request>") -> Program:
+    """The program asking every query of `body` about each of its contents; raise `RequestError` (or
+    `TemplateError`) at the first mistake. A body naming `packs` may have no queries of its own."""
+    f = Fields(body, (), JsonWhere(source), RequestError, "a JSON object")
+    contents = _contents(f)
+    return Program(model=model, contents=contents, queries=_queries(f))
+
+
+def _contents(f: Fields) -> tuple[Content, ...]:
+    if f.has("messages") and f.has("inputs"):
+        f.fail("inputs", "the body has both `messages` and `inputs`", code="conflicting_fields",
+               hint="send one content as `messages`, or several as `inputs: [{messages: [...]}, ...]`")  # fmt: skip
+    if f.has("messages"):
+        return (Content("input-0", _text(f, "messages")),)
+    if not f.has("inputs"):
+        f.fail(None, "the body has no content: neither `messages` nor `inputs`", code="missing_content",
+               hint=f'send the content as "messages": {MESSAGE_EXAMPLE}')  # fmt: skip
+    inputs = f.tables("inputs", "an object", '[{"messages": [...]}]')
+    if not inputs:
+        f.fail("inputs", "`inputs` is empty", code="empty_list", hint='give at least one: [{"messages": [...]}]')
+    contents = []
+    for i, item in enumerate(inputs):
+        item.check_keys(("messages",))
+        item.require("messages", "the input's messages", MESSAGE_EXAMPLE)
+        contents.append(Content(f"input-{i}", _text(item, "messages")))
+    return tuple(contents)
+
+
+def _text(f: Fields, key: str) -> str:
+    """The messages' texts joined with a blank line."""
+    messages = f.tables(key, "a message object", '{"role": "user", "content": "..."}')
+    if not messages:
+        f.fail(key, f"`{key}` is empty", code="empty_list", hint=f"give at least one message: {MESSAGE_EXAMPLE}")
+    texts = []
+    for m in messages:
+        m.check_keys(("role", "content", "name"))
+        m.string("role", "role", '"user"')
+        content = m.value("content", (str, list), "message content", '"the text to score"')
+        texts.append(content if isinstance(content, str) else _parts(m))
+    return "\n\n".join(texts)
+
+
+def _parts(m: Fields) -> str:
+    """OpenAI-style content parts: text parts joined with a blank line; other kinds are refused."""
+    texts = []
+    for part in m.tables("content", "a content part", '{"type": "text", "text": "..."}'):
+        kind = part.string("type", "part type", '"text"')
+        if kind != "text":
+            part.fail("type", f"content parts of type {kind!r} are not supported", code="unsupported_content",
+                      hint='send the content as text: {"type": "text", "text": "..."}')  # fmt: skip
+        part.check_keys(("type", "text"))
+        texts.append(part.string("text", "text", '"the text to score"'))
+    return "\n\n".join(texts)
+
+
+def _queries(f: Fields) -> tuple[Query, ...]:
+    scoring = f.table("scoring", "an object", '{"queries": [...]}', default=None)
+    tables = scoring.tables("queries", "a query object", '[{"id": "...", "template": "...", "options": [...]}]') if scoring else []
+    if not tables and not f.has("packs"):
+        where = scoring if scoring is not None else f
+        where.fail("queries" if scoring is not None else None, "the request asks no question: `scoring.queries` is empty",
+                   code="no_queries", hint='add a query: {"id": "refund", "template": "...\\nAnswer:{?}", "options": [" yes", " no"]}')  # fmt: skip
+    queries: dict[str, Query] = {}
+    for q in tables:
+        query = read_query(q)
+        if query.id in queries:
+            q.fail("id", f"query id {query.id!r} is used twice", code="duplicate_id",
+                   hint="give each query its own id; the answers are reported under it")  # fmt: skip
+        queries[query.id] = query
+    return tuple(queries.values())
+

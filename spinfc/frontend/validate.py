@@ -1,0 +1,44 @@
+"""`spinfc packs validate DIR`: every error of every pack file in a folder, not only the first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spinfc.errors import CompileError, PackError
+from spinfc.frontend.pack_reader import read_pack
+from spinfc.ir.nodes import SourceLoc
+
+
+def validate_packs(directory: str | Path) -> list[CompileError]:
+    """Read each `*.toml` in `directory` (sorted by name); return all their errors, in file order.
+
+    Besides each file's own errors: a folder that does not exist or holds no pack, and two files with the same
+    pack id, are errors too. An empty list means every pack loads."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        return [PackError(f"{folder} is not a folder", SourceLoc(str(folder)), code="not_a_folder",
+                          hint="give the folder holding the pack files (*.toml)")]  # fmt: skip
+    files = sorted(folder.glob("*.toml"))
+    if not files:
+        return [PackError(f"no pack files (*.toml) in {folder}", SourceLoc(str(folder)), code="no_packs",
+                          hint="a pack is a .toml file; see docs/packs.md")]  # fmt: skip
+    errors: list[CompileError] = []
+    seen: dict[str, Path] = {}
+    for path in files:
+        pack, found = read_pack(path)
+        errors.extend(found)
+        if pack is None:
+            continue
+        if pack.id in seen:
+            errors.append(PackError(f"pack id {pack.id!r} is also the id of {seen[pack.id]}",
+                                    _id_loc(path), code="duplicate_pack_id",
+                                    hint="give each pack its own id (namespace/name)"))  # fmt: skip
+        else:
+            seen[pack.id] = path
+    return errors
+
+
+def _id_loc(path: Path) -> SourceLoc:
+    from spinfc.frontend.tomlpos import TomlPositions
+
+    return TomlPositions(path.read_text(encoding="utf-8"), str(path)).loc(("id",))
