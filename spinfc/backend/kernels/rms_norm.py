@@ -1,0 +1,71 @@
+"""RMSNorm, optionally fused with the residual add that precedes it: one program per row reads x (and the
+residual) once and writes the normed row (and the sum). A row's result depends on that row alone."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+import torch
+
+from spinfc.backend import reference as _reference
+
+
+@triton.jit
+def _rms_norm_kernel(
+    X, RES, W, OUT, RES_OUT,  # x, res, out, res_out: [T, D] rows with a unit last stride; w: [D]
+    stride_x, stride_res, stride_out, stride_res_out, D, eps,
+    HAS_RESIDUAL: tl.constexpr, UNIT_OFFSET: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_D)
+    ok = cols < D
+    x = tl.load(X + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+    if HAS_RESIDUAL:
+        res = tl.load(RES + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)
+        # The sum is rounded to the output dtype before it is normed, as the reference does.
+        summed = (x + res).to(RES_OUT.dtype.element_ty)
+        tl.store(RES_OUT + row * stride_res_out + cols, summed, mask=ok)
+        x = summed.to(tl.float32)
+    mean_square = tl.sum(x * x, axis=0) / D
+    normed = x * tl.rsqrt(mean_square + eps)
+    w = tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
+    if UNIT_OFFSET:
+        w = w + 1.0
+    tl.store(OUT + row * stride_out + cols, (normed * w).to(OUT.dtype.element_ty), mask=ok)
+
+
+def _launch(x, residual, weight, eps, unit_offset):
+    if x.dim() != 2 or weight.shape != (x.shape[1],):
+        raise ValueError(f"rms_norm: x must be [T, D] and weight [D]; got {tuple(x.shape)} and {tuple(weight.shape)}")
+    if residual is not None and residual.shape != x.shape:
+        raise ValueError(f"add_rms_norm: residual {tuple(residual.shape)} differs from x {tuple(x.shape)}")
+    for name, t in (("x", x), ("residual", residual), ("weight", weight)):
+        if t is not None and t.stride(-1) != 1:
+            raise ValueError(f"rms_norm: {name} must have a unit stride in its last dimension")
+    T, D = x.shape
+    out = torch.empty((T, D), dtype=x.dtype, device=x.device)
+    res_out = torch.empty_like(out) if residual is not None else out
+    block_d = triton.next_power_of_2(D)
+    _rms_norm_kernel[(T,)](
+        x, residual if residual is not None else x, weight, out, res_out,
+        x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0), res_out.stride(0), D, eps,
+        HAS_RESIDUAL=residual is not None, UNIT_OFFSET=unit_offset, BLOCK_D=block_d,
+        num_warps=min(16, max(1, block_d // 256)),
+    )
+    return out, res_out
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool) -> torch.Tensor:
+    """x: [T, D], weight: [D] -> [T, D] in x.dtype: x / sqrt(mean(x^2) + eps) * w (or * (1 + w))."""
+    return _launch(x, None, weight, eps, unit_offset)[0]
+
+
+def add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, residual: [T, D] -> (rms_norm(x + residual), x + residual), in one pass over the rows."""
+    return _launch(x, residual, weight, eps, unit_offset)
+
+
+reference = _reference.rms_norm
+reference_add = _reference.add_rms_norm

@@ -1,0 +1,62 @@
+"""Rotary position embedding applied in place (Hugging Face's rotate_half convention: dimension i pairs with
+i + D/2). One program per row rotates all its heads; the frequencies come from the same float32 table the
+reference builds, so only the cos/sin evaluation differs."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import triton
+import triton.language as tl
+import torch
+
+from spinfc.backend import reference as _reference
+
+
+@triton.jit
+def _rope_kernel(
+    X, POS, INV_FREQ,  # x: [T, H, D] (read and written), pos: [T] int64, inv_freq: [D/2] float32
+    stride_t, stride_h, H, HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    heads = tl.arange(0, BLOCK_H)
+    dims = tl.arange(0, BLOCK_HALF)
+    dim_ok = dims < HALF
+    ok = (heads[:, None] < H) & dim_ok[None, :]
+    angle = tl.load(POS + row).to(tl.float32) * tl.load(INV_FREQ + dims, mask=dim_ok, other=0.0)  # [BHALF]
+    cos = tl.cos(angle)[None, :]
+    sin = tl.sin(angle)[None, :]
+    first = X + row * stride_t + heads[:, None] * stride_h + dims[None, :]
+    x1 = tl.load(first, mask=ok, other=0.0).to(tl.float32)
+    x2 = tl.load(first + HALF, mask=ok, other=0.0).to(tl.float32)
+    tl.store(first, (x1 * cos - x2 * sin).to(X.dtype.element_ty), mask=ok)
+    tl.store(first + HALF, (x2 * cos + x1 * sin).to(X.dtype.element_ty), mask=ok)
+
+
+@lru_cache(maxsize=16)
+def _inv_freq(head_dim: int, theta: float, device: torch.device) -> torch.Tensor:
+    """[D/2] float32, computed exactly as `reference.rope_cos_sin` does (cached: built once per model)."""
+    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim
+    return 1.0 / (theta**exponent)
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """x: [T, H, D] (a view is fine, e.g. q inside a fused qkv output; unit last stride), positions: [T] int64.
+    Rotates x IN PLACE and returns it."""
+    if x.dim() != 3 or x.shape[2] % 2 or positions.shape != (x.shape[0],):
+        raise ValueError(f"apply_rope: x must be [T, H, D] with D even and positions [T]; got {tuple(x.shape)}, "
+                         f"{tuple(positions.shape)}")
+    if x.stride(2) != 1:
+        raise ValueError("apply_rope: x must have a unit stride in its last dimension")
+    T, H, D = x.shape
+    inv_freq = _inv_freq(D, float(theta), x.device)
+    block = triton.next_power_of_2(H) * triton.next_power_of_2(D // 2)
+    _rope_kernel[(T,)](
+        x, positions, inv_freq, x.stride(0), x.stride(1), H,
+        HALF=D // 2, BLOCK_H=triton.next_power_of_2(H), BLOCK_HALF=triton.next_power_of_2(D // 2),
+        num_warps=min(8, max(1, block // 512)),
+    )
+    return x
+
+
+reference = _reference.apply_rope

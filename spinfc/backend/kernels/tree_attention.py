@@ -1,0 +1,150 @@
+"""Tree attention over `end[j]`: query i attends key j iff j <= i < ends[j] (and, with a window,
+positions[i] - positions[j] < window). Online softmax, GQA, head dims up to 256.
+
+One program computes BLOCK_M query rows of one query head. It walks key blocks in ascending order from the first
+key block any of its rows can see (`first_key_block`, computed on the device from the per-block maximum of `ends`)
+to its diagonal, and skips a key block when no row can see any of its keys: the block's maximum `end` is at most
+the query block's first row, or (with a window) every query is at least `window` positions past every key.
+
+Batch invariance. Every content starts at a multiple of `ALIGNMENT`, so the key blocks a row visits, their order,
+and the rows they are reduced with are set by the content's own layout: blocks of other contents are always
+skipped (their keys end before this content starts), and a block that is visited but masked for a row changes
+nothing in that row's state (its scaling factor is exactly 1 and its weights exactly 0). So a row's result is
+bit-identical wherever its content sits in the pass and whatever else is packed with it.
+
+Layout invariants the kernel relies on (the `layout` pass guarantees them): ends[j] never reaches past the end
+of j's own span, and a padding row j has ends[j] = j + 1 (it sees only itself). Under those, the `spans` argument
+of the reference adds nothing, and the kernel does not read it.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+import torch
+
+from spinfc.backend import reference as _reference
+
+# Contents must start at multiples of this (it is a multiple of every block size the launcher picks).
+ALIGNMENT = 64
+
+
+@triton.jit
+def _tree_attention_kernel(
+    Q, K, V, O, ENDS, POS, FIRST,  # q: [T, H, D], k, v: [T, Hk, D], o: [T, H, D], ends, pos: [T], first: [T/BM]
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
+    qk_scale, window,  # qk_scale = scale * log2(e): the softmax runs in base 2
+    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr,
+):
+    query_block = tl.program_id(0)
+    head = tl.program_id(1)
+    kv_head = head // GROUP
+    q_start = query_block * BLOCK_M
+    rows = q_start + tl.arange(0, BLOCK_M)  # [BM]
+    dims = tl.arange(0, BLOCK_D)  # [BD]
+    dim_ok = dims < HEAD_DIM
+
+    q = tl.load(Q + rows[:, None] * stride_qt + head * stride_qh + dims[None, :], mask=dim_ok[None, :], other=0.0)
+    q_pos = tl.load(POS + rows)  # [BM]
+    q_min_pos = tl.min(q_pos, axis=0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max (base-2 units)
+    l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum of weights
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+
+    lo = tl.load(FIRST + query_block)
+    hi = (q_start + BLOCK_M + BLOCK_N - 1) // BLOCK_N  # one past the diagonal key block
+    for key_block in range(lo, hi):
+        keys = key_block * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
+        key_end = tl.load(ENDS + keys)  # [BN]
+        visit = tl.max(key_end, axis=0) > q_start
+        if HAS_WINDOW:
+            key_pos = tl.load(POS + keys)
+            visit = visit & (q_min_pos - tl.max(key_pos, axis=0) < window)
+        if visit:
+            k = tl.load(K + keys[:, None] * stride_kt + kv_head * stride_kh + dims[None, :],
+                        mask=dim_ok[None, :], other=0.0)  # [BN, BD]
+            s = tl.dot(q, tl.trans(k)) * qk_scale  # [BM, BN]
+            seen = (keys[None, :] <= rows[:, None]) & (rows[:, None] < key_end[None, :])
+            if HAS_WINDOW:
+                seen = seen & ((q_pos[:, None] - key_pos[None, :]) < window)
+            s = tl.where(seen, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, axis=1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing yet stays at 0
+            alpha = tl.exp2(m_i - m_safe)
+            p = tl.exp2(s - m_safe[:, None])
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            v = tl.load(V + keys[:, None] * stride_vt + kv_head * stride_vh + dims[None, :],
+                        mask=dim_ok[None, :], other=0.0)  # [BN, BD]
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+
+    out = acc / l_i[:, None]  # every row sees at least itself, so l_i > 0
+    tl.store(O + rows[:, None] * stride_ot + head * stride_oh + dims[None, :], out.to(O.dtype.element_ty),
+             mask=dim_ok[None, :])
+
+
+def blocks_for(head_dim: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) for a head dim: fixed per head dim (no autotuning), so every launch of a
+    model reduces in the same order on every run."""
+    if head_dim <= 128:
+        return 64, 64, 4
+    return 64, 32, 8
+
+
+def first_key_block(ends: torch.Tensor, block_m: int, block_n: int) -> torch.Tensor:
+    """ends: [T] int32 -> [T / block_m] int32: per query block, the first key block whose largest `end` passes the
+    query block's first row (no earlier key is visible to any of its rows). Device ops only (graph-capturable)."""
+    T = ends.shape[0]
+    block_max_end = ends.view(T // block_n, block_n).amax(dim=1)  # [NB]
+    q_starts = torch.arange(0, T, block_m, device=ends.device, dtype=ends.dtype)  # [NQ]
+    visible = block_max_end[None, :] > q_starts[:, None]  # [NQ, NB]; true at least on the diagonal
+    return visible.to(torch.int8).argmax(dim=1).to(torch.int32)
+
+
+def tree_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    ends: torch.Tensor,
+    positions: torch.Tensor,
+    spans: tuple[tuple[int, int], ...] = (),
+    *,
+    scale: float,
+    window: int | None,
+    blocks: tuple[int, int, int] | None = None,
+) -> torch.Tensor:
+    """q: [T, H, D], k, v: [T, Hk, D] (rows of each with a unit last stride), ends: [T] int32, positions: [T] int64
+    -> [T, H, D] in q.dtype, equal to `reference.tree_attention` under the layout invariants above. `spans` is
+    accepted for the ops signature and not read. `blocks` overrides (BLOCK_M, BLOCK_N, num_warps) (tests)."""
+    T, H, D = q.shape
+    Hk = k.shape[1]
+    if k.shape != (T, Hk, D) or v.shape != (T, Hk, D) or H % Hk:
+        raise ValueError(
+            f"tree_attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: k and v must be "
+            f"[T, Hk, D] with the query heads a multiple of Hk"
+        )
+    if ends.shape != (T,) or positions.shape != (T,) or ends.dtype != torch.int32:
+        raise ValueError(f"tree_attention: ends must be [T={T}] int32 and positions [T] (got {ends.dtype})")
+    if not 16 <= D <= 256:
+        raise ValueError(f"tree_attention: head dim {D} is outside the supported 16..256")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.stride(2) != 1:
+            raise ValueError(f"tree_attention: {name} must have a unit stride in its last dimension")
+    block_m, block_n, num_warps = blocks or blocks_for(D)
+    if T % block_m or T % block_n:
+        raise ValueError(f"tree_attention: T={T} rows is not a multiple of the blocks ({block_m}, {block_n})")
+    out = torch.empty((T, H, D), dtype=q.dtype, device=q.device)
+    first = first_key_block(ends, block_m, block_n)
+    _tree_attention_kernel[(T // block_m, H)](
+        q, k, v, out, ends, positions, first,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
+        scale * 1.4426950408889634, window if window is not None else 0,
+        GROUP=H // Hk, HEAD_DIM=D, BLOCK_D=triton.next_power_of_2(D),
+        BLOCK_M=block_m, BLOCK_N=block_n, HAS_WINDOW=window is not None, num_warps=num_warps,
+    )
+    return out
+
+
+reference = _reference.tree_attention

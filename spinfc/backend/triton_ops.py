@@ -1,0 +1,77 @@
+"""The Triton backend as an `ops` namespace: the same functions, with the same signatures, as
+`spinfc.backend.reference`, so a model stack takes either (`ops=triton_ops`).
+
+Each op runs its Triton kernel when its tensors are on a GPU (or when `TRITON_INTERPRET=1`, for the CPU tests),
+and falls back to the reference otherwise. Differences from the reference a caller must know:
+  - `apply_rope` rotates its input in place (and returns it);
+  - `tree_attention` reads only `ends` (not `spans`): it relies on the layout's invariants (an `end` never
+    passes its own span; a padding row j has ends[j] = j + 1), and on contents starting at multiples of
+    `kernels.tree_attention.ALIGNMENT`; T must be a multiple of it too.
+Nothing here synchronises with the host, so a whole pass can be captured in a CUDA graph (`backend.graphs`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from spinfc.backend import reference
+from spinfc.backend.kernels import answer_head, gated_act as _gated_act, rms_norm as _rms_norm, rope
+from spinfc.backend.kernels import tree_attention as _tree_attention
+
+ALIGNMENT = _tree_attention.ALIGNMENT
+
+
+def _on_triton(t: torch.Tensor) -> bool:
+    return t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool) -> torch.Tensor:
+    if not _on_triton(x):
+        return reference.rms_norm(x, weight, eps, unit_offset)
+    return _rms_norm.rms_norm(x, weight, eps, unit_offset)
+
+
+def add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if not _on_triton(x):
+        return reference.add_rms_norm(x, residual, weight, eps, unit_offset)
+    return _rms_norm.add_rms_norm(x, residual, weight, eps, unit_offset)
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    if not _on_triton(x):
+        return reference.apply_rope(x, positions, theta)
+    return rope.apply_rope(x, positions, theta)
+
+
+def tree_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    ends: torch.Tensor,
+    positions: torch.Tensor,
+    spans: tuple[tuple[int, int], ...],
+    *,
+    scale: float,
+    window: int | None,
+) -> torch.Tensor:
+    if not _on_triton(q):
+        return reference.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window)
+    return _tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window)
+
+
+def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: str) -> torch.Tensor:
+    if not _on_triton(gate):
+        return reference.gated_act(gate, up, kind)
+    return _gated_act.gated_act(gate, up, kind)
+
+
+def answer_logprobs(
+    hidden: torch.Tensor, lm_head: torch.Tensor, read_row: torch.Tensor, read_token: torch.Tensor
+) -> torch.Tensor:
+    if not _on_triton(hidden):
+        return reference.answer_logprobs(hidden, lm_head, read_row, read_token)
+    return answer_head.answer_logprobs(hidden, lm_head, read_row, read_token)

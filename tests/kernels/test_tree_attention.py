@@ -1,0 +1,105 @@
+"""Tree attention (Triton, interpreted) against the PyTorch reference on fresh random trees, and its batch
+invariance: a content's rows are bit-identical alone and packed with others at another offset."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from spinfc.backend.kernels import tree_attention as kernel
+
+from .trees import place, random_layout
+
+
+def qkv(rows: int, heads: int, kv_heads: int, dim: int, generator: torch.Generator):
+    q = torch.randn(rows, heads, dim, generator=generator)
+    k = torch.randn(rows, kv_heads, dim, generator=generator)
+    v = torch.randn(rows, kv_heads, dim, generator=generator)
+    return q, k, v
+
+
+@pytest.mark.parametrize(
+    "heads, kv_heads, dim, window, blocks",
+    [
+        (4, 2, 16, None, (16, 16, 1)),  # GQA, many small blocks
+        (2, 2, 24, 7, (16, 16, 1)),  # a head dim that is not a power of two, sliding window in positions
+        (3, 1, 16, 5, (32, 16, 1)),  # query blocks larger than key blocks, one kv head shared by three
+        (2, 1, 32, None, None),  # the launcher's own blocks (64, 64)
+    ],
+)
+def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks):
+    seed = random.randrange(1 << 30)
+    rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
+    rows = 192
+    ends, positions, spans = random_layout(rng, rows, align=64, contents=4)
+    assert len(spans) >= 1
+    q, k, v = qkv(rows, heads, kv_heads, dim, generator)
+    scale = dim**-0.5
+    got = kernel.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, blocks=blocks)
+    want = kernel.reference(q, k, v, ends, positions, spans, scale=scale, window=window)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5, msg=lambda m: f"seed {seed}: {m}")
+
+
+def test_padding_rows_see_only_themselves():
+    rows, generator = 64, torch.Generator().manual_seed(random.randrange(1 << 30))
+    ends = torch.arange(1, rows + 1, dtype=torch.int32)
+    q, k, v = qkv(rows, 2, 1, 16, generator)
+    got = kernel.tree_attention(q, k, v, ends, torch.zeros(rows, dtype=torch.int64), (), scale=0.25, window=None,
+                                blocks=(16, 16, 1))
+    torch.testing.assert_close(got, v.repeat_interleave(2, dim=1))
+
+
+def test_first_key_block_skips_other_contents():
+    # contents at rows [0, 40) and [64, 100), padding elsewhere: query blocks of 32, key blocks of 16
+    ends = torch.arange(1, 129, dtype=torch.int32)
+    ends[0:40] = 40
+    ends[64:100] = 100
+    first = kernel.first_key_block(ends, 32, 16)
+    # query block 1 (rows 32..63) still sees content 0 from key block 0; block 2 starts its own content at 4;
+    # block 3 (rows 96..127) sees content 1 from key block 4 (ends 100 > 96)
+    assert first.tolist() == [0, 0, 4, 4]
+
+
+@pytest.mark.parametrize("window", [None, 6])
+def test_bit_identical_alone_and_packed(window):
+    seed = random.randrange(1 << 30)
+    rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
+    rows, dim = 256, 16
+    ends, positions, spans = random_layout(rng, rows, align=32, contents=6)
+    q, k, v = qkv(rows, 2, 1, dim, generator)
+    packed = kernel.tree_attention(q, k, v, ends, positions, spans, scale=0.25, window=window, blocks=(32, 16, 1))
+    for a, b in spans:
+        for start in (0, rows - 32 * -(-(b - a) // 32)):  # first and last aligned place it fits
+            alone_ends, alone_positions, alone_spans = place(ends, positions, (a, b), rows, start)
+            moved = [torch.randn(rows, *t.shape[1:], generator=generator) for t in (q, k, v)]
+            for t, m in zip((q, k, v), moved):
+                m[start : start + b - a] = t[a:b]
+            alone = kernel.tree_attention(*moved, alone_ends, alone_positions, alone_spans, scale=0.25,
+                                          window=window, blocks=(32, 16, 1))
+            assert torch.equal(alone[start : start + b - a], packed[a:b]), f"seed {seed}, span {(a, b)} at {start}"
+
+
+def test_rejects_bad_shapes():
+    q = torch.zeros(64, 4, 16)
+    kv = torch.zeros(64, 3, 16)
+    ends = torch.arange(1, 65, dtype=torch.int32)
+    with pytest.raises(ValueError, match="multiple of Hk"):
+        kernel.tree_attention(q, kv, kv, ends, torch.zeros(64, dtype=torch.int64), scale=1.0, window=None)
+    with pytest.raises(ValueError, match="not a multiple of the blocks"):
+        kernel.tree_attention(q[:48], q[:48], q[:48], ends[:48], torch.zeros(48, dtype=torch.int64), scale=1.0,
+                              window=None)
+
+
+def test_a_block_seen_by_one_row_only_is_visited():
+    # One chain of 33 rows: with 32-row query blocks, row 32 alone sees key block 0 (its ends are all 33).
+    rows, generator = 64, torch.Generator().manual_seed(random.randrange(1 << 30))
+    ends = torch.arange(1, rows + 1, dtype=torch.int32)
+    ends[:33] = 33
+    positions = torch.zeros(rows, dtype=torch.int64)
+    positions[:33] = torch.arange(33)
+    q, k, v = qkv(rows, 2, 2, 16, generator)
+    got = kernel.tree_attention(q, k, v, ends, positions, ((0, 33),), scale=0.25, window=None, blocks=(32, 16, 1))
+    want = kernel.reference(q, k, v, ends, positions, ((0, 33),), scale=0.25, window=None)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
