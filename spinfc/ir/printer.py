@@ -60,9 +60,11 @@ def _clip(text: str) -> str:
 
 def _contents(out: _Writer, p: Program) -> None:
     out.line(f"contents ({len(p.contents)})")
+    tokenized = any(c.tokens for c in p.contents) or any(q.tokens for q in p.questions)
     for i, c in enumerate(p.contents):
         floor = " floor" if c.is_floor else ""
-        out.line(f"c{i} {c.id!r}{floor} text={_clip(c.text)} tokens={len(c.tokens)}", 1)
+        count = f" tokens={len(c.tokens)}" if tokenized else ""
+        out.line(f"c{i} {c.id!r}{floor} text={_clip(c.text)}{count}", 1)
         if c.tokens:
             n = CONTENT_IDS_SHOWN
             if len(c.tokens) <= 2 * n:
@@ -140,11 +142,11 @@ def _plan(out: _Writer, p: Program) -> None:
     plan = p.plan
     used = sum(pss.used for pss in plan.passes)
     total = plan.budget * len(plan.passes)
-    out.line(f"plan ({len(plan.passes)} passes of {plan.budget} rows, block {plan.block}, "
+    out.line(f"plan ({_count(len(plan.passes), 'pass', 'passes')} of {plan.budget} rows, block {plan.block}, "
              f"{used} rows used of {total}: {_percent(used, total)} full)")
     tree = len(preorder(p.trie))
     for pss in plan.passes:
-        out.line(f"pass {pss.index}: {len(pss.placements)} contents, {pss.used} rows ({_percent(pss.used, plan.budget)})", 1)
+        out.line(f"pass {pss.index}: {_count(len(pss.placements), 'content', 'contents')}, {pss.used} rows ({_percent(pss.used, plan.budget)})", 1)
         for pl in pss.placements:
             c = p.contents[pl.content]
             out.line(f"[{pl.start}, {pl.start + pl.length}) c{pl.content} {c.id!r}: "
@@ -165,6 +167,10 @@ def one_sequence_per_question(p: Program) -> int:
         for q in p.questions
     )
     return sum(len(c.tokens) * len(p.questions) + per_content for c in p.contents)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _percent(a: int, b: int) -> str:

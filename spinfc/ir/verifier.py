@@ -8,8 +8,9 @@ from spinfc.ir.nodes import (
     AmountSlot, GenerateSlot, NumberSlot, OptionSlot, PassLayout, Program, TextSlot, preorder,
 )
 
-SLOT_TYPES = {"options": OptionSlot, "text": TextSlot, "number": NumberSlot, "amount": AmountSlot,
-              "generate": GenerateSlot}
+# the slot types a template's slot kind may have (`<*>` with `generate` set becomes a GenerateSlot)
+SLOT_TYPES = {"options": (OptionSlot,), "text": (TextSlot, GenerateSlot), "number": (NumberSlot,),
+              "amount": (AmountSlot,), "generate": (GenerateSlot,)}
 SHOWN = 20  # problems shown per kind of check; the rest are counted
 
 
@@ -82,7 +83,9 @@ def _questions(p: Program):
             yield f"question {i}: unknown query {question.query_id!r}"
             continue
         names = tuple(name for name, _ in question.values)
-        if names != query.template.placeholders:
+        used = set(query.template.placeholders)
+        want = tuple(name for name, _ in query.placeholders if name in used)
+        if names != want or set(names) != used:
             yield f"question {i}: values name {names}, the template's placeholders are {query.template.placeholders}"
         given = dict(query.placeholders)
         for name, value in question.values:

@@ -14,8 +14,9 @@ def expand_placeholders(program: Program) -> Program:
     """Fill `program.questions`, replacing any there were.
 
     Guarantees: the questions come in query order, and within a query in grid order over the placeholders in the
-    order they first appear in the template (the first varies slowest, the last fastest); `Question.values` names
-    every placeholder of the template once, in that order. `Question.prompt` is the template text before the slot
+    order of `query.placeholders` (the first varies slowest, the last fastest; values in their given order);
+    `Question.values` names every placeholder of the template once, in that order (values given for a name the
+    template does not use are ignored). `Question.prompt` is the template text before the slot
     with the values filled in. For extraction slots (text, number, amount, generate) the text after the slot,
     filled in the same way, becomes the slot's `stop`; an option slot ignores the text after it.
     Raises `CompileError` for a template without a slot or a placeholder without values.
@@ -32,7 +33,8 @@ def _expand(query: Query) -> list[Question]:
             hint="end the template with a slot, e.g. <?> with options, or <*> for a short text answer",
         )
     given = dict(query.placeholders)
-    names = template.placeholders
+    used = set(template.placeholders)
+    names = tuple(name for name, _ in query.placeholders if name in used)
     for part in template.parts:
         if isinstance(part, Placeholder) and not given.get(part.name):
             raise CompileError(

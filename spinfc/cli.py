@@ -1,0 +1,122 @@
+"""`spinfc`: compile a pack or a request and print any stage, validate packs, serve.
+
+    spinfc compile PACK_OR_REQUEST [--model M] [--token-budget N] [--block N] [--content TEXT ...] --emit STAGE
+    spinfc packs validate DIR
+    spinfc serve [MODEL] ...        (spinfc.server.cli)
+
+Mistakes in the input print as `file:line:col: error: ...` with a hint and exit with status 2; `packs validate`
+exits with 1 when it finds any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import attrs
+
+from spinfc.compiler import STAGES, compile_stage, fixed_shapes, load_source, lower_program
+from spinfc.errors import CompileError
+from spinfc.ir.nodes import Program
+from spinfc.ir.printer import print_ir
+from spinfc.registry import DEFAULT_MODEL, ModelNotFound, load_tokenizer
+
+try:  # the server's own flags; the compiler must keep working where the server part cannot be imported
+    from spinfc.server import cli as server_cli
+except ImportError as error:  # noqa: F841  (kept for the message)
+    server_cli, _server_import_error = None, error
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spinfc", description="A compiler and server for bulk scoring.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    compile_ = commands.add_parser("compile", help="compile a pack or a /v1/score request and print a stage")
+    compile_.add_argument("source", help="a pack (.toml) or a /v1/score request body (.json)")
+    compile_.add_argument("--model", default=DEFAULT_MODEL, help=f"model whose tokenizer is used (default: {DEFAULT_MODEL})")
+    compile_.add_argument("--token-budget", type=_positive, default=16384, help="rows per pass (default: 16384)")
+    compile_.add_argument("--block", type=_positive, default=128, help="every content starts on a multiple (default: 128)")
+    compile_.add_argument("--content", action="append", default=[], metavar="TEXT",
+                          help="a text to ask a pack's questions about (repeatable; without it only the floor)")
+    compile_.add_argument("--emit", choices=list(STAGES), required=True, help="the stage to print")
+    compile_.set_defaults(run=_compile)
+
+    packs = commands.add_parser("packs", help="pack files").add_subparsers(dest="packs_command", required=True)
+    validate = packs.add_parser("validate", help="check every pack file in a directory; print every error")
+    validate.add_argument("directory")
+    validate.set_defaults(run=_validate)
+
+    serve = commands.add_parser("serve", help="serve /v1/score for one model")
+    if server_cli is not None:
+        server_cli.configure_parser(serve)
+    serve.set_defaults(run=_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except CompileError as error:
+        print(str(error), file=sys.stderr)
+        return 2
+    except ModelNotFound as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _compile(args: argparse.Namespace) -> int:
+    program = load_source(args.source, args.model, contents=args.content)
+    program = attrs.evolve(program, budget=args.token_budget, block=args.block)
+    program = compile_stage(program, args.emit)
+    tokenizer = load_tokenizer(program.model) if args.emit != "parse" and args.emit != "ir" else None
+    sys.stdout.write(print_ir(program, tokenizer))
+    if args.emit == "launches":
+        sys.stdout.write(format_launches(program))
+    return 0
+
+
+def format_launches(program: Program) -> str:
+    """The fixed shapes and a summary of each pass lowered with `backend.launch.lower`."""
+    T, R, N = fixed_shapes(program)
+    lines = [f"launches ({len(program.layouts)}): tokens/positions/ends [{T}], rows [{R}], read_row/read_token [{N}]"]
+    for layout, launch in zip(program.layouts, lower_program(program)):
+        answer_rows, reads = len({r.row for r in layout.reads}), len(layout.reads)
+        lines.append(
+            f"  launch {layout.index}: tokens {tuple(launch.tokens.shape)} {launch.tokens.dtype}, positions max "
+            f"{int(launch.positions.max())}, ends {launch.ends.dtype}, {len(launch.spans)} spans, rows "
+            f"{tuple(launch.rows.shape)} ({answer_rows} answer rows + {R - answer_rows} padding), read_row "
+            f"{tuple(launch.read_row.shape)} ({reads} reads + {N - reads} padding)"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from spinfc.frontend import validate_packs
+
+    errors = validate_packs(args.directory)
+    for error in errors:
+        print(str(error), file=sys.stderr)
+    if errors:
+        print(f"{len(errors)} error(s) in {args.directory}", file=sys.stderr)
+        return 1
+    print(f"{args.directory}: every pack is valid")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if server_cli is None:
+        print(f"error: spinfc serve is not available: {_server_import_error}", file=sys.stderr)
+        return 2
+    return server_cli.main(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
