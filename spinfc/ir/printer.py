@@ -40,6 +40,7 @@ class _Writer:
     def __init__(self, tokenizer) -> None:
         self.lines: list[str] = []
         self.tokenizer = tokenizer
+        self.tree_shape: tuple[tuple, int] | None = None  # the last tree printed in full: (its shape, its content)
 
     def line(self, text: str, indent: int = 0) -> None:
         self.lines.append("  " * indent + text)
@@ -178,6 +179,9 @@ def _percent(a: int, b: int) -> str:
 
 
 def _layout(out: _Writer, p: Program, lay: PassLayout) -> None:
+    """Spans and padding in row order. Within a span: the content's run, then the tree's runs (a run continues
+    while positions step by one and `end` stays the same: one branch). A tree laid out exactly like the first one
+    printed (ends and positions equal relative to its first row) is printed as one line saying so."""
     answer_rows = len({r.row for r in lay.reads})
     out.line(f"layout pass {lay.index}: {lay.budget} rows, {len(lay.spans)} spans, {len(lay.reads)} reads "
              f"on {answer_rows} answer rows, {len(lay.prompt_rows)} prompt rows")
@@ -186,16 +190,24 @@ def _layout(out: _Writer, p: Program, lay: PassLayout) -> None:
     for start, stop in lay.spans:
         if start > at:
             _padding(out, lay, at, start)
-        c = contents.get(start)
-        out.line(f"[{start}, {stop}) span c{c} {p.contents[c].id!r}" if c is not None else f"[{start}, {stop}) span", 1)
-        # runs: positions step by one and end stays the same (the content, then one branch of the tree each)
-        run, tree = start, start + (len(p.contents[c].tokens) if c is not None else 0)
-        for i in range(start + 1, stop + 1):
-            steps = i < stop and lay.positions[i] == lay.positions[i - 1] + 1 and lay.ends[i] == lay.ends[i - 1]
-            if steps and i != tree:  # the content is its own run, even where the tree's first chain continues it
-                continue
-            out.line(f"[{run}, {i}) positions {lay.positions[run]}..{lay.positions[i - 1]} end={lay.ends[run]}", 2)
-            run = i
+        c = contents[start]
+        tree = start + len(p.contents[c].tokens)
+        out.line(f"[{start}, {stop}) span c{c} {p.contents[c].id!r}", 1)
+        if tree > start:
+            out.line(f"[{start}, {tree}) content positions 0..{tree - start - 1} end={lay.ends[start]}", 2)
+        shape = tuple((lay.ends[i] - tree, lay.positions[i] - (tree - start)) for i in range(tree, stop))
+        if shape and out.tree_shape is not None and shape == out.tree_shape[0]:
+            out.line(f"[{tree}, {stop}) tree laid out as c{out.tree_shape[1]}'s ({len(shape)} rows, same ends and "
+                     f"positions relative to its first row)", 2)
+        else:
+            out.tree_shape = (shape, c)
+            run = tree
+            for i in range(tree + 1, stop + 1):
+                if i < stop and lay.positions[i] == lay.positions[i - 1] + 1 and lay.ends[i] == lay.ends[i - 1]:
+                    continue
+                out.line(f"[{run}, {i}) tree positions {lay.positions[run]}..{lay.positions[i - 1]} "
+                         f"end={lay.ends[run]}", 2)
+                run = i
         at = max(at, stop)
     if at < lay.budget:
         _padding(out, lay, at, lay.budget)

@@ -1,0 +1,84 @@
+"""print_ir: a stable text form of whatever stages are filled, compact for 16k-row passes."""
+
+from __future__ import annotations
+
+import attrs
+
+from spinfc.ir import print_ir
+from spinfc.passes import dedupe_prefixes, layout, plan_packing, run
+from spinfc.registry import load_tokenizer
+
+from passes.programs import tokenized
+from passes.test_pipeline import program as gemma_program
+
+SMALL = [[7, 8, 9], [7]], [([1, 2], [[3], [4, 5]]), ([1, 6], [[3]]), ([1, 2, 9], None)]
+
+EXPECTED_TAIL = """\
+trie (5 nodes, 8 tokens before dedupe)
+  1  @0
+    2  @1
+      prompt end: q0 q0
+      read q0 option 0 'o0' step 0 -> 3
+      read q0 option 1 'o1' step 0 -> 4
+      4  @2
+        read q0 option 1 'o1' step 1 -> 5
+      9  @2
+        prompt end: q2 q2
+    6  @1
+      prompt end: q1 q1
+      read q1 option 0 'o0' step 0 -> 3
+plan (1 pass of 32 rows, block 16, 14 rows used of 32: 43.8% full)
+  pass 0: 2 contents, 14 rows (43.8%)
+    [0, 8) c0 'c0': 3 content + 5 tree tokens
+    [16, 22) c1 'c1': 1 content + 5 tree tokens
+tokens processed: 14 (each content once + its question tree; padding not counted)
+one sequence per question: 28 (per content and question: content + prompt + each option's tokens but its last)
+saving: 2.00x fewer tokens than one sequence per question
+layout pass 0: 32 rows, 2 spans, 8 reads on 6 answer rows, 6 prompt rows
+  [0, 8) span c0 'c0'
+    [0, 3) content positions 0..2 end=8
+    [3, 4) tree positions 3..3 end=8
+    [4, 5) tree positions 4..4 end=7
+    [5, 6) tree positions 5..5 end=6
+    [6, 7) tree positions 5..5 end=7
+    [7, 8) tree positions 4..4 end=8
+  [8, 16) padding token=0 position=0 end=row+1
+  [16, 22) span c1 'c1'
+    [16, 17) content positions 0..0 end=22
+    [17, 22) tree laid out as c0's (5 rows, same ends and positions relative to its first row)
+  [22, 32) padding token=0 position=0 end=row+1
+stats tree_tokens_before=8 tree_tokens=5 passes=1 rows_used=14
+"""
+
+
+def small():
+    return layout(plan_packing(dedupe_prefixes(tokenized(*SMALL, budget=32, block=16))))
+
+
+def test_the_whole_text_of_a_small_program():
+    text = print_ir(small())
+    assert text.startswith("program model=test budget=32 block=16 pad=0\ncontents (2)\n  c0 'c0' text='content 0' tokens=3\n")
+    assert text.endswith(EXPECTED_TAIL)
+
+
+def test_only_filled_stages_are_printed():
+    tokens_only = print_ir(tokenized(*SMALL))
+    assert "questions (3)" in tokens_only and "prompt tokens (2): 1 2" in tokens_only
+    assert "trie" not in tokens_only and "plan" not in tokens_only and "layout" not in tokens_only
+
+
+def test_printing_is_stable():
+    assert print_ir(small()) == print_ir(small())
+
+
+def test_layout_of_16k_rows_is_summarised():
+    program = run(attrs.evolve(gemma_program(), budget=16384, block=128), verify=True)
+    layout_lines = print_ir(program).split("layout pass 0")[1].splitlines()
+    assert len(layout_lines) < 20
+    assert "[134, 16384) padding token=0 position=0 end=row+1" in layout_lines[-2]
+
+
+def test_a_tokenizer_shows_the_text_of_each_token():
+    text = print_ir(run(gemma_program(), until="dedupe-prefixes"), load_tokenizer("gemma3-270m"))
+    assert "2 '<bos>'" in text and "11262 ' yes'" in text
+    assert "'\\n\\nRefund? Answer:'" in text  # a chain of trie nodes prints its decoded text
