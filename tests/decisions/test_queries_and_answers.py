@@ -160,3 +160,30 @@ def test_messages_come_from_state_or_messages():
     assert decision_messages(BODY) == [{"role": "user", "content": BODY["state"]}]
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     assert decision_messages({"messages": messages, "questions": {}}) == messages
+
+
+def test_queries_compile_as_a_score_request():
+    """The queries are a valid /v1/score body for the frontend, state and all (user text with < and { too)."""
+    from spinfc.frontend import program_from_request
+
+    body = {"state": "hi <there> {x}", "questions": {
+        **BODY["questions"],
+        "wide": {"type": "choice", "instructions": "Which {one}?", "criteria": {f"k{i}": "d" for i in range(255)}},
+    }}
+    program = program_from_request({"messages": decision_messages(body), "scoring": {"queries": decision_queries(body)}},
+                                   "gemma3-270m")
+    assert [q.id for q in program.queries] == ["refund", "topic", "anger", "wide"]
+    assert [c.text for c in program.contents] == ["hi <there> {x}"]
+
+
+def test_answers_from_the_engines_result_structs():
+    from spinfc.runtime.results import Combination, OptionScore, QueryResult
+
+    body = {"state": "x", "questions": {"spam": {"type": "noul", "instructions": "Is it spam?"}}}
+    (query,) = decision_queries(body)
+    result = QueryResult(id="spam", combinations=[Combination(values={}, residual=0.1, options=[
+        OptionScore(text=" yes", logprob=math.log(0.63), p=0.7, floor_p=0.5),
+        OptionScore(text=" no", logprob=math.log(0.27), p=0.3, floor_p=0.5)])])
+    answer = decision_answers(body, [result])["answers"]["spam"]
+    assert (answer["answer"], answer["floor"], answer["residual"]) == (0.7, 0.5, 0.1)
+    assert decision_answers(body, {"spam": result})["answers"]["spam"] == answer

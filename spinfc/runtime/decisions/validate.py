@@ -1,0 +1,130 @@
+"""Validation of a /v1/decisions body: the first mistake, as a 400 with a code and the JSON path of the field."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+
+from spinfc.errors import RequestError
+
+TYPES = ("noul", "choice", "score")
+MAX_CHOICE_OPTIONS = 255
+SCORE_LEVELS = (2, 50)
+BODY_KEYS = ("model", "state", "messages", "questions")
+QUESTION_KEYS = ("type", "instructions", "criteria")
+
+
+class DecisionError(RequestError):
+    """A /v1/decisions body that breaks the format: a 400 with `code`, the JSON path in `param` and a hint."""
+
+
+def _path(parent: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", key):
+        return f"{parent}.{key}" if parent else key
+    return f"{parent}[{json.dumps(key)}]"
+
+
+def _fail(param: str, message: str, code: str, hint: str):
+    raise DecisionError(f"{param}: {message}", code=code, param=param, hint=hint)
+
+
+def _kind(value) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def validate_decision_request(body, extra_keys: Iterable[str] = ()) -> None:
+    """Raise `DecisionError` at the first thing wrong with a /v1/decisions body: unknown fields (but `extra_keys`,
+    which the server checks itself, e.g. a trusted caller's `limits` and `features`), neither or both of `state`
+    and `messages`, wrong types, an unknown question type, a choice of 0 or more than 255 options, a score of
+    fewer than 2 or more than 50 levels, empty or duplicated descriptions."""
+    if not isinstance(body, Mapping):
+        _fail("body", f"the body is {_kind(body)}, not a JSON object", "invalid_type",
+              'send {"state": "...", "questions": {...}}')
+    for key in body:
+        if key not in BODY_KEYS and key not in extra_keys:
+            _fail(_path("", key), "unknown field", "unknown_field", "the fields are " + ", ".join(BODY_KEYS))
+    has_state, has_messages = body.get("state") is not None, body.get("messages") is not None
+    if has_state == has_messages:
+        _fail("state", "send exactly one of `state` (a string) and `messages` (a chat history)",
+              "missing_field" if not has_state else "state_and_messages", 'e.g. "state": "the text to judge"')
+    if has_state and not isinstance(body["state"], str):
+        _fail("state", f"must be a string, not {_kind(body['state'])}", "invalid_type", 'e.g. "state": "..."')
+    if has_messages:
+        _check_messages(body["messages"])
+    questions = body.get("questions")
+    if not isinstance(questions, Mapping) or not questions:
+        _fail("questions", "must be a non-empty object of question ids to questions", "missing_field"
+              if questions is None else "invalid_type", '"questions": {"spam": {"type": "noul", "instructions": '
+              '"Is this message spam?"}}')
+    for question_id, question in questions.items():
+        _check_question(_path("questions", question_id), question_id, question)
+
+
+def _check_messages(messages) -> None:
+    if not isinstance(messages, list) or not messages:
+        _fail("messages", "must be a non-empty array of messages", "invalid_type",
+              '"messages": [{"role": "user", "content": "..."}]')
+    for i, message in enumerate(messages):
+        at = _path("messages", i)
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            _fail(at, "a message is an object with a `role` string and a `content`", "invalid_type",
+                  '{"role": "user", "content": "..."}')
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [content]
+        for j, part in enumerate(parts):
+            where = _path(_path(at, "content"), j) if isinstance(content, list) else _path(at, "content")
+            if isinstance(part, str) or (isinstance(part, Mapping) and part.get("type") == "text"
+                                         and isinstance(part.get("text"), str)):
+                continue
+            if isinstance(part, Mapping) and part.get("type") in ("image_url", "image", "input_audio", "video"):
+                _fail(where, f"{part['type']} parts are not supported: this server reads text only",
+                      "unsupported_content", "send the text of the content only")
+            _fail(where, "content is a string or an array of {\"type\": \"text\", \"text\": ...} parts",
+                  "invalid_type", '"content": "..."')
+
+
+def _check_question(at: str, question_id, question) -> None:
+    if not question_id:
+        _fail(at, "a question id is a non-empty string", "invalid_value", 'e.g. "spam"')
+    if not isinstance(question, Mapping):
+        _fail(at, f"a question is an object, not {_kind(question)}", "invalid_type",
+              '{"type": "noul", "instructions": "Is this message spam?"}')
+    for key in question:
+        if key not in QUESTION_KEYS:
+            _fail(_path(at, key), "unknown field", "unknown_field", "a question has " + ", ".join(QUESTION_KEYS))
+    kind = question.get("type")
+    if kind not in TYPES:
+        _fail(_path(at, "type"), f"unknown question type {kind!r}" if kind is not None else "missing",
+              "unknown_question_type" if kind is not None else "missing_field", "the types are " + ", ".join(TYPES))
+    instructions = question.get("instructions")
+    if not isinstance(instructions, str) or not instructions.strip():
+        _fail(_path(at, "instructions"), "must be a non-empty string: the question to answer", "missing_field"
+              if instructions is None else "invalid_value", '"instructions": "Is this message spam?"')
+    criteria, where = question.get("criteria"), _path(at, "criteria")
+    if kind == "noul" and criteria is not None and not isinstance(criteria, str):
+        _fail(where, f"must be a string (what makes the answer true), not {_kind(criteria)}", "invalid_type",
+              'e.g. "criteria": "asks for money back"')
+    if kind == "choice":
+        if not isinstance(criteria, Mapping) or not 1 <= len(criteria) <= MAX_CHOICE_OPTIONS:
+            count = f"{len(criteria)} options" if isinstance(criteria, Mapping) else _kind(criteria)
+            _fail(where, f"a choice's criteria map 1 to {MAX_CHOICE_OPTIONS} option keys to descriptions, got "
+                  f"{count}", "invalid_choice_criteria", '"criteria": {"billing": "charges", "other": "anything else"}')
+        for key, description in criteria.items():
+            if not key.strip() or not isinstance(description, str):
+                _fail(_path(where, key), "an option is a non-empty key and a description string", "invalid_value",
+                      '"billing": "charges, invoices and refunds"')
+    if kind == "score":
+        low, high = SCORE_LEVELS
+        if not isinstance(criteria, list) or not low <= len(criteria) <= high:
+            count = f"{len(criteria)} levels" if isinstance(criteria, list) else _kind(criteria)
+            _fail(where, f"a score's criteria are an ordered array of {low} to {high} level descriptions, got "
+                  f"{count}", "invalid_score_criteria", '"criteria": ["calm", "annoyed", "angry"]')
+        for i, level in enumerate(criteria):
+            if not isinstance(level, str) or not level.strip():
+                _fail(_path(where, i), "a level is a non-empty description string", "invalid_value", '"annoyed"')
+        if len({level.strip() for level in criteria}) != len(criteria):
+            _fail(where, "two levels have the same description", "duplicate_value", "describe each level apart")
