@@ -187,3 +187,12 @@ def test_answers_from_the_engines_result_structs():
     answer = decision_answers(body, [result])["answers"]["spam"]
     assert (answer["answer"], answer["floor"], answer["residual"]) == (0.7, 0.5, 0.1)
     assert decision_answers(body, {"spam": result})["answers"]["spam"] == answer
+
+
+def test_server_fields_pass_when_named():
+    from spinfc.runtime.decisions import DecisionError
+
+    body = {**BODY, "limits": {"max_options": 2000}}
+    with pytest.raises(DecisionError, match="limits: unknown field"):
+        decision_queries(body)
+    assert len(decision_queries(body, extra_keys=("limits", "features"))) == 3

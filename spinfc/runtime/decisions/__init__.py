@@ -83,10 +83,11 @@ def _template(question: Mapping) -> tuple[str, list[str]]:
     return text + "Answer with the number of the level that fits best.\nAnswer:<?>", labels
 
 
-def decision_queries(body: Mapping) -> list[dict]:
+def decision_queries(body: Mapping, extra_keys: Iterable[str] = ()) -> list[dict]:
     """The /v1/score queries (`{"id", "template", "options"}`, one per question, ids = question ids) that answer
-    the request's questions. Validates `body` first (raises `DecisionError`)."""
-    validate_decision_request(body)
+    the request's questions. Validates `body` first (raises `DecisionError`); `extra_keys` are top-level fields
+    the server reads itself (a trusted caller's `limits`, `features`)."""
+    validate_decision_request(body, extra_keys)
     queries = []
     for question_id, question in body["questions"].items():
         template, labels = _template(question)
