@@ -107,7 +107,10 @@ def _validate(args: argparse.Namespace) -> int:
     if errors:
         print(f"{len(errors)} error(s) in {args.directory}", file=sys.stderr)
         return 1
-    print(f"{args.directory}: every pack is valid")
+    from pathlib import Path
+
+    count = len(list(Path(args.directory).glob("*.toml")))
+    print(f"{args.directory}: {count} pack{'s' if count != 1 else ''}, all valid")
     return 0
 
 

@@ -1,0 +1,44 @@
+"""Every stage `spinfc compile --emit` prints, for every pack in packs/ and every request in fixtures/, pinned
+as text (syrupy): a change to the frontend, a pass or the printer shows as a readable diff of these snapshots.
+Compiled with the default model's real tokenizer (gemma3-270m)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spinfc.cli import main
+from spinfc.compiler import STAGES
+
+REPO = Path(__file__).resolve().parents[2]
+PACKS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "packs").glob("*.toml"))
+REQUESTS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "fixtures").glob("*.json"))
+MESSAGES = [
+    "I was charged twice for September. Please refund one of the charges, or I will cancel my subscription.",
+    "The blender arrived quickly and works well, but it is louder than I expected for the price.",
+]
+
+
+def emit(capsys, monkeypatch, *argv: str) -> str:
+    monkeypatch.chdir(REPO)  # paths in the output (source locations) stay relative
+    assert main(["compile", *argv]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    return captured.out
+
+
+def test_there_are_packs_and_requests_to_pin():
+    assert len(PACKS) >= 3 and REQUESTS
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+@pytest.mark.parametrize("source", PACKS + REQUESTS)
+def test_stage(source, stage, capsys, monkeypatch, snapshot):
+    assert emit(capsys, monkeypatch, source, "--emit", stage) == snapshot
+
+
+@pytest.mark.parametrize("source", PACKS)
+def test_pack_plan_with_messages(source, capsys, monkeypatch, snapshot):
+    argv = [source, "--emit", "plan"] + [arg for message in MESSAGES for arg in ("--content", message)]
+    assert emit(capsys, monkeypatch, *argv) == snapshot
