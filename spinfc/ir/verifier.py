@@ -116,7 +116,7 @@ def _tokens(p: Program):
                     yield f"question {i} option {j} ({o.text!r}): no tokens after tokenize"
 
 
-def _wanted_reads(p: Program) -> Counter:
+def _wanted_reads(p: Program) -> dict[tuple[int, int, int], int]:
     """(question, option, step) -> token, for every step of every option."""
     return {
         (i, j, k): t

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from spinfc.cli import main
-from spinfc.compiler import STAGES
+from spinfc.compiler import STAGES, compile_program, load_source
+from spinfc.registry import DEFAULT_MODEL
 
 REPO = Path(__file__).resolve().parents[2]
 PACKS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "packs").glob("*.toml"))
@@ -42,3 +43,11 @@ def test_stage(source, stage, capsys, monkeypatch, snapshot):
 def test_pack_plan_with_messages(source, capsys, monkeypatch, snapshot):
     argv = [source, "--emit", "plan"] + [arg for message in MESSAGES for arg in ("--content", message)]
     assert emit(capsys, monkeypatch, *argv) == snapshot
+
+
+@pytest.mark.parametrize("source", PACKS + REQUESTS)
+def test_every_source_verifies_after_every_pass(source, monkeypatch):
+    monkeypatch.chdir(REPO)
+    contents = MESSAGES if source.endswith(".toml") else ()
+    program = compile_program(load_source(source, DEFAULT_MODEL, contents), verify=True)
+    assert program.layouts and all(lay.reads for lay in program.layouts)
