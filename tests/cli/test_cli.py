@@ -89,3 +89,9 @@ def test_launches_show_the_fixed_shapes(capsys, monkeypatch):
 def test_serve_is_a_subcommand_with_the_servers_flags():
     args = build_parser().parse_args(["serve", "--port", "8123"])
     assert args.command == "serve" and args.port == 8123
+
+
+def test_an_unknown_model_is_an_error_not_a_traceback(capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code, out, err = run(capsys, "compile", MODERATION, "--model", "no-such-model", "--emit", "tokens")
+    assert code == 2 and out == "" and err.startswith("error: unknown model 'no-such-model'")
