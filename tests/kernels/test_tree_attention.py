@@ -21,18 +21,18 @@ def qkv(rows: int, heads: int, kv_heads: int, dim: int, generator: torch.Generat
 
 
 @pytest.mark.parametrize(
-    "heads, kv_heads, dim, window, blocks",
+    "heads, kv_heads, dim, window, blocks, rows",
     [
-        (4, 2, 16, None, (16, 16, 1)),  # GQA, many small blocks
-        (2, 2, 24, 7, (16, 16, 1)),  # a head dim that is not a power of two, sliding window in positions
-        (3, 1, 16, 5, (32, 16, 1)),  # query blocks larger than key blocks, one kv head shared by three
-        (2, 1, 32, None, None),  # the launcher's own blocks (64, 64)
+        (4, 2, 16, None, (16, 16, 1), 192),  # GQA, many small blocks
+        (2, 2, 24, 7, (16, 16, 1), 192),  # a head dim that is not a power of two, sliding window in positions
+        (3, 1, 16, 5, (32, 16, 1), 192),  # query blocks larger than key blocks, one kv head shared by three
+        (2, 1, 32, None, None, 192),  # the launcher's own blocks: 64 x 64 (192 rows)
+        (2, 1, 32, 9, None, 256),  # the launcher's own blocks: 128 x 64 (256 rows)
     ],
 )
-def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks):
+def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks, rows):
     seed = random.randrange(1 << 30)
     rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
-    rows = 192
     ends, positions, spans = random_layout(rng, rows, align=64, contents=4)
     assert len(spans) >= 1
     q, k, v = qkv(rows, heads, kv_heads, dim, generator)
@@ -63,21 +63,22 @@ def test_first_key_block_skips_other_contents():
 
 
 @pytest.mark.parametrize("window", [None, 6])
-def test_bit_identical_alone_and_packed(window):
+@pytest.mark.parametrize("align, blocks", [(32, (32, 16, 1)), (16, (64, 16, 1))])  # 2nd: query blocks straddle
+def test_bit_identical_alone_and_packed(window, align, blocks):
     seed = random.randrange(1 << 30)
     rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
     rows, dim = 256, 16
-    ends, positions, spans = random_layout(rng, rows, align=32, contents=6)
+    ends, positions, spans = random_layout(rng, rows, align=align, contents=6)
     q, k, v = qkv(rows, 2, 1, dim, generator)
-    packed = kernel.tree_attention(q, k, v, ends, positions, spans, scale=0.25, window=window, blocks=(32, 16, 1))
+    packed = kernel.tree_attention(q, k, v, ends, positions, spans, scale=0.25, window=window, blocks=blocks)
     for a, b in spans:
-        for start in (0, rows - 32 * -(-(b - a) // 32)):  # first and last aligned place it fits
+        for start in (0, rows - align * -(-(b - a) // align)):  # first and last aligned place it fits
             alone_ends, alone_positions, alone_spans = place(ends, positions, (a, b), rows, start)
             moved = [torch.randn(rows, *t.shape[1:], generator=generator) for t in (q, k, v)]
             for t, m in zip((q, k, v), moved):
                 m[start : start + b - a] = t[a:b]
             alone = kernel.tree_attention(*moved, alone_ends, alone_positions, alone_spans, scale=0.25,
-                                          window=window, blocks=(32, 16, 1))
+                                          window=window, blocks=blocks)
             assert torch.equal(alone[start : start + b - a], packed[a:b]), f"seed {seed}, span {(a, b)} at {start}"
 
 

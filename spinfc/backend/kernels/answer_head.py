@@ -43,17 +43,35 @@ def row_logsumexp(logits: torch.Tensor) -> torch.Tensor:
     return lse
 
 
+_FLOAT32_OUT: dict[torch.device, bool] = {}  # per device: whether torch.mm takes out_dtype (torch >= 2.9 on CUDA)
+
+
+def _logits(hidden: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
+    """hidden: [R, D], lm_head: [V, D] -> [R, V] logits, float32 where a half-precision GEMM can write them."""
+    device = lm_head.device
+    if lm_head.is_cuda and lm_head.dtype in (torch.bfloat16, torch.float16) and _FLOAT32_OUT.get(device, True):
+        try:
+            logits = torch.mm(hidden, lm_head.t(), out_dtype=torch.float32)
+            _FLOAT32_OUT[device] = True
+            return logits
+        except (TypeError, RuntimeError, NotImplementedError):
+            _FLOAT32_OUT[device] = False
+    return torch.matmul(hidden, lm_head.t())
+
+
 def answer_logprobs(
     hidden: torch.Tensor, lm_head: torch.Tensor, read_row: torch.Tensor, read_token: torch.Tensor
 ) -> torch.Tensor:
     """hidden: [R, D] final-normed answer rows, lm_head: [V, D], read_row, read_token: [N] int64 -> [N] float32:
-    log p(read_token[k] | row read_row[k]). The matmul runs in the weights' dtype (as the reference's does)."""
+    log p(read_token[k] | row read_row[k]). The matmul's operands are in the weights' dtype (as the reference's
+    are); on CUDA its bf16/fp16 products are accumulated and written in float32, so the logits are not rounded to
+    bf16 (a logit near 20 would otherwise lose up to 0.06)."""
     if hidden.dim() != 2 or lm_head.dim() != 2 or hidden.shape[1] != lm_head.shape[1]:
         raise ValueError(f"answer_logprobs: hidden {tuple(hidden.shape)} and lm_head {tuple(lm_head.shape)} "
                          "must be [R, D] and [V, D]")
     if read_row.shape != read_token.shape or read_row.dim() != 1:
         raise ValueError("answer_logprobs: read_row and read_token must both be [N]")
-    logits = torch.matmul(hidden.to(lm_head.dtype), lm_head.t())  # [R, V]: the answer rows only
+    logits = _logits(hidden.to(lm_head.dtype), lm_head)  # [R, V]: the answer rows only
     lse = row_logsumexp(logits)  # [R]
     return logits[read_row, read_token].float() - lse[read_row]
 

@@ -6,11 +6,13 @@ key block any of its rows can see (`first_key_block`, computed on the device fro
 to its diagonal, and skips a key block when no row can see any of its keys: the block's maximum `end` is at most
 the query block's first row, or (with a window) every query is at least `window` positions past every key.
 
-Batch invariance. Every content starts at a multiple of `ALIGNMENT`, so the key blocks a row visits, their order,
-and the rows they are reduced with are set by the content's own layout: blocks of other contents are always
-skipped (their keys end before this content starts), and a block that is visited but masked for a row changes
-nothing in that row's state (its scaling factor is exactly 1 and its weights exactly 0). So a row's result is
-bit-identical wherever its content sits in the pass and whatever else is packed with it.
+Batch invariance. Every content starts at a multiple of `ALIGNMENT`, a multiple of the key block, so the key
+tiles over a content, and the order they are reduced in, are set by the content's own layout. Everything a row
+computes depends on that row alone (its scores, running max, sum and accumulator), never on the other rows of its
+query block. Key blocks of other contents are skipped or fully masked for the row, and a block that is visited but
+masked for a row leaves its state exactly as it was (scale factor exactly 1, weights exactly 0). So a row's result
+is bit-identical wherever its content sits in the pass and whatever else is packed with it, even when a query
+block holds the end of one content and the start of the next.
 
 Layout invariants the kernel relies on (the `layout` pass guarantees them): ends[j] never reaches past the end
 of j's own span, and a padding row j has ends[j] = j + 1 (it sees only itself). Under those, the `spans` argument
@@ -85,11 +87,12 @@ def _tree_attention_kernel(
              mask=dim_ok[None, :])
 
 
-def blocks_for(head_dim: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps) for a head dim: fixed per head dim (no autotuning), so every launch of a
-    model reduces in the same order on every run."""
+def blocks_for(head_dim: int, rows: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) for a head dim and row count: fixed (no autotuning), so a launch shape always
+    runs the same code. BLOCK_N (the key tile, which sets the reduction order) divides `ALIGNMENT`; BLOCK_M
+    (which rows run together, which does not change any row's result) is 128 where the rows allow it."""
     if head_dim <= 128:
-        return 64, 64, 4
+        return (128, 64, 8) if rows % 128 == 0 else (64, 64, 4)
     return 64, 32, 8
 
 
@@ -132,7 +135,9 @@ def tree_attention(
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.stride(2) != 1:
             raise ValueError(f"tree_attention: {name} must have a unit stride in its last dimension")
-    block_m, block_n, num_warps = blocks or blocks_for(D)
+    block_m, block_n, num_warps = blocks or blocks_for(D, T)
+    if ALIGNMENT % block_n:
+        raise ValueError(f"tree_attention: the key block {block_n} must divide the content alignment {ALIGNMENT}")
     if T % block_m or T % block_n:
         raise ValueError(f"tree_attention: T={T} rows is not a multiple of the blocks ({block_m}, {block_n})")
     out = torch.empty((T, H, D), dtype=q.dtype, device=q.device)

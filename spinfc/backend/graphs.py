@@ -1,0 +1,128 @@
+"""Fixed-shape launches on CUDA: buffers allocated once per launch shape, every Triton kernel compiled at warm-up,
+and each pass replayed from a CUDA graph.
+
+A `LaunchShape` is (budget, rows, reads): the pass's row count and the fixed counts of answer rows and reads it
+is lowered with (`launch.lower(layout, rows_padded_to=rows, reads_padded_to=reads)`). For each shape,
+`GraphedModel.warm_up` runs the model's forward twice on an all-padding launch held in static buffers (this
+compiles every kernel the shape needs and lets cuBLAS pick its algorithms), then captures one forward into a
+CUDA graph. A pass then costs three small copies into the static buffers and one graph replay: no Python per
+layer, no launch gaps, nothing compiled per request. Graphs of all shapes share one memory pool (they never run
+at the same time).
+
+Only a stack whose ops read nothing from the host can be captured: the Triton ops (`backend.triton_ops`) qualify;
+the reference's `tree_attention` loops over `launch.spans` in Python, so a model on the reference runs eagerly
+(`capture=False`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, NamedTuple
+
+import torch
+
+from spinfc.backend.launch import Launch
+
+
+class LaunchShape(NamedTuple):
+    budget: int  # rows of the pass (T)
+    rows: int  # answer rows, padded (R)
+    reads: int  # reads, padded (N)
+
+    @classmethod
+    def of(cls, launch: Launch) -> "LaunchShape":
+        return cls(launch.budget, int(launch.rows.shape[0]), int(launch.read_row.shape[0]))
+
+
+def padding_launch(shape: LaunchShape, device: torch.device | str) -> Launch:
+    """A launch of `shape` whose every row is padding (ends[j] = j + 1): the static buffers' first contents."""
+    T, R, N = shape
+    index = lambda n: torch.zeros(n, dtype=torch.int64, device=device)  # noqa: E731
+    return Launch(
+        tokens=index(T), positions=index(T),
+        ends=torch.arange(1, T + 1, dtype=torch.int32, device=device), spans=(),
+        rows=index(R), read_row=index(N), read_token=index(N),
+    )
+
+
+class GraphedPass:
+    """One launch shape: static input buffers, and the forward captured over them (or run eagerly over them)."""
+
+    def __init__(self, forward: Callable[[Launch], torch.Tensor], shape: LaunchShape, device: torch.device,
+                 capture: bool, pool=None):
+        self.forward, self.shape, self.capture, self.pool = forward, shape, capture, pool
+        self.static = padding_launch(shape, device)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.output: torch.Tensor | None = None  # [N] float32, written by each replay
+
+    def warm_up(self) -> None:
+        """Run eagerly twice (compiles kernels, warms cuBLAS), then capture one forward into a graph."""
+        for _ in range(2):
+            self.output = self.forward(self.static)
+        torch.cuda.synchronize()
+        if not self.capture:
+            return
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # the documented warm-up on a side stream before capture
+            self.forward(self.static)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=self.pool):
+            self.output = self.forward(self.static)
+        torch.cuda.synchronize()
+
+    def __call__(self, launch: Launch) -> torch.Tensor:
+        """[N] float32 logprobs of `launch` (a fresh tensor: the next replay overwrites the graph's output)."""
+        s = self.static
+        for target, source in ((s.tokens, launch.tokens), (s.positions, launch.positions), (s.ends, launch.ends),
+                               (s.rows, launch.rows), (s.read_row, launch.read_row),
+                               (s.read_token, launch.read_token)):
+            target.copy_(source, non_blocking=True)
+        if self.graph is None:
+            return self.forward(s).clone()
+        self.graph.replay()
+        return self.output.clone()
+
+
+class GraphedModel:
+    """A drop-in for a model stack on CUDA: `forward(launch)` replays the graph of the launch's shape.
+
+    Every shape a request can meet is given up front and compiled by `warm_up` (what a readiness check waits
+    for); a launch of any other shape is refused rather than compiled on the fly. Other attributes (name,
+    tokenizer, config, ...) are the wrapped model's."""
+
+    def __init__(self, model, shapes: Iterable[LaunchShape], *, capture: bool = True):
+        self.model = model
+        device = model.device
+        if device.type != "cuda":
+            raise ValueError(f"GraphedModel needs a model on a CUDA device, not {device}")
+        from spinfc.backend import reference
+
+        if capture and getattr(model, "ops", None) is reference:
+            raise ValueError("the reference ops read launch.spans on the host and cannot be captured in a CUDA "
+                             "graph: build the model with ops=spinfc.backend.triton_ops, or pass capture=False")
+        pool = torch.cuda.graph_pool_handle() if capture else None
+        self.passes = {LaunchShape(*shape): GraphedPass(model.forward, LaunchShape(*shape), device, capture, pool)
+                       for shape in shapes}
+        self.ready = False
+
+    def warm_up(self) -> None:
+        for graphed in self.passes.values():
+            graphed.warm_up()
+        self.ready = True
+
+    def forward(self, launch: Launch) -> torch.Tensor:
+        shape = LaunchShape.of(launch)
+        graphed = self.passes.get(shape)
+        if graphed is None:
+            raise ValueError(f"a launch of shape {shape} was not warmed up (shapes: {sorted(self.passes)}): lower "
+                             "passes with the fixed budget and rows_padded_to/reads_padded_to the engine was built with")
+        if not self.ready:
+            raise RuntimeError("GraphedModel.forward before warm_up(): call warm_up() once at start-up")
+        with torch.inference_mode():
+            return graphed(launch)
+
+    __call__ = forward
+
+    def __getattr__(self, name: str):
+        return getattr(self.model, name)
