@@ -82,7 +82,7 @@ class EngineStats:
 
     passes: int = 0
     rows_used: int = 0  # rows holding a token, over all passes
-    rows_total: int = 0  # the budget times the passes
+    rows_total: int = 0  # rows launched over all passes (the budget each, or the used blocks when trimmed)
     reads: int = 0
     requests_done: int = 0
     requests_failed: int = 0
@@ -107,10 +107,13 @@ class EngineStats:
 
 class Engine:
     def __init__(self, model, *, budget: int, block: int = 128, device: str = "cpu", floor_cache_size: int = 256,
-                 max_rows: int | None = None, max_reads: int | None = None):
+                 max_rows: int | None = None, max_reads: int | None = None, trim: bool | None = None):
+        """`budget` rows per pass, contents at multiples of `block`; `max_rows`/`max_reads` fix the answer shapes;
+        `trim` (default: on the CPU) launches only the blocks a pass uses instead of the whole budget."""
         self.model = model
         self.device = device
-        self.shape = PassShape(budget=budget, block=block, max_rows=max_rows, max_reads=max_reads)
+        trim = str(device).startswith("cpu") if trim is None else trim
+        self.shape = PassShape(budget=budget, block=block, max_rows=max_rows, max_reads=max_reads, trim=trim)
         self.stats = EngineStats()
         self._floor_cache: OrderedDict[str, ContentScores] = OrderedDict()
         self._floor_cache_size = floor_cache_size
@@ -292,7 +295,7 @@ class Engine:
         n = len(layout.reads)
         self.stats.passes += 1
         self.stats.rows_used += sum(segment.length for segment in segments)
-        self.stats.rows_total += self.shape.budget
+        self.stats.rows_total += layout.budget
         self.stats.reads += n
         return out[:n].float().cpu().tolist()
 

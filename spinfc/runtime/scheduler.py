@@ -80,12 +80,14 @@ def cut_segments(layouts: Sequence[PassLayout]) -> list[Segment]:
 @attrs.frozen
 class PassShape:
     """The limits of one pass: rows (the token budget), the block every segment starts on, and optional fixed
-    counts of answer rows and reads (for launches of one fixed shape)."""
+    counts of answer rows and reads (for launches of one fixed shape). With `trim` a pass launches only the
+    blocks it uses (for the CPU, where an empty row costs as much as a full one and shapes need not be fixed)."""
 
     budget: int
     block: int = 128
     max_rows: int | None = None
     max_reads: int | None = None
+    trim: bool = False
 
     def admits(self, segment: Segment) -> bool:
         """Whether `segment` fits an empty pass of this shape at all."""
@@ -111,15 +113,20 @@ def fill(segments: Sequence[Segment], shape: PassShape) -> list[int]:
 
 def assemble(segments: Sequence[Segment], shape: PassShape, index: int = 0) -> PassLayout:
     """One pass holding `segments` in order, each at the next multiple of the block; padding rows hold PAD_TOKEN,
-    position 0 and end[j] = j + 1. The reads come in segment order, so a model's output splits by segment."""
-    tokens = [PAD_TOKEN] * shape.budget
-    positions = [0] * shape.budget
-    ends = list(range(1, shape.budget + 1))
+    position 0 and end[j] = j + 1. The reads come in segment order, so a model's output splits by segment.
+    The pass has `shape.budget` rows, or with `shape.trim` the used rows rounded up to the block."""
+    used = 0
+    for segment in segments:
+        used = round_up(used, shape.block) + segment.length
+    rows = min(shape.budget, round_up(max(used, 1), shape.block)) if shape.trim else shape.budget
+    tokens = [PAD_TOKEN] * rows
+    positions = [0] * rows
+    ends = list(range(1, rows + 1))
     spans, reads, used = [], [], 0
     for segment in segments:
         start = round_up(used, shape.block)
         stop = start + segment.length
-        if stop > shape.budget:
+        if stop > rows:
             raise ValueError(f"segments need more than the pass's {shape.budget} rows")
         tokens[start:stop] = segment.tokens
         positions[start:stop] = segment.positions
@@ -128,7 +135,7 @@ def assemble(segments: Sequence[Segment], shape: PassShape, index: int = 0) -> P
         spans.append((start, stop))
         used = stop
     return PassLayout(
-        index=index, budget=shape.budget, tokens=tuple(tokens), positions=tuple(positions), ends=tuple(ends),
+        index=index, budget=rows, tokens=tuple(tokens), positions=tuple(positions), ends=tuple(ends),
         spans=tuple(spans), reads=tuple(reads),
     )
 

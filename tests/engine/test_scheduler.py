@@ -90,3 +90,12 @@ def test_fill_is_first_fit_in_order_within_the_budget() -> None:
     assert fill(by_content, PassShape(budget=128, block=16, max_reads=2)) == [0]  # two reads per segment
     assert not PassShape(budget=64, block=16).admits(by_content[1])
     assert round_up(23, 16) == 32 and round_up(32, 16) == 32
+
+
+def test_a_trimmed_pass_launches_only_the_blocks_it_uses() -> None:
+    program = laid_out([[9] * 20, [9] * 10, [9] * 3], [([1, 2], [[3], [4]])], budget=512, block=16)
+    segments = sorted(cut_segments(program.layouts), key=lambda s: s.content)
+    trimmed = assemble(segments[:2], PassShape(budget=128, block=16, trim=True))
+    full = assemble(segments[:2], PassShape(budget=128, block=16))
+    assert trimmed.budget == 48 and full.budget == 128  # 22 rows, then 12 at 32 -> 44 -> 48
+    assert trimmed.tokens == full.tokens[:48] and trimmed.ends == full.ends[:48] and trimmed.reads == full.reads

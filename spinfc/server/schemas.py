@@ -1,0 +1,112 @@
+"""The HTTP boundary: msgspec structs for request and response bodies (these are also the OpenAPI schema).
+
+Request structs forbid unknown fields, so a misspelt field is a 400 naming it rather than a silent default.
+`omit_defaults` keeps a request's dict form (what the frontend reads) free of fields the client did not send.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from spinfc.runtime.results import QueryResult
+
+
+class ContentPart(msgspec.Struct, forbid_unknown_fields=True):
+    type: str  # "text"; other kinds are refused by the frontend with `unsupported_content`
+    text: str
+
+
+class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A message; a content of several messages is their texts joined with a blank line."""
+
+    content: str | list[ContentPart]
+    role: str = "user"
+    name: str | None = None
+
+
+class ScoringQuery(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    id: str
+    template: str  # one slot: <?> (or {?}) with `options`; <*> <n> <$> <gen> are refused until extraction lands
+    options: list[str] | None = None
+    placeholders: dict[str, list[str]] | None = None  # name -> values; one question per combination
+    max_tokens: int | None = None  # for extraction slots
+    generate: bool | None = None  # true turns a <*> slot into generated free text
+
+
+class Scoring(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    queries: list[ScoringQuery]
+
+
+class ScoreInput(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    messages: list[Message]
+
+
+class ScoreRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One content (`messages`) or many (`inputs`), asked every query of `scoring`."""
+
+    scoring: Scoring | None = None
+    model: str | None = None  # the served model, one of its aliases, or omitted
+    messages: list[Message] | None = None
+    inputs: list[ScoreInput] | None = None
+
+    def to_body(self) -> dict:
+        """The request as the frontend reads it: plain JSON types, without fields the client left out."""
+        return msgspec.to_builtins(self)
+
+
+class InputResult(msgspec.Struct):
+    index: int  # the input's position in `inputs`
+    results: list[QueryResult]
+
+
+class Usage(msgspec.Struct):
+    input_tokens: int  # tokens this request put into forward passes (a cached floor costs none)
+    output_tokens: int  # always 0: nothing is generated
+    questions: int  # (content, question) pairs scored, the floor not counted
+
+
+class ScoreResponse(msgspec.Struct, omit_defaults=True):
+    id: str
+    object: Literal["score"]
+    created: int
+    model: str
+    system_fingerprint: str
+    usage: Usage
+    results: list[QueryResult] | msgspec.UnsetType = msgspec.UNSET  # when the request sent `messages`
+    inputs: list[InputResult] | msgspec.UnsetType = msgspec.UNSET  # when the request sent `inputs`
+
+
+class ErrorBody(msgspec.Struct):
+    message: str
+    type: str
+    code: str
+    param: str | None = None
+
+
+class ErrorResponse(msgspec.Struct):
+    """OpenAI's error envelope."""
+
+    error: ErrorBody
+
+
+class ModelCard(msgspec.Struct):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    aliases: list[str]
+    ready: bool
+    features: dict[str, bool]
+    limits: dict[str, int]
+
+
+class ModelList(msgspec.Struct):
+    object: Literal["list"]
+    data: list[ModelCard]
+
+
+class Health(msgspec.Struct):
+    status: str  # ok | ready
+    model: str

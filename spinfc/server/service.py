@@ -1,0 +1,128 @@
+"""The server's state, one object per app: its config, the model's loading status, and the engine once it runs.
+
+Loading happens in the app's lifespan as a background task, so /healthz answers while weights load:
+
+    loading  -> resolve the model name, load the weights (in a thread)
+    warming  -> start the engine, run one warm-up pass
+    ready    -> /readyz 200, /v1/score runs
+    failed   -> /readyz 503 model_failed, with the reason; the log has the traceback
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+import torch
+
+from spinfc import __version__
+from spinfc.registry import ModelSource, resolve
+from spinfc.runtime.engine import Engine
+from spinfc.config import Settings
+from spinfc.server.errors import ApiError
+
+log = logging.getLogger("spinfc.server")
+
+
+def load_default(name: str, dtype: torch.dtype, device: str):
+    from spinfc.runtime.loader import load_model
+
+    return load_model(name, dtype=dtype, device=device)
+
+
+class Service:
+    def __init__(self, settings: Settings, load_model: Callable = load_default):
+        self.settings = settings
+        self.status = "loading"
+        self.error: str | None = None
+        self.engine: Engine | None = None
+        self.source: ModelSource | None = None
+        self.created = int(time.time())
+        self.fingerprint = ""
+        self._load_model = load_model
+        self._task: asyncio.Task | None = None
+
+    # ---- what routes ask ----------------------------------------------------------------------------------------
+
+    @property
+    def model_name(self) -> str:
+        return self.source.name if self.source else self.settings.engine.model
+
+    @property
+    def aliases(self) -> list[str]:
+        return list(self.source.aliases) if self.source else []
+
+    def ready_engine(self) -> Engine:
+        """The engine, or a 503 saying why there is none yet."""
+        if self.status == "ready" and self.engine is not None:
+            return self.engine
+        if self.status == "failed":
+            raise ApiError(503, "model_failed", f"the model {self.settings.engine.model!r} failed to load: {self.error}")
+        raise ApiError(503, "warming_up", f"the model {self.settings.engine.model!r} is {self.status}; poll GET /readyz "
+                       "and send work once it answers 200", headers={"Retry-After": "5"})
+
+    def check_model(self, requested: str | None) -> None:
+        """A request's `model` must be omitted, the served name, an alias, or the name the server was started with."""
+        served = {self.model_name, self.settings.engine.model, *self.aliases}
+        if requested is not None and requested not in served:
+            raise ApiError(400, "model_not_served", f"this server serves {self.model_name!r} (also called "
+                           f"{', '.join(sorted(served - {self.model_name})) or 'nothing else'}), not {requested!r}: "
+                           "send one of those names or omit `model`", param="model")
+
+    # ---- start and stop -----------------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app) -> AsyncIterator[None]:
+        self._task = asyncio.create_task(self._start(), name="spinfc-load-model")
+        try:
+            yield
+        finally:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            if self.engine is not None:
+                await asyncio.to_thread(self.engine.close)
+
+    async def _start(self) -> None:
+        config = self.settings.engine
+        try:
+            device = config.resolved_device()
+            dtype = getattr(torch, config.dtype)
+            started = time.perf_counter()
+            self.source = await asyncio.to_thread(resolve, config.model)
+            model = await asyncio.to_thread(self._load_model, config.model, dtype, device)
+            log.info("loaded %s on %s in %.1f s", self.source.name, device, time.perf_counter() - started)
+            self.fingerprint = fingerprint(model, config.dtype, device)
+            self.status = "warming"
+            self.engine = Engine(model, budget=config.resolved_budget(), device=device).start()
+            if config.warmup != "none":
+                started = time.perf_counter()
+                await self.engine.warm_up()
+                log.info("warm-up pass done in %.1f s", time.perf_counter() - started)
+            self.status = "ready"
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.status, self.error = "failed", f"{type(error).__name__}: {error}"
+            log.exception("the model could not be loaded or warmed up")
+
+
+def fingerprint(model, dtype: str, device: str) -> str:
+    """Which engine, weights, numeric scheme and device architecture produced a score."""
+    arch = "cpu"
+    if device.startswith("cuda"):
+        major, minor = torch.cuda.get_device_capability(torch.device(device))
+        arch = f"sm{major}{minor}"
+    weights = str(getattr(model, "weights_hash", "") or "unknown")[:12]
+    return f"spinfc-{__version__}-{weights}-{dtype}-{arch}"
+
+
+try:  # Litestar >= 2.23 wants injected parameters marked; older versions infer them
+    from litestar.di import NamedDependency
+
+    ServiceDep = NamedDependency[Service]
+except ImportError:  # pragma: no cover
+    ServiceDep = Service

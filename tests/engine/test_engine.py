@@ -1,0 +1,147 @@
+"""The engine on the real default model (gemma3-270m, fp32, CPU): requests packed into shared passes, results
+independent of neighbours, the floor cache, a failing pass isolated to its request, withdrawn requests dropped."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from spinfc.registry import load_tokenizer
+from spinfc.runtime.engine import Engine, PassFailed, Refused
+from spinfc.runtime.loader import load_model
+
+BUDGET = 384  # three 128-row blocks: a pass holds three of these small contents
+
+TICKET = "Customer support message:\nI was charged twice for September, please refund one of the charges."
+OTHER = "Customer support message:\nThe app crashes every time I open the settings page."
+THIRD = "Customer support message:\nPlease close my account, I am moving to another provider."
+REFUND = {"id": "refund", "template": "\n\nIs the customer asking for a refund?\nAnswer:<?>", "options": [" yes", " no"]}
+TOPIC = {"id": "topic", "template": "\n\nTopic (billing, technical, or account):{?}",
+         "options": [" billing", " technical", " account"]}
+
+
+def body(*texts: str, queries=(REFUND,)) -> dict:
+    return {"inputs": [{"messages": [{"role": "user", "content": t}]} for t in texts],
+            "scoring": {"queries": list(queries)}}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model("gemma3-270m", dtype=torch.float32, device="cpu")
+
+
+def run(engine: Engine, *bodies: dict, start: bool = True):
+    """Compile `bodies`, submit them all before the worker looks (so they meet in the same passes), await all."""
+    async def go():
+        compiled = [engine.compile(b) for b in bodies]
+        futures = [engine.submit(c) for c in compiled]
+        if start:
+            engine.start()
+        jobs = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures), return_exceptions=True)
+        return compiled, jobs
+    return asyncio.run(go())
+
+
+def option_logprobs(job, content: int) -> list[float]:
+    return [lp for question in job.scores[content] for lp in question]
+
+
+def test_requests_share_passes_and_results_do_not_depend_on_neighbours(model) -> None:
+    alone = Engine(model, budget=BUDGET)
+    try:
+        _, (solo,) = run(alone, body(TICKET))
+        assert alone.stats.passes == 1  # the content and its floor
+    finally:
+        alone.close()
+
+    packed = Engine(model, budget=BUDGET)
+    try:
+        # request a: three contents; request b: the ticket again with two questions (its own floor)
+        (ca, cb), (a, b) = run(packed, body(OTHER, THIRD, TICKET), body(TICKET, queries=(REFUND, TOPIC)))
+        segments = len(ca.segments) + len(cb.segments)
+        assert segments == 6 and packed.stats.passes == 2  # six one-block segments in three-block passes
+        assert packed.stats.rows_used == sum(s.length for s in ca.segments + cb.segments)
+        assert option_logprobs(a, 2) == pytest.approx(option_logprobs(solo, 0), abs=1e-5)
+        assert option_logprobs(a, 3) == pytest.approx(option_logprobs(solo, 1), abs=1e-5)  # the floors
+        assert list(b.scores[0][0]) == pytest.approx(list(solo.scores[0][0]), abs=1e-5)  # the same question first
+        assert a.floor_cached is False and a.processed_tokens == sum(s.length for s in ca.segments)
+    finally:
+        packed.close()
+
+
+def test_the_floor_runs_once_per_question_set(model) -> None:
+    engine = Engine(model, budget=BUDGET)
+    try:
+        # two requests with the same questions meet in the queue: one floor segment serves both
+        (c1, c2), (j1, j2) = run(engine, body(TICKET), body(OTHER))
+        assert engine.stats.floor_misses == 1 and engine.stats.floor_hits == 1
+        assert engine.stats.rows_used == sum(s.length for s in c1.segments) + c2.segments[0].length
+        assert j1.scores[c1.floor] == j2.scores[c2.floor]
+
+        async def again():
+            scored = await engine.score(engine.compile(body(THIRD)))
+            return scored
+        scored = asyncio.run(again())
+        assert scored.floor_cached and scored.processed_tokens == scored.compiled.segments[0].length
+        assert scored.scores[scored.compiled.floor] == j1.scores[c1.floor]
+        results = scored.results()
+        assert len(results) == 1 and results[0][0].id == "refund"
+        assert sum(o.p for o in results[0][0].combinations[0].options) == pytest.approx(1.0)
+    finally:
+        engine.close()
+
+
+class Poisoned:
+    """The real model, except that a pass holding `token` raises (a stand-in for a bug a content triggers)."""
+
+    def __init__(self, model, token: int):
+        self.model, self.token = model, token
+        self.name, self.weights_hash = model.name, model.weights_hash
+
+    def forward(self, launch):
+        if bool((launch.tokens == self.token).any()):
+            raise RuntimeError("poisoned pass")
+        return self.model.forward(launch)
+
+
+def test_a_failing_pass_fails_only_the_request_that_caused_it(model) -> None:
+    poison = load_tokenizer("gemma3-270m")(" zebra", add_special_tokens=False)["input_ids"][-1]
+    engine = Engine(Poisoned(model, poison), budget=BUDGET)
+    try:
+        (_, cgood), (bad, good) = run(engine, body("A zebra escaped from the zoo."), body(TICKET))
+        assert isinstance(bad, PassFailed) and "poisoned pass" in str(bad)
+        assert not isinstance(good, Exception) and set(good.scores) == {0, 1}
+        assert engine.stats.requests_failed == 1 and engine.stats.requests_done == 1
+    finally:
+        engine.close()
+
+
+def test_a_withdrawn_request_is_dropped_before_it_runs(model) -> None:
+    engine = Engine(model, budget=BUDGET)
+    try:
+        async def go():
+            withdrawn = engine.submit(engine.compile(body(OTHER, THIRD, queries=(TOPIC,))))
+            kept = engine.compile(body(TICKET))
+            future = engine.submit(kept)
+            assert withdrawn.cancel()
+            engine.start()
+            await asyncio.wrap_future(future)
+            return kept
+        kept = asyncio.run(go())
+        assert engine.stats.passes == 1 and engine.stats.rows_used == sum(s.length for s in kept.segments)
+        assert engine.stats.queued == 0
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("template", ["\n\nWhich month?\nA: \"<*>\"", "Amount: <$>", "Count: {n}", "Say: <gen>"])
+def test_extraction_slots_are_refused_with_a_code(model, template: str) -> None:
+    engine = Engine(model, budget=BUDGET)
+    with pytest.raises(Refused) as refused:
+        engine.compile(body(TICKET, queries=(REFUND, {"id": "month", "template": template})))
+    assert refused.value.code == "extraction_not_available"
+    assert "not available yet" in refused.value.message and "'month'" in refused.value.message
+    assert refused.value.param == "scoring.queries[1].template"
+    engine.close()
