@@ -2,6 +2,7 @@
 
     spinfc compile PACK_OR_REQUEST [--model M] [--token-budget N] [--block N] [--content TEXT ...] --emit STAGE
     spinfc packs validate DIR
+    spinfc packs list [--packs SOURCE ...] [--model M]
     spinfc serve [MODEL] ...        (spinfc.server.cli)
 
 Mistakes in the input print as `file:line:col: error: ...` with a hint and exit with status 2; `packs validate`
@@ -52,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     validate = packs.add_parser("validate", help="check every pack file in a directory; print every error")
     validate.add_argument("directory")
     validate.set_defaults(run=_validate)
+    listing = packs.add_parser("list", help="the packs a server would enable for a model, and those skipped")
+    listing.add_argument("--packs", action="append", default=[], metavar="SOURCE",
+                         help="a pack source: a folder, git+URL@tag#path or github:owner/repo@tag#path (repeatable)")
+    listing.add_argument("--model", default=DEFAULT_MODEL, help=f"the model served (default: {DEFAULT_MODEL})")
+    listing.add_argument("--no-official-packs", action="store_true", help="leave out the bundled packs")
+    listing.add_argument("--packs-allow-namespace", action="append", default=[], metavar="NAMESPACE",
+                         help="allow a source to define packs in a reserved namespace (e.g. spinfc)")
+    listing.set_defaults(run=_list_packs)
 
     serve = commands.add_parser("serve", help="serve /v1/score for one model")
     if server_cli is not None:
@@ -111,6 +120,18 @@ def _validate(args: argparse.Namespace) -> int:
 
     count = len(list(Path(args.directory).glob("*.toml")))
     print(f"{args.directory}: {count} pack{'s' if count != 1 else ''}, all valid")
+    return 0
+
+
+def _list_packs(args: argparse.Namespace) -> int:
+    from spinfc.packsrc import PackSourceError, list_packs
+
+    try:
+        sys.stdout.write(list_packs(args.packs, args.model, official=not args.no_official_packs,
+                                    allow_namespaces=args.packs_allow_namespace))
+    except PackSourceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     return 0
 
 
