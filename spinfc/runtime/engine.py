@@ -17,14 +17,18 @@ import concurrent.futures
 import logging
 import queue
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 import attrs
 import torch
 
 from spinfc.ir.nodes import OptionSlot, Program
 from spinfc.runtime.results import ContentScores, QueryResult, content_scores, query_results
-from spinfc.runtime.scheduler import Job, PassShape, Segment, Unit, assemble, cut_segments, fill, floor_key
+from spinfc.runtime.scheduler import (
+    EngineStats, Job, PassShape, Segment, Unit, assemble, cut_segments, fill, floor_key,
+)
 
 log = logging.getLogger("spinfc.engine")
 
@@ -76,41 +80,16 @@ class Scored:
         return [query_results(program, self.scores[c], floor) for c in self.compiled.inputs]
 
 
-@attrs.define
-class EngineStats:
-    """Counters since start, read by health and metrics routes (written by the worker thread only)."""
-
-    passes: int = 0
-    rows_used: int = 0  # rows holding a token, over all passes
-    rows_total: int = 0  # rows launched over all passes (the budget each, or the used blocks when trimmed)
-    reads: int = 0
-    requests_done: int = 0
-    requests_failed: int = 0
-    floor_hits: int = 0
-    floor_misses: int = 0
-    queued: int = 0  # requests submitted and not yet answered (or given up)
-    lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
-
-    def settled(self, future: concurrent.futures.Future) -> None:
-        """Count a request's end, from whichever thread ends it."""
-        with self.lock:
-            self.queued -= 1
-            if not future.cancelled() and future.exception() is not None:
-                self.requests_failed += 1
-            elif not future.cancelled():
-                self.requests_done += 1
-
-    @property
-    def fill_ratio(self) -> float:
-        return self.rows_used / self.rows_total if self.rows_total else 0.0
-
-
 class Engine:
     def __init__(self, model, *, budget: int, block: int = 128, device: str = "cpu", floor_cache_size: int = 256,
-                 max_rows: int | None = None, max_reads: int | None = None, trim: bool | None = None):
-        """`budget` rows per pass, contents at multiples of `block`; `max_rows`/`max_reads` fix the answer shapes;
-        `trim` (default: on the CPU) launches only the blocks a pass uses instead of the whole budget."""
+                 max_rows: int | None = None, max_reads: int | None = None, trim: bool | None = None,
+                 on_pass: Callable[[int, int, float], None] | None = None):
+        """`model.forward(launch) -> [N] logprobs` (a stack, or a GraphedModel on CUDA); `budget` rows per pass,
+        contents at multiples of `block`; `max_rows`/`max_reads` fix the answer shapes (a GraphedModel's
+        LaunchShape); `trim` (default: on the CPU) launches only the blocks a pass uses instead of the whole
+        budget; `on_pass(tokens_used, rows_launched, seconds)` is called after each pass (metrics)."""
         self.model = model
+        self.on_pass = on_pass
         self.device = device
         trim = str(device).startswith("cpu") if trim is None else trim
         self.shape = PassShape(budget=budget, block=block, max_rows=max_rows, max_reads=max_reads, trim=trim)
@@ -139,10 +118,12 @@ class Engine:
                 self._worker.join()
             self._compiler.shutdown(wait=False, cancel_futures=True)
 
-    def compile(self, body: dict) -> Compiled:
-        """Compile a /v1/score body. Raises CompileError (from the frontend and passes) or Refused."""
-        from spinfc import passes
+    def compile(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
+        """Compile a /v1/score body. `check(program)` sees the program once tokenized and deduplicated (before it
+        is packed and laid out) and may raise to refuse it (the server's limits). Raises CompileError (from the
+        frontend, the passes or `check`) or Refused."""
         from spinfc.frontend import program_from_request
+        from spinfc.passes import PIPELINE
 
         program = program_from_request(body, model=self.model.name)
         for i, query in enumerate(program.queries):
@@ -155,7 +136,10 @@ class Engine:
                     param=f"scoring.queries[{i}].template",
                 )
         program = attrs.evolve(program, budget=self.shape.budget, block=self.shape.block)
-        program = passes.run(program)
+        for name, transform in PIPELINE:
+            program = transform(program)
+            if name == "dedupe-prefixes" and check is not None:
+                check(program)
         by_content = {segment.content: segment for segment in cut_segments(program.layouts)}
         floors = [i for i, content in enumerate(program.contents) if content.is_floor]
         if len(floors) != 1 or set(by_content) != set(range(len(program.contents))):
@@ -168,9 +152,9 @@ class Engine:
         inputs = tuple(i for i in range(len(program.contents)) if i != floors[0])
         return Compiled(program=program, segments=segments, floor=floors[0], inputs=inputs)
 
-    async def compile_async(self, body: dict) -> Compiled:
+    async def compile_async(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
         """`compile` on the engine's compile thread, off the event loop (tokenizers are not shared across threads)."""
-        return await asyncio.get_running_loop().run_in_executor(self._compiler, self.compile, body)
+        return await asyncio.get_running_loop().run_in_executor(self._compiler, self.compile, body, check)
 
     def submit(self, compiled: Compiled) -> concurrent.futures.Future:
         """Queue a compiled request; the future resolves to its `Job` or raises PassFailed / EngineClosed.
@@ -288,16 +272,20 @@ class Engine:
         """Run one pass of `segments`; one logprob per read, in segment order."""
         from spinfc.backend.launch import lower
 
+        started = time.perf_counter()
         layout = assemble(segments, self.shape, index=self.stats.passes)
         launch = lower(layout, rows_padded_to=self.shape.max_rows, reads_padded_to=self.shape.max_reads)
         with torch.inference_mode():
             out = self.model.forward(launch.to(self.device))  # [N] float32 (N padded to max_reads when fixed)
-        n = len(layout.reads)
+        n, used = len(layout.reads), sum(segment.length for segment in segments)
+        logprobs = out[:n].float().cpu().tolist()
         self.stats.passes += 1
-        self.stats.rows_used += sum(segment.length for segment in segments)
+        self.stats.rows_used += used
         self.stats.rows_total += layout.budget
         self.stats.reads += n
-        return out[:n].float().cpu().tolist()
+        if self.on_pass is not None:
+            self.on_pass(used, layout.budget, time.perf_counter() - started)
+        return logprobs
 
     def _deliver(self, unit: Unit, logprobs: list[float]) -> None:
         self._forget(unit)

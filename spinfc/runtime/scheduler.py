@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import concurrent.futures
 import hashlib
+import threading
 from collections.abc import Sequence
 
 import attrs
@@ -138,6 +139,36 @@ def assemble(segments: Sequence[Segment], shape: PassShape, index: int = 0) -> P
         index=index, budget=rows, tokens=tuple(tokens), positions=tuple(positions), ends=tuple(ends),
         spans=tuple(spans), reads=tuple(reads),
     )
+
+
+@attrs.define
+class EngineStats:
+    """Counters since an engine started, for health and metrics routes. The worker thread writes the pass
+    counters; the request counters change under `lock`, from whichever thread ends a request."""
+
+    passes: int = 0
+    rows_used: int = 0  # rows holding a token, over all passes
+    rows_total: int = 0  # rows launched over all passes (the budget each, or the used blocks when trimmed)
+    reads: int = 0
+    requests_done: int = 0
+    requests_failed: int = 0
+    floor_hits: int = 0
+    floor_misses: int = 0
+    queued: int = 0  # requests submitted and not yet answered (or given up)
+    lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
+
+    def settled(self, future: concurrent.futures.Future) -> None:
+        """Count a request's end, from whichever thread ends it."""
+        with self.lock:
+            self.queued -= 1
+            if not future.cancelled() and future.exception() is not None:
+                self.requests_failed += 1
+            elif not future.cancelled():
+                self.requests_done += 1
+
+    @property
+    def fill_ratio(self) -> float:
+        return self.rows_used / self.rows_total if self.rows_total else 0.0
 
 
 # ---- the engine's units of work ----------------------------------------------------------------------------------

@@ -21,8 +21,10 @@ from spinfc.server.service import Service, load_default
 
 def create_app(settings: Settings | None = None, load_model: Callable = load_default) -> Litestar:
     """An app serving `settings.engine.model`; `load_model(name, dtype, device)` returns the runtime model."""
-    service = Service(settings or Settings(), load_model=load_model)
+    settings = settings or Settings()
+    service = Service(settings, load_model=load_model)
     app = Litestar(
+        request_max_body_size=settings.limits.max_body_bytes,
         route_handlers=ROUTES,
         dependencies={"service": Provide(lambda: service, use_cache=True, sync_to_thread=False)},
         exception_handlers=exception_handlers(),

@@ -52,7 +52,8 @@ def _compile_error(error) -> ApiError:
     hint = getattr(error, "hint", None)
     if hint and hint not in message:
         message = f"{message} ({hint})"
-    return ApiError(400, getattr(error, "code", None) or "invalid_request", message, getattr(error, "param", None))
+    return ApiError(getattr(error, "status", 400), getattr(error, "code", None) or "invalid_request", message,
+                    getattr(error, "param", None))
 
 
 def to_api_error(error: Exception) -> ApiError:
@@ -79,6 +80,9 @@ def to_api_error(error: Exception) -> ApiError:
         return ApiError(400, "invalid_request_body", f"{first.get('message', error.detail)}{where}", param)
     if isinstance(error, HTTPException):
         status = error.status_code
+        if status == 413:  # Litestar refuses a body over request_max_body_size (the max_body_bytes limit)
+            return ApiError(400, "max_body_bytes_exceeded", f"the body is larger than the server's limit "
+                            "(max_body_bytes): split the request, or start the server with a higher --max-body-bytes")
         if status == 400:  # Litestar's only plain 400 is a body it could not decode
             return ApiError(400, "invalid_json", f"the body is not valid JSON ({error.detail}): send one JSON object")
         return ApiError(status, GENERIC_CODES.get(status, "http_error"), str(error.detail), headers=error.headers)

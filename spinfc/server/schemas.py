@@ -21,8 +21,8 @@ class ContentPart(msgspec.Struct, forbid_unknown_fields=True):
 class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """A message; a content of several messages is their texts joined with a blank line."""
 
+    role: str  # "user", "system", ...: every message's text is read, whatever its role
     content: str | list[ContentPart]
-    role: str = "user"
     name: str | None = None
 
 

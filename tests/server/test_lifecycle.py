@@ -24,6 +24,6 @@ def test_a_model_that_fails_to_load_is_reported_by_readyz() -> None:
         assert ready.json()["error"]["code"] == "model_failed"
         assert "FileNotFoundError: no weights for gemma3-270m" in ready.json()["error"]["message"]
         assert client.get("/healthz").status_code == 200
-        body = {"messages": [{"content": "x"}], "scoring": {"queries": []}}
+        body = {"messages": [{"role": "user", "content": "x"}], "scoring": {"queries": []}}
         assert client.post("/v1/score", json=body).json()["error"]["code"] == "model_failed"
         assert client.get("/v1/models").json()["data"][0]["ready"] is False

@@ -11,7 +11,7 @@ import time
 import pytest
 from litestar.testing import TestClient
 
-from spinfc.config import EngineSettings, Settings
+from spinfc.config import EngineSettings, Limits, Settings
 from spinfc.server.app import create_app
 
 TICKET = "Customer support message:\nI was charged twice for September, please refund one of the charges."
@@ -33,7 +33,8 @@ MONTH = {"id": "month", "template": "\n\nQ: Which month was charged twice?\nA: \
 @pytest.fixture(scope="module")
 def started():
     """One app for the module, with what /healthz and /readyz said while the model was still loading."""
-    settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="short"))
+    settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="short"),
+                        limits=Limits(max_options=6, max_content_tokens=200, max_body_bytes=20_000))
     with TestClient(create_app(settings), timeout=600) as client:
         while_loading = (client.get("/healthz"), client.get("/readyz"), client.post("/v1/score", json=SEED))
         deadline = time.monotonic() + 600
@@ -194,6 +195,8 @@ def test_malformed_bodies_get_the_envelope(client) -> None:
     unknown = error(client, {**SEED, "temperature": 0.2})
     assert unknown["code"] == "invalid_request_body" and "temperature" in unknown["message"]
     assert error(client, b"")["code"] == "missing_body"
+    missing = error(client, {**SEED, "messages": [{"content": TICKET}]})
+    assert missing["code"] == "invalid_request_body" and "role" in missing["message"]
 
 
 def test_models_and_unknown_routes(client) -> None:
@@ -206,3 +209,22 @@ def test_models_and_unknown_routes(client) -> None:
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     wrong_method = client.get("/v1/score")
     assert wrong_method.status_code == 405 and wrong_method.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_limits_are_400s_that_name_the_limit_and_the_field(client) -> None:
+    body = copy.deepcopy(SEED)
+    body["scoring"]["queries"][0]["options"] += [" sales", " other"]
+    err = error(client, body)
+    assert err["code"] == "max_options_exceeded" and err["param"] == "scoring.queries[0].options"
+    assert "--max-options" in err["message"]
+    body = copy.deepcopy(SEED)
+    body["scoring"]["queries"][1]["options"] = [" yes", " no, not at all, never"]
+    err = error(client, body)
+    assert err["code"] == "max_option_tokens_exceeded" and err["param"] == "scoring.queries[1].options[1]"
+    long = {"inputs": [{"messages": [{"role": "user", "content": "short"}]},
+                       {"messages": [{"role": "user", "content": "word " * 300}]}],
+            "scoring": SEED["scoring"]}
+    err = error(client, long)
+    assert err["code"] == "max_content_tokens_exceeded" and err["param"] == "inputs[1].messages"
+    err = error(client, {**SEED, "messages": [{"role": "user", "content": "x" * 25_000}]})
+    assert err["code"] == "max_body_bytes_exceeded"

@@ -10,6 +10,7 @@ from typing import Annotated
 from litestar import post
 from litestar.params import Body
 
+from spinfc.server.limits import check_limits
 from spinfc.server.schemas import InputResult, ScoreRequest, ScoreResponse, Usage
 from spinfc.server.service import ServiceDep
 
@@ -18,7 +19,10 @@ from spinfc.server.service import ServiceDep
 async def score(data: Annotated[ScoreRequest, Body(title="A scoring request")], service: ServiceDep) -> ScoreResponse:
     engine = service.ready_engine()
     service.check_model(data.model)
-    compiled = await engine.compile_async(data.to_body())
+    limits = service.settings.limits
+    compiled = await engine.compile_async(
+        data.to_body(), check=lambda program: check_limits(program, limits, many_inputs=data.inputs is not None)
+    )
     scored = await engine.score(compiled)
     per_input = await asyncio.to_thread(scored.results)
     usage = Usage(
