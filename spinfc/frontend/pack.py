@@ -19,6 +19,8 @@ from spinfc.ir.nodes import Content, Program, Query
 Combine = Literal["max", "mean", "weighted_sum", "noisy_or"]
 COMBINERS: tuple[Combine, ...] = ("max", "mean", "weighted_sum", "noisy_or")
 Op = Literal[">=", ">", "<=", "<"]
+Baseline = Literal["none", "floor"]
+BASELINES: tuple[Baseline, ...] = ("none", "floor")
 
 
 @frozen
@@ -36,10 +38,14 @@ class Member:
 
 @frozen
 class Category:
+    """A score combined from members' probabilities; with baseline="floor" each member counts its lift over
+    the floor, max(0, (p - floor_p) / (1 - floor_p)): what the content added, not the model's prior."""
+
     id: str
     combine: Combine
     members: tuple[Member, ...]
     description: str = ""
+    baseline: Baseline = "none"
 
 
 @frozen

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from spinfc.errors import CompileError, PackError
 from spinfc.frontend.fields import Fields, TomlWhere, collect
-from spinfc.frontend.pack import COMBINERS, Category, Condition, Decision, Member, Pack, Rule
+from spinfc.frontend.pack import BASELINES, COMBINERS, Category, Condition, Decision, Member, Pack, Rule
 from spinfc.frontend.query import read_query
 from spinfc.frontend.tomlpos import TomlPositions
 from spinfc.ir.nodes import OptionSlot, Placeholder, Query, SourceLoc, Text
@@ -125,17 +125,21 @@ def _categories(f: Fields, queries: dict[str, Query | None], errors: list[Compil
 
 
 def _category(c: Fields, queries: dict[str, Query | None]) -> Category:
-    c.check_keys(("id", "description", "combine", "members"))
+    c.check_keys(("id", "description", "combine", "baseline", "members"))
     category_id = c.string("id", "category id", '"harassment"', pattern=NAME)
     description = c.string("description", "description", '"..."', default="")
     combine = c.string("combine", "combiner", '"noisy_or"')
     if combine not in COMBINERS:
         c.fail("combine", f"unknown combiner {combine!r}", code="bad_value", hint=f"use one of: {', '.join(COMBINERS)}")
+    baseline = c.string("baseline", "baseline", '"floor"', default="none")
+    if baseline not in BASELINES:
+        c.fail("baseline", f"unknown baseline {baseline!r}", code="bad_value",
+               hint='use "none" (members count p) or "floor" (members count their lift over floor_p)')  # fmt: skip
     members = c.tables("members", "member", '[{ question = "threat", option = " yes" }]')
     if not members:
         c.fail(None, f"category {category_id!r} has no members", code="no_members",
                hint='list the answers it counts: members = [{ question = "threat", option = " yes" }]')  # fmt: skip
-    return Category(category_id, combine, tuple(_member(m, combine, queries) for m in members), description)
+    return Category(category_id, combine, tuple(_member(m, combine, queries) for m in members), description, baseline)
 
 
 def _member(m: Fields, combine: str, queries: dict[str, Query | None]) -> Member:

@@ -5,6 +5,10 @@
     {("threat", ()): {" yes": 0.82, " no": 0.18},
      ("hate_target", (("target", "religion"),)): {" yes": 0.10, " no": 0.90}, ...}
 
+`floor` is the same mapping for the empty content (the response's floor_p). A category with baseline = "floor"
+counts each member's lift over the floor instead of p: max(0, (p - floor_p) / (1 - floor_p)), the share of the
+room above the model's prior that the content filled.
+
 A category combines its members' terms, each term a probability p_i times its weight w_i (docs/packs.md):
 
     max            max_i  w_i * p_i
@@ -56,22 +60,40 @@ def combine(kind: str, terms: list[tuple[float, float]]) -> float:
     raise ValueError(f"unknown combiner {kind!r}: use max, mean, weighted_sum or noisy_or")
 
 
-def category_terms(pack: Pack, category: Category, p: Answers) -> list[tuple[float, float]]:
-    """The (p, weight) of every question combination each member of `category` counts."""
-    by_key = {(qid, tuple(sorted(values))): probs for (qid, values), probs in p.items()}
+def lift(p: float, floor_p: float) -> float:
+    """How much of the room above the floor the content filled: max(0, (p - floor_p) / (1 - floor_p))."""
+    return 0.0 if floor_p >= 1.0 else max(0.0, (p - floor_p) / (1.0 - floor_p))
+
+
+def category_terms(pack: Pack, category: Category, p: Answers, floor: Answers | None = None) -> list[tuple[float, float]]:
+    """The (p or lift, weight) of every question combination each member of `category` counts."""
+    if category.baseline == "floor" and floor is None:
+        raise ValueError(f"category {category.id!r} counts lift over the floor: pass floor= (the floor_p answers)")
+    answers = _by_key(p)
+    floors = _by_key(floor) if category.baseline == "floor" and floor is not None else None
     terms = []
     for member in category.members:
-        query = pack.query(member.question)
-        for combo in combinations(query, member.values):
-            probs = by_key.get((member.question, tuple(sorted(combo))))
-            if probs is None or member.option not in probs:
-                shown = ", ".join(f"{k}={v!r}" for k, v in combo) or "no placeholders"
-                raise KeyError(
-                    f"category {category.id!r} needs p({member.option!r}) of question {member.question!r} "
-                    f"({shown}), which the answers do not hold: score every question of pack {pack.id!r}"
-                )
-            terms.append((float(probs[member.option]), member.weight))
+        for combo in combinations(pack.query(member.question), member.values):
+            value = _lookup(answers, pack, category, member.question, member.option, combo, "p")
+            if floors is not None:
+                value = lift(value, _lookup(floors, pack, category, member.question, member.option, combo, "floor_p"))
+            terms.append((value, member.weight))
     return terms
+
+
+def _by_key(answers: Answers) -> dict:
+    return {(qid, tuple(sorted(values))): probs for (qid, values), probs in answers.items()}
+
+
+def _lookup(answers: dict, pack: Pack, category: Category, question: str, option: str, combo: Values, what: str):
+    probs = answers.get((question, tuple(sorted(combo))))
+    if probs is None or option not in probs:
+        shown = ", ".join(f"{k}={v!r}" for k, v in combo) or "no placeholders"
+        raise KeyError(
+            f"category {category.id!r} needs {what}({option!r}) of question {question!r} ({shown}), which the "
+            f"answers do not hold: score every question of pack {pack.id!r}"
+        )
+    return float(probs[option])
 
 
 def decide(decision: Decision, scores: Mapping[str, float]) -> tuple[str, int | None, str]:
@@ -84,11 +106,13 @@ def decide(decision: Decision, scores: Mapping[str, float]) -> tuple[str, int | 
     return decision.default, None, "default: no rule fired"
 
 
-def score_pack(pack: Pack, p: Answers) -> PackScores:
-    """Category scores from the option probabilities `p`, and the decision they lead to.
+def score_pack(pack: Pack, p: Answers, floor: Answers | None = None) -> PackScores:
+    """Category scores from the option probabilities `p` (and `floor`, the floor_p answers, which categories
+    with baseline = "floor" need), and the decision they lead to.
 
-    Raises KeyError naming the question when `p` lacks a probability a category needs."""
-    scores = {c.id: combine(c.combine, category_terms(pack, c, p)) for c in pack.categories}
+    Raises KeyError naming the question when `p` or `floor` lacks a probability a category needs, ValueError
+    when a category needs `floor` and none is given."""
+    scores = {c.id: combine(c.combine, category_terms(pack, c, p, floor)) for c in pack.categories}
     if pack.decision is None:
         return PackScores(pack.id, tuple(scores.items()), None, None, "the pack has no decision")
     label, rule, reason = decide(pack.decision, scores)
