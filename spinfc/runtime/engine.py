@@ -246,6 +246,7 @@ class Engine:
         else:
             candidates = [i for i, unit in enumerate(self._units) if not unit.solo]
             chosen = [candidates[k] for k in fill([self._units[i].segment for i in candidates], self.shape)]
+            chosen = chosen or [0]  # compile admits only segments that fit a pass; if one does not, it fails alone
         units = [self._units[i] for i in chosen]
         taken = set(chosen)
         self._units = [unit for i, unit in enumerate(self._units) if i not in taken]
