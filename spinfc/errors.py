@@ -11,7 +11,7 @@ Every error the frontend raises is a `CompileError` (or a subclass naming the st
 `str(error)` is the compiler form, ready for a terminal:
 
     packs/moderation.toml:14:31: error: unknown slot `<foo>`
-      hint: slots are <?> (options), <*> (text), <n> (number), <$> (amount), <gen> (free text); write \\< for a literal <
+      hint: the slots are <?> (options), <*> (text), <n> (number), <$> (amount) and <gen> (free text); ...
 
 The server turns these into 400 responses (`as_dict`), the CLI into a non-zero exit status.
 """

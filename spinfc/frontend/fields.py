@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Callable, Iterable, Mapping, NoReturn, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from spinfc.errors import CompileError
 from spinfc.frontend.template import Locate, parse_template
@@ -58,7 +59,14 @@ class JsonWhere:
         return None
 
 
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a table"}
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "a table",
+}
 
 
 class Fields:
@@ -67,8 +75,12 @@ class Fields:
     def __init__(self, data: Any, path: KeyPath, where: Where, error: type[CompileError], noun: str = "table"):
         self.path, self.where, self.error = path, where, error
         if not isinstance(data, Mapping):
-            self.fail(None, f"{dotted(path) or 'the body'} must be {noun}, not {_kind(data)}", code="wrong_type",
-                      hint=f"write it as a {noun} of keys and values")  # fmt: skip
+            self.fail(
+                None,
+                f"{dotted(path) or 'the body'} must be {noun}, not {_kind(data)}",
+                code="wrong_type",
+                hint=f"write it as a {noun} of keys and values",
+            )
         self.data: Mapping[str, Any] = data
 
     # -- where and failing ------------------------------------------------------------------------------------
@@ -79,11 +91,15 @@ class Fields:
     def loc(self, key: str | int | None = None, *, at_key: bool = False) -> SourceLoc:
         return self.where.loc(self.key_path(key), key=at_key)
 
-    def fail(self, key, message: str, *, code: str, hint: str, at_key: bool = False) -> NoReturn:
-        """Raise `error` at `key` (a key, an index, a tuple of them below this table, or None for the table)."""
+    def problem(self, key, message: str, *, code: str, hint: str, at_key: bool = False) -> CompileError:
+        """The error at `key`: a key, an index, a tuple of them below this table, or None for the table itself."""
         sub = key if isinstance(key, tuple) else ((key,) if key is not None else ())
         path = self.path + sub
-        raise self.error(message, self.where.loc(path, key=at_key), hint=hint, code=code, param=dotted(path) or None)
+        return self.error(message, self.where.loc(path, key=at_key), hint=hint, code=code, param=dotted(path) or None)
+
+    def fail(self, key, message: str, *, code: str, hint: str, at_key: bool = False) -> NoReturn:
+        """Raise `problem(...)`."""
+        raise self.problem(key, message, code=code, hint=hint, at_key=at_key)
 
     # -- keys ---------------------------------------------------------------------------------------------------
 
@@ -96,8 +112,13 @@ class Fields:
             if key not in known:
                 close = difflib.get_close_matches(key, known, n=1)
                 guess = f"did you mean `{close[0]}`? " if close else ""
-                self.fail(key, f"unknown key `{key}`", code="unknown_key", at_key=True,
-                          hint=f"{guess}the keys here are: {', '.join(known)}")  # fmt: skip
+                self.fail(
+                    key,
+                    f"unknown key `{key}`",
+                    code="unknown_key",
+                    at_key=True,
+                    hint=f"{guess}the keys here are: {', '.join(known)}",
+                )
 
     def require(self, key: str, what: str, example: str) -> Any:
         if key not in self.data:
@@ -113,8 +134,12 @@ class Fields:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             expected = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
-            self.fail(key, f"`{key}` must be {expected}, not {_kind(value)}", code="wrong_type",
-                      hint=f"write it as {key} = {example}")  # fmt: skip
+            self.fail(
+                key,
+                f"`{key}` must be {expected}, not {_kind(value)}",
+                code="wrong_type",
+                hint=f"write it as {key} = {example}",
+            )
         return value
 
     def string(self, key: str, what: str, example: str, *, pattern: str | None = None, default: Any = ...) -> str:
@@ -122,8 +147,12 @@ class Fields:
         if value is default:
             return value
         if pattern is not None and not re.fullmatch(pattern, value):
-            self.fail(key, f"`{key}` = {value!r} is not a valid {what}", code="bad_value",
-                      hint=f"write it like {key} = {example}")  # fmt: skip
+            self.fail(
+                key,
+                f"`{key}` = {value!r} is not a valid {what}",
+                code="bad_value",
+                hint=f"write it like {key} = {example}",
+            )
         return value
 
     def number(self, key: str, what: str, example: str, default: Any = ...) -> float:
@@ -137,19 +166,27 @@ class Fields:
         seen: dict[str, int] = {}
         for index, item in enumerate(items):
             if not isinstance(item, str):
-                self.fail((key, index), f"{what} {index + 1} must be a string, not {_kind(item)}", code="wrong_type",
-                          hint=f"quote it, e.g. {example}")  # fmt: skip
+                self.fail(
+                    (key, index),
+                    f"{what} {index + 1} must be a string, not {_kind(item)}",
+                    code="wrong_type",
+                    hint=f"quote it, e.g. {example}",
+                )
             if item in seen:
-                self.fail((key, index), f"{what} {item!r} is given twice (items {seen[item] + 1} and {index + 1})",
-                          code=unique, hint="remove the repeated one")  # fmt: skip
+                self.fail(
+                    (key, index),
+                    f"{what} {item!r} is given twice (items {seen[item] + 1} and {index + 1})",
+                    code=unique,
+                    hint="remove the repeated one",
+                )
             seen[item] = index
         return tuple(items)
 
-    def table(self, key: str, what: str, example: str, default: Any = ...) -> "Fields | None":
+    def table(self, key: str, what: str, example: str, default: Any = ...) -> Fields | None:
         value = self.value(key, dict, what, example, default)
         return None if value is default else Fields(value, self.key_path(key), self.where, self.error)
 
-    def tables(self, key: str, what: str, example: str) -> list["Fields"]:
+    def tables(self, key: str, what: str, example: str) -> list[Fields]:
         """A list of tables (`[[key]]` in TOML, a list of objects in JSON); missing means none."""
         items = self.value(key, list, what, example, default=[])
         return [Fields(item, self.key_path(key) + (i,), self.where, self.error, what) for i, item in enumerate(items)]
@@ -173,10 +210,11 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def collect(errors: list[CompileError], read: Callable[[], T]) -> T | None:
-    """Run `read`; a `CompileError` is appended to `errors` (and None returned) so reading can go on."""
+def collect(errors: list[CompileError], read: Callable[..., T], *args: Any) -> T | None:
+    """Return `read(*args)`; a `CompileError` is appended to `errors` instead (and None returned), so reading
+    can go on to the next question, category or rule."""
     try:
-        return read()
+        return read(*args)
     except CompileError as error:
         errors.append(error)
         return None

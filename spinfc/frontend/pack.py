@@ -9,8 +9,9 @@ and the decision.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 from attrs import frozen
 
@@ -108,7 +109,9 @@ def combinations(query: Query, fixed: tuple[tuple[str, str], ...] = ()) -> list[
     """Every combination of `query`'s placeholder values, in its placeholder order, that agrees with `fixed`;
     `[()]` for a query without placeholders. These are the `values` of its questions after expansion."""
     pinned = dict(fixed)
-    axes = [[(name, v) for v in values if name not in pinned or v == pinned[name]] for name, values in query.placeholders]
+    axes = [
+        [(name, v) for v in values if name not in pinned or v == pinned[name]] for name, values in query.placeholders
+    ]
     return [tuple(combo) for combo in itertools.product(*axes)]
 
 

@@ -41,8 +41,12 @@ def read_query(f: Fields) -> Query:
     template = f.template("template", "template", '"\\n\\nIs the customer asking for a refund?\\nAnswer:<?>"')
     ref = template.slot
     if ref is None:
-        f.fail("template", "the template has no slot: nothing would be scored", code="missing_slot",
-               hint="end the question with a slot: Answer:<?> with options, or <*> <n> <$> <gen> to extract")  # fmt: skip
+        f.fail(
+            "template",
+            "the template has no slot: nothing would be scored",
+            code="missing_slot",
+            hint="end the question with a slot: Answer:<?> with options, or <*> <n> <$> <gen> to extract",
+        )
     placeholders = _placeholders(f, template)
     return Query(query_id, template, _slot(f, template, ref), placeholders)
 
@@ -55,12 +59,20 @@ def _placeholders(f: Fields, template: Template) -> tuple[tuple[str, tuple[str, 
         for name in given.data:
             if name not in names:
                 note = " ({n} is the number slot, not a placeholder)" if name == "n" else ""
-                given.fail(name, f"placeholder `{name}` has values but the template never uses {{{name}}}{note}",
-                           code="unused_placeholder", at_key=True,
-                           hint=f"write {{{name}}} in the template where the value goes, or remove `{name}`")  # fmt: skip
+                given.fail(
+                    name,
+                    f"placeholder `{name}` has values but the template never uses {{{name}}}{note}",
+                    code="unused_placeholder",
+                    at_key=True,
+                    hint=f"write {{{name}}} in the template where the value goes, or remove `{name}`",
+                )
             if given.data[name] == []:
-                given.fail(name, f"placeholder {{{name}}} has no values", code="placeholder_without_values",
-                           hint=f'give at least one value, e.g. {name} = ["price", "quality"]')  # fmt: skip
+                given.fail(
+                    name,
+                    f"placeholder {{{name}}} has no values",
+                    code="placeholder_without_values",
+                    hint=f'give at least one value, e.g. {name} = ["price", "quality"]',
+                )
             values[name] = given.strings(name, "value", '["price", "quality"]')
     for part in template.parts:
         if isinstance(part, Placeholder) and part.name not in values:
@@ -78,23 +90,41 @@ def _slot(f: Fields, template: Template, ref: SlotRef) -> Slot:
     after = "".join(p.text for p in template.parts[template.parts.index(ref) + 1 :] if isinstance(p, Text))
     if ref.kind != "options":
         if f.has("options"):
-            f.fail("options", f"options given to a {ref.kind} slot; only an option slot <?> takes options",
-                   code="options_not_allowed", at_key=True,
-                   hint="use <?> (or {?}) in the template to score these options, or remove `options`")  # fmt: skip
+            f.fail(
+                "options",
+                f"options given to a {ref.kind} slot; only an option slot <?> takes options",
+                code="options_not_allowed",
+                at_key=True,
+                hint="use <?> (or {?}) in the template to score these options, or remove `options`",
+            )
         if f.has("generate") and ref.kind != "text":
-            f.fail("generate", f"`generate` turns a text slot <*> into free text; this is a {ref.kind} slot",
-                   code="not_allowed", at_key=True, hint="remove `generate`, or use <gen> for free text")  # fmt: skip
+            f.fail(
+                "generate",
+                f"`generate` turns a text slot <*> into free text; this is a {ref.kind} slot",
+                code="not_allowed",
+                at_key=True,
+                hint="remove `generate`, or use <gen> for free text",
+            )
         kind = "generate" if ref.kind == "text" and _generate(f) else ref.kind
         default = _EXTRACTORS[kind]().max_tokens
         max_tokens = int(f.value("max_tokens", int, "token count", "16", default=default))
         if not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
-            f.fail("max_tokens", f"max_tokens = {max_tokens} is out of range", code="bad_value",
-                   hint=f"give a count from 1 to {MAX_TOKENS_LIMIT}")  # fmt: skip
+            f.fail(
+                "max_tokens",
+                f"max_tokens = {max_tokens} is out of range",
+                code="bad_value",
+                hint=f"give a count from 1 to {MAX_TOKENS_LIMIT}",
+            )
         return _EXTRACTORS[kind](stop=after, max_tokens=max_tokens)
     for key in ("max_tokens", "generate"):
         if f.has(key):
-            f.fail(key, f"`{key}` is for extraction slots; this is an option slot <?>", code="not_allowed",
-                   at_key=True, hint=f"remove `{key}`: an option slot scores the options given, nothing is decoded")  # fmt: skip
+            f.fail(
+                key,
+                f"`{key}` is for extraction slots; this is an option slot <?>",
+                code="not_allowed",
+                at_key=True,
+                hint=f"remove `{key}`: an option slot scores the options given, nothing is decoded",
+            )
     if after.strip():
         raise f.error(
             f"text after an option slot is never read: {after.strip()!r}",
@@ -114,8 +144,12 @@ def _slot(f: Fields, template: Template, ref: SlotRef) -> Slot:
     options = f.strings("options", "option", '[" yes", " no"]', unique="duplicate_option")
     for index, text in enumerate(options):
         if not text.strip():
-            f.fail(("options", index), f"option {index + 1} is {'empty' if not text else 'only whitespace'}",
-                   code="empty_option", hint='an option is the answer text, with its leading space: " yes"')  # fmt: skip
+            f.fail(
+                ("options", index),
+                f"option {index + 1} is {'empty' if not text else 'only whitespace'}",
+                code="empty_option",
+                hint='an option is the answer text, with its leading space: " yes"',
+            )
     return OptionSlot(tuple(Option(text) for text in options))
 
 

@@ -14,7 +14,8 @@ Other top-level keys (model, packs, stream, ...) are the server's and are not re
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from spinfc.errors import RequestError
 from spinfc.frontend.fields import Fields, JsonWhere
@@ -34,13 +35,21 @@ def program_from_request(body: Mapping[str, Any], model: str, source: str = "<re
 
 def _contents(f: Fields) -> tuple[Content, ...]:
     if f.has("messages") and f.has("inputs"):
-        f.fail("inputs", "the body has both `messages` and `inputs`", code="conflicting_fields",
-               hint="send one content as `messages`, or several as `inputs: [{messages: [...]}, ...]`")  # fmt: skip
+        f.fail(
+            "inputs",
+            "the body has both `messages` and `inputs`",
+            code="conflicting_fields",
+            hint="send one content as `messages`, or several as `inputs: [{messages: [...]}, ...]`",
+        )
     if f.has("messages"):
         return (Content("input-0", _text(f, "messages")),)
     if not f.has("inputs"):
-        f.fail(None, "the body has no content: neither `messages` nor `inputs`", code="missing_content",
-               hint=f'send the content as "messages": {MESSAGE_EXAMPLE}')  # fmt: skip
+        f.fail(
+            None,
+            "the body has no content: neither `messages` nor `inputs`",
+            code="missing_content",
+            hint=f'send the content as "messages": {MESSAGE_EXAMPLE}',
+        )
     inputs = f.tables("inputs", "an object", '[{"messages": [...]}]')
     if not inputs:
         f.fail("inputs", "`inputs` is empty", code="empty_list", hint='give at least one: [{"messages": [...]}]')
@@ -72,8 +81,12 @@ def _parts(m: Fields) -> str:
     for part in m.tables("content", "a content part", '{"type": "text", "text": "..."}'):
         kind = part.string("type", "part type", '"text"')
         if kind != "text":
-            part.fail("type", f"content parts of type {kind!r} are not supported", code="unsupported_content",
-                      hint='send the content as text: {"type": "text", "text": "..."}')  # fmt: skip
+            part.fail(
+                "type",
+                f"content parts of type {kind!r} are not supported",
+                code="unsupported_content",
+                hint='send the content as text: {"type": "text", "text": "..."}',
+            )
         part.check_keys(("type", "text"))
         texts.append(part.string("text", "text", '"the text to score"'))
     return "\n\n".join(texts)
@@ -81,17 +94,28 @@ def _parts(m: Fields) -> str:
 
 def _queries(f: Fields) -> tuple[Query, ...]:
     scoring = f.table("scoring", "an object", '{"queries": [...]}', default=None)
-    tables = scoring.tables("queries", "a query object", '[{"id": "...", "template": "...", "options": [...]}]') if scoring else []
+    tables = (
+        scoring.tables("queries", "a query object", '[{"id": "...", "template": "...", "options": [...]}]')
+        if scoring
+        else []
+    )
     if not tables and not f.has("packs"):
         where = scoring if scoring is not None else f
-        where.fail("queries" if scoring is not None else None, "the request asks no question: `scoring.queries` is empty",
-                   code="no_queries", hint='add a query: {"id": "refund", "template": "...\\nAnswer:{?}", "options": [" yes", " no"]}')  # fmt: skip
+        where.fail(
+            "queries" if scoring is not None else None,
+            "the request asks no question: `scoring.queries` is empty",
+            code="no_queries",
+            hint='add a query: {"id": "refund", "template": "...\\nAnswer:{?}", "options": [" yes", " no"]}',
+        )
     queries: dict[str, Query] = {}
     for q in tables:
         query = read_query(q)
         if query.id in queries:
-            q.fail("id", f"query id {query.id!r} is used twice", code="duplicate_id",
-                   hint="give each query its own id; the answers are reported under it")  # fmt: skip
+            q.fail(
+                "id",
+                f"query id {query.id!r} is used twice",
+                code="duplicate_id",
+                hint="give each query its own id; the answers are reported under it",
+            )
         queries[query.id] = query
     return tuple(queries.values())
-

@@ -7,8 +7,8 @@ by raising their `TemplateError`, so each mistake has its own message and hint a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from lark import Token, ast_utils
 
@@ -18,12 +18,16 @@ from spinfc.ir import nodes as ir
 Where = Callable[[int], ir.SourceLoc]
 
 SLOT_KINDS: dict[str, ir.SlotKind] = {
-    "<?>": "options", "{?}": "options",
-    "<*>": "text", "{*}": "text",
-    "<n>": "number", "{n}": "number",
-    "<$>": "amount", "{$}": "amount",
+    "<?>": "options",
+    "{?}": "options",
+    "<*>": "text",
+    "{*}": "text",
+    "<n>": "number",
+    "{n}": "number",
+    "<$>": "amount",
+    "{$}": "amount",
     "<gen>": "generate",
-}  # fmt: skip
+}
 
 SLOTS_HINT = "the slots are <?> (options), <*> (text), <n> (number), <$> (amount) and <gen> (free text)"
 LITERAL_HINT = "write \\< for a literal <, \\{ for a literal { and \\\\ for a literal \\"
@@ -87,7 +91,10 @@ class UnknownSlot(_Node):
 
     def lower(self, where: Where) -> ir.TemplatePart:
         raise TemplateError(
-            f"unknown slot `{self.token}`", where(self.offset), code="unknown_slot", hint=f"{SLOTS_HINT}; {LITERAL_HINT}"
+            f"unknown slot `{self.token}`",
+            where(self.offset),
+            code="unknown_slot",
+            hint=f"{SLOTS_HINT}; {LITERAL_HINT}",
         )
 
 

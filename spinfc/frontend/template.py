@@ -11,7 +11,7 @@ escapes (a TOML basic string) passes `locate`, which maps each character of `sou
 from __future__ import annotations
 
 import bisect
-from typing import Callable
+from collections.abc import Callable
 
 from lark import Lark, UnexpectedInput, ast_utils
 
@@ -42,9 +42,7 @@ def offset_locator(source: str, loc: SourceLoc) -> Locate:
     return locate
 
 
-def parse_template(
-    source: str, loc: SourceLoc, *, slots_allowed: int = 1, locate: Locate | None = None
-) -> Template:
+def parse_template(source: str, loc: SourceLoc, *, slots_allowed: int = 1, locate: Locate | None = None) -> Template:
     """Parse `source`; raise `TemplateError` (with code, file place and hint) at the first mistake.
 
     Guarantees on the result: adjacent text is merged, escapes are resolved, there are at most `slots_allowed`

@@ -10,7 +10,7 @@ multi-line strings.
 from __future__ import annotations
 
 import bisect
-from typing import Callable
+from collections.abc import Callable
 
 import attrs
 

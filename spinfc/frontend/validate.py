@@ -16,12 +16,24 @@ def validate_packs(directory: str | Path) -> list[CompileError]:
     pack id, are errors too. An empty list means every pack loads."""
     folder = Path(directory)
     if not folder.is_dir():
-        return [PackError(f"{folder} is not a folder", SourceLoc(str(folder)), code="not_a_folder",
-                          hint="give the folder holding the pack files (*.toml)")]  # fmt: skip
+        return [
+            PackError(
+                f"{folder} is not a folder",
+                SourceLoc(str(folder)),
+                code="not_a_folder",
+                hint="give the folder holding the pack files (*.toml)",
+            )
+        ]
     files = sorted(folder.glob("*.toml"))
     if not files:
-        return [PackError(f"no pack files (*.toml) in {folder}", SourceLoc(str(folder)), code="no_packs",
-                          hint="a pack is a .toml file; see docs/packs.md")]  # fmt: skip
+        return [
+            PackError(
+                f"no pack files (*.toml) in {folder}",
+                SourceLoc(str(folder)),
+                code="no_packs",
+                hint="a pack is a .toml file; see docs/packs.md",
+            )
+        ]
     errors: list[CompileError] = []
     seen: dict[str, Path] = {}
     for path in files:
@@ -30,9 +42,14 @@ def validate_packs(directory: str | Path) -> list[CompileError]:
         if pack is None:
             continue
         if pack.id in seen:
-            errors.append(PackError(f"pack id {pack.id!r} is also the id of {seen[pack.id]}",
-                                    _id_loc(path), code="duplicate_pack_id",
-                                    hint="give each pack its own id (namespace/name)"))  # fmt: skip
+            errors.append(
+                PackError(
+                    f"pack id {pack.id!r} is also the id of {seen[pack.id]}",
+                    _id_loc(path),
+                    code="duplicate_pack_id",
+                    hint="give each pack its own id (namespace/name)",
+                )
+            )
         else:
             seen[pack.id] = path
     return errors

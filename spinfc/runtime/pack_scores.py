@@ -23,7 +23,7 @@ else the decision's default.
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 from attrs import frozen
 
@@ -65,7 +65,9 @@ def lift(p: float, floor_p: float) -> float:
     return 0.0 if floor_p >= 1.0 else max(0.0, (p - floor_p) / (1.0 - floor_p))
 
 
-def category_terms(pack: Pack, category: Category, p: Answers, floor: Answers | None = None) -> list[tuple[float, float]]:
+def category_terms(
+    pack: Pack, category: Category, p: Answers, floor: Answers | None = None
+) -> list[tuple[float, float]]:
     """The (p or lift, weight) of every question combination each member of `category` counts."""
     if category.baseline == "floor" and floor is None:
         raise ValueError(f"category {category.id!r} counts lift over the floor: pass floor= (the floor_p answers)")

@@ -92,9 +92,15 @@ def test_presentation_must_hold_content_once(tmp_path):
 
 def test_option_errors(tmp_path):
     assert at(error_in(tmp_path, HEADER + QUESTION.replace('[" yes", " no"]', '[" yes", " yes"]'))) == (
-        "duplicate_option", 10, 20)  # fmt: skip
+        "duplicate_option",
+        10,
+        20,
+    )
     assert at(error_in(tmp_path, HEADER + QUESTION.replace('[" yes", " no"]', '[" yes", ""]'))) == (
-        "empty_option", 10, 20)  # fmt: skip
+        "empty_option",
+        10,
+        20,
+    )
     assert at(error_in(tmp_path, HEADER + QUESTION.replace('[" yes", " no"]', "[]"))) == ("no_options", 10, 11)
     no_options = HEADER + QUESTION.replace('options = [" yes", " no"]\n', "")
     assert at(error_in(tmp_path, no_options)) == ("no_options", 9, col(no_options, 9, "<?>"))
@@ -129,7 +135,10 @@ members = [{ question = "spam", option = " yes", weight = 0.5 }]
 def test_category_errors(tmp_path):
     base = HEADER + QUESTION
     assert at(error_in(tmp_path, base + CATEGORY.replace('"spam", option', '"spma", option'))) == (
-        "unknown_question", 15, 25)  # fmt: skip
+        "unknown_question",
+        15,
+        25,
+    )
     assert "'spam'" in error_in(tmp_path, base + CATEGORY.replace('"spam", option', '"spma", option')).hint
     body = base + CATEGORY.replace('" yes"', '"yes"')
     error = error_in(tmp_path, body)
@@ -137,7 +146,13 @@ def test_category_errors(tmp_path):
     assert "leading space" in error.hint
     assert at(error_in(tmp_path, base + CATEGORY.replace("0.5", "1.5"))) == ("bad_value", 15, 59)
     assert at(error_in(tmp_path, base + CATEGORY.replace('"noisy_or"', '"median"'))) == ("bad_value", 14, 11)
-    assert error_in(tmp_path, base + CATEGORY.replace('members = [{ question = "spam", option = " yes", weight = 0.5 }]', "members = []")).code == "no_members"  # fmt: skip
+    assert (
+        error_in(
+            tmp_path,
+            base + CATEGORY.replace('members = [{ question = "spam", option = " yes", weight = 0.5 }]', "members = []"),
+        ).code
+        == "no_members"
+    )
 
 
 def test_member_values_must_exist(tmp_path):
@@ -171,9 +186,14 @@ def test_decision_errors(tmp_path):
 
 def test_validate_lists_every_error_of_every_file(tmp_path):
     write(tmp_path, HEADER + QUESTION, "a-good.toml")
-    write(tmp_path, HEADER.replace("acme/test", "acme/other") + QUESTION.replace("<?>", "<foo>")
-          + QUESTION.replace('"spam"', '"ham"').replace('[" yes", " no"]', '[" yes", " yes"]')
-          + CATEGORY.replace('"spam", option', '"eggs", option'), "b-broken.toml")  # fmt: skip
+    write(
+        tmp_path,
+        HEADER.replace("acme/test", "acme/other")
+        + QUESTION.replace("<?>", "<foo>")
+        + QUESTION.replace('"spam"', '"ham"').replace('[" yes", " no"]', '[" yes", " yes"]')
+        + CATEGORY.replace('"spam", option', '"eggs", option'),
+        "b-broken.toml",
+    )
     write(tmp_path, HEADER + QUESTION, "c-same-id.toml")
     write(tmp_path, "id = [", "d-not-toml.toml")
     errors = validate_packs(tmp_path)

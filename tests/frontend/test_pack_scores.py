@@ -97,7 +97,7 @@ def answers(a: float, b: float, grid: dict[tuple[str, str], float], level=(0.2, 
     p = {
         ("a", ()): {" yes": a, " no": 1 - a},
         ("b", ()): {" yes": b, " no": 1 - b},
-        ("level", ()): dict(zip((" low", " mid", " high"), level)),
+        ("level", ()): dict(zip((" low", " mid", " high"), level, strict=True)),
     }
     for (verb, thing), value in grid.items():
         # the values' order in the key does not matter
@@ -115,7 +115,15 @@ def test_each_combiner_follows_its_formula(pack):
     assert scores.score("avg") == pytest.approx((3 * 0.6 + 0.9) / 4)
     assert scores.score("expected") == pytest.approx(-0.2 + 0.5)
     assert scores.score("either") == pytest.approx(1 - (1 - 0.6) * (1 - 0.45))
-    assert [name for name, _ in scores.categories] == ["top", "avg", "expected", "either", "hates", "any_grid", "lifted"]
+    assert [name for name, _ in scores.categories] == [
+        "top",
+        "avg",
+        "expected",
+        "either",
+        "hates",
+        "any_grid",
+        "lifted",
+    ]
 
 
 def test_grid_members(pack):
@@ -164,9 +172,13 @@ def test_bundled_moderation_pack_decides(tmp_path):
     pack = load_pack(Path(__file__).parents[2] / "packs" / "moderation.toml")
     from spinfc.frontend.pack import combinations
 
-    def uniform(yes: float, override: dict[str, float] = {}):
-        return {(q.id, combo): {" yes": override.get(q.id, yes), " no": 1 - override.get(q.id, yes)}
-                for q in pack.queries for combo in combinations(q)}  # fmt: skip
+    def uniform(yes: float, override: dict[str, float] | None = None):
+        override = override or {}
+        return {
+            (q.id, combo): {" yes": override.get(q.id, yes), " no": 1 - override.get(q.id, yes)}
+            for q in pack.queries
+            for combo in combinations(q)
+        }
 
     floor = uniform(0.5)
     assert score_pack(pack, uniform(0.5), floor).label == "allow"  # nothing above the floor

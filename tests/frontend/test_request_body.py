@@ -17,7 +17,11 @@ SEED = {
     "messages": [{"role": "user", "content": "Customer support message:\nI was charged twice for September."}],
     "scoring": {
         "queries": [
-            {"id": "refund", "template": "\n\nIs the customer asking for a refund?\nAnswer:{?}", "options": [" yes", " no"]},
+            {
+                "id": "refund",
+                "template": "\n\nIs the customer asking for a refund?\nAnswer:{?}",
+                "options": [" yes", " no"],
+            },
             {"id": "month", "template": '\n\nQ: Which month was charged twice?\nA: "{*}"'},
         ]
     },
@@ -66,14 +70,19 @@ def test_fixtures_compile(name):
 def test_placeholder_grid_fixture():
     request = json.loads((FIXTURES / "review-grid.json").read_text())
     aspect = program_from_request(request, "m").queries[1]
-    assert aspect.placeholders == (("verb", ("praise", "criticize")), ("aspect", ("price", "quality", "delivery", "customer service")))
+    assert aspect.placeholders == (
+        ("verb", ("praise", "criticize")),
+        ("aspect", ("price", "quality", "delivery", "customer service")),
+    )
 
 
 def test_several_inputs_and_joined_messages():
     request = json.loads((FIXTURES / "multi-input.json").read_text())
     contents = program_from_request(request, "m").contents
     assert [c.id for c in contents] == ["input-0", "input-1", "input-2"]
-    assert contents[2].text == "Forum thread: Gardening\n\nUser message:\nMy tomatoes keep splitting after rain. Any tips?"
+    assert (
+        contents[2].text == "Forum thread: Gardening\n\nUser message:\nMy tomatoes keep splitting after rain. Any tips?"
+    )
 
 
 def test_content_parts_and_generate_and_max_tokens():
@@ -100,7 +109,11 @@ def test_a_request_naming_packs_may_have_no_queries():
 @pytest.mark.parametrize(
     "request_body, code, param",
     [
-        (with_queries(query(), query(id="r", options=[" yes", " yes"])), "duplicate_option", "scoring.queries[1].options[1]"),
+        (
+            with_queries(query(), query(id="r", options=[" yes", " yes"])),
+            "duplicate_option",
+            "scoring.queries[1].options[1]",
+        ),
         (with_queries(query(options=[" yes", " "])), "empty_option", "scoring.queries[0].options[1]"),
         (with_queries(query(options=[])), "no_options", "scoring.queries[0].options"),
         (with_queries(query(template="Name: <*>")), "options_not_allowed", "scoring.queries[0].options"),
@@ -109,10 +122,22 @@ def test_a_request_naming_packs_may_have_no_queries():
         (with_queries(query(options=" yes")), "wrong_type", "scoring.queries[0].options"),
         (with_queries(query(placeholders={"x": ["a"]})), "unused_placeholder", "scoring.queries[0].placeholders.x"),
         (with_queries(query(template="Answer:<?> now")), "text_after_option_slot", "scoring.queries[0].template"),
-        (with_queries({"id": "g", "template": "Name: <*>", "generate": "yes"}), "wrong_type", "scoring.queries[0].generate"),
-        (with_queries({"id": "m", "template": "Name: <*>", "max_tokens": 0}), "bad_value", "scoring.queries[0].max_tokens"),
+        (
+            with_queries({"id": "g", "template": "Name: <*>", "generate": "yes"}),
+            "wrong_type",
+            "scoring.queries[0].generate",
+        ),
+        (
+            with_queries({"id": "m", "template": "Name: <*>", "max_tokens": 0}),
+            "bad_value",
+            "scoring.queries[0].max_tokens",
+        ),
         (with_queries(query(max_tokens=4)), "not_allowed", "scoring.queries[0].max_tokens"),
-        (with_queries({"id": "n", "template": "Count: <n>", "generate": True}), "not_allowed", "scoring.queries[0].generate"),
+        (
+            with_queries({"id": "n", "template": "Count: <n>", "generate": True}),
+            "not_allowed",
+            "scoring.queries[0].generate",
+        ),
         (with_queries({"id": "x", "template": "No slot here"}), "missing_slot", "scoring.queries[0].template"),
         (with_queries({"template": "Is it?<?>", "options": [" a", " b"]}), "missing_key", "scoring.queries[0]"),
         (with_queries(query(id="has space")), "bad_value", "scoring.queries[0].id"),
@@ -121,8 +146,11 @@ def test_a_request_naming_packs_may_have_no_queries():
         ({"inputs": [{"messages": []}], "scoring": SEED["scoring"]}, "empty_list", "inputs[0].messages"),
         ({"inputs": [], "scoring": SEED["scoring"]}, "empty_list", "inputs"),
         (body(messages=[{"role": "user", "content": 3}]), "wrong_type", "messages[0].content"),
-        (body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]), "unsupported_content",
-         "messages[0].content[0].type"),
+        (
+            body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]),
+            "unsupported_content",
+            "messages[0].content[0].type",
+        ),
         (body(messages="hello"), "wrong_type", "messages"),
         (body(scoring={"queries": [3]}), "wrong_type", "scoring.queries[0]"),
     ],
@@ -146,7 +174,11 @@ def test_template_error_in_a_request_counts_within_the_template():
 def test_placeholder_without_values_in_a_request():
     error = error_of(with_queries(query(template="Is it about {topic}?\nAnswer:<?>")))
     assert (error.code, error.param, error.loc.line, error.loc.column) == (
-        "placeholder_without_values", "scoring.queries[0].template", 1, 13)  # fmt: skip
+        "placeholder_without_values",
+        "scoring.queries[0].template",
+        1,
+        13,
+    )
 
 
 def test_body_must_be_an_object():

@@ -4,7 +4,7 @@ import pytest
 
 from spinfc.errors import CompileError, TemplateError
 from spinfc.frontend import parse_template
-from spinfc.ir.nodes import Placeholder, SlotRef, SourceLoc, Text
+from spinfc.ir.nodes import Placeholder, SourceLoc, Text
 
 LOC = SourceLoc("pack.toml", 7, 12)  # the template's first character is line 7, column 12 of the file
 
