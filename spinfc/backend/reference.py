@@ -37,9 +37,23 @@ def add_rms_norm(
     return rms_norm(residual_out, weight, eps, unit_offset), residual_out
 
 
+# The last tables built per (theta, head_dim): every layer of a forward asks for the same ones, twice.
+_ROPE_TABLES: dict[tuple[float, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """positions: [T] int64 -> cos, sin: [T, head_dim] float32, in Hugging Face's layout (the half-size table
-    repeated twice), inv_freq[i] = theta ** (-2i / head_dim)."""
+    repeated twice), inv_freq[i] = theta ** (-2i / head_dim). The last tables per (theta, head_dim) are kept and
+    reused when the positions are equal."""
+    kept = _ROPE_TABLES.get((theta, head_dim))
+    if kept is not None and kept[0].device == positions.device and torch.equal(kept[0], positions):
+        return kept[1], kept[2]
+    cos, sin = _rope_tables(positions, head_dim, theta)
+    _ROPE_TABLES[(theta, head_dim)] = (positions.clone(), cos, sin)
+    return cos, sin
+
+
+def _rope_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float() / head_dim
     inv_freq = 1.0 / (theta**exponent)  # [D/2]
     freqs = positions.float()[:, None] * inv_freq[None, :]  # [T, D/2]
