@@ -98,7 +98,11 @@ class Pack:
     path: Path | None = None
 
     def query(self, query_id: str) -> Query:
-        return next(q for q in self.queries if q.id == query_id)
+        """The question with id `query_id`; KeyError when the pack has none."""
+        for query in self.queries:
+            if query.id == query_id:
+                return query
+        raise KeyError(f"pack {self.id!r} has no question {query_id!r}")
 
     def written_for(self, model: str) -> bool:
         """Whether `model` (a name or an alias of the registry) is one this pack was written for."""

@@ -42,6 +42,11 @@ def offset_locator(source: str, loc: SourceLoc) -> Locate:
     return locate
 
 
+def escape_text(text: str) -> str:
+    """`text` as template source that parses back to exactly `text`: `\\`, `<` and `{` escaped."""
+    return text.replace("\\", "\\\\").replace("<", "\\<").replace("{", "\\{")
+
+
 def parse_template(source: str, loc: SourceLoc, *, slots_allowed: int = 1, locate: Locate | None = None) -> Template:
     """Parse `source`; raise `TemplateError` (with code, file place and hint) at the first mistake.
 
