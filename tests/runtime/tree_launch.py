@@ -32,7 +32,12 @@ class Case:
 
     def reads(self) -> list[tuple[int, int, int]]:
         """(question, option, step) of every token scored, in layout order."""
-        return [(qi, oi, s) for qi, q in enumerate(self.questions) for oi, o in enumerate(q.options) for s in range(len(o))]
+        return [
+            (qi, oi, step)
+            for qi, question in enumerate(self.questions)
+            for oi, option in enumerate(question.options)
+            for step in range(len(option))
+        ]
 
 
 def build_launch(placed: list[tuple[int, Case]], budget: int, pad: int = 0) -> tuple[Launch, list[tuple]]:

@@ -7,5 +7,9 @@ from spinfc.runtime.models.llama import LlamaModel
 
 class Qwen3Model(LlamaModel):
     family = "qwen3"
-    LAYER_WEIGHTS = {**LlamaModel.LAYER_WEIGHTS, "q_norm": "self_attn.q_norm.weight", "k_norm": "self_attn.k_norm.weight"}
+    LAYER_WEIGHTS = {
+        **LlamaModel.LAYER_WEIGHTS,
+        "q_norm": "self_attn.q_norm.weight",
+        "k_norm": "self_attn.k_norm.weight",
+    }
     QK_NORM = True

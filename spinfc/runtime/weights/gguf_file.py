@@ -5,8 +5,9 @@ llama.cpp's converter changes some tensors; this undoes what it did, as transfor
 (transformers/modeling_gguf_pytorch_utils.py):
   * llama: the rows of attn_q and attn_k are permuted per head for llama.cpp's interleaved rope; un-permuted here.
   * gemma3: every `*norm.weight` is stored as w + 1; 1 is subtracted here (the stacks multiply by 1 + w).
-Metadata a Gemma 3 GGUF does not carry is set as llama.cpp sets it: a sliding layer pattern of 6 (every sixth
-layer global), a local rope base of 10,000, and the score scale 1/sqrt(head_dim) (27B: 1/sqrt(hidden/heads)).
+Metadata a Gemma 3 GGUF may not carry is set as llama.cpp sets it: a sliding layer pattern of 6 (every sixth
+layer global), a local rope base of 10,000, and the score scale 1/sqrt(head_dim) (27B: 1/sqrt(hidden/heads));
+the keys `attention.sliding_window_pattern`, `rope.freq_base_swa` and `attention.scale` override them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ _LAYER_NAMES = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
-_FFN_NORM = {"llama": "post_attention_layernorm", "qwen3": "post_attention_layernorm", "gemma3": "pre_feedforward_layernorm"}
+_FFN_NORM = {
+    "llama": "post_attention_layernorm",
+    "qwen3": "post_attention_layernorm",
+    "gemma3": "pre_feedforward_layernorm",
+}
 _GEMMA_ONLY = {"post_attention_norm": "post_attention_layernorm", "post_ffw_norm": "post_feedforward_layernorm"}
 _GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 
@@ -85,11 +90,15 @@ def read_config(reader) -> ModelConfig:
     )
     if arch != "gemma3":
         return ModelConfig(**common)
+    pattern = get("attention.sliding_window_pattern", 6)
+    if isinstance(pattern, int):
+        pattern = [bool((i + 1) % pattern) for i in range(layers)]
+    scale = get("attention.scale")
     return ModelConfig(
-        rope_local_theta=10_000.0,
+        rope_local_theta=float(get("rope.freq_base_swa", 10_000.0)),
         sliding_window=get("attention.sliding_window"),
-        sliding_layers=tuple(bool((i + 1) % 6) for i in range(layers)),
-        query_pre_attn_scalar=float(hidden // heads if layers == 62 else head_dim),
+        sliding_layers=tuple(bool(sliding) for sliding in pattern),
+        query_pre_attn_scalar=float(scale**-2 if scale else hidden // heads if layers == 62 else head_dim),
         **common,
     )
 
@@ -116,5 +125,6 @@ def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
         if config.family == "gemma3" and tensor.name.endswith("norm.weight"):
             weight = weight - np.float32(1.0)
         weight = np.ascontiguousarray(weight)
-        state[name] = torch.from_numpy(weight if weight.flags.writeable else weight.copy())  # F32 data is a read-only map
+        # F32 tensors come as read-only views of the file's memory map
+        state[name] = torch.from_numpy(weight if weight.flags.writeable else weight.copy())
     return config, state
