@@ -123,9 +123,13 @@ class Engine:
         is packed and laid out) and may raise to refuse it (the server's limits). Raises CompileError (from the
         frontend, the passes or `check`) or Refused."""
         from spinfc.frontend import program_from_request
+
+        return self.compile_program(program_from_request(body, model=self.model.name), check)
+
+    def compile_program(self, program: Program, check: Callable[[Program], None] | None = None) -> Compiled:
+        """Compile a program the frontend built (a request's queries, a pack's, or both), as `compile` does."""
         from spinfc.passes import PIPELINE
 
-        program = program_from_request(body, model=self.model.name)
         for i, query in enumerate(program.queries):
             if not isinstance(query.slot, OptionSlot):
                 kind = query.template.slot.kind if query.template.slot else "generate"
@@ -155,6 +159,10 @@ class Engine:
     async def compile_async(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
         """`compile` on the engine's compile thread, off the event loop (tokenizers are not shared across threads)."""
         return await asyncio.get_running_loop().run_in_executor(self._compiler, self.compile, body, check)
+
+    async def compile_program_async(self, program: Program, check: Callable[[Program], None] | None = None) -> Compiled:
+        """`compile_program` on the engine's compile thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._compiler, self.compile_program, program, check)
 
     def submit(self, compiled: Compiled) -> concurrent.futures.Future:
         """Queue a compiled request; the future resolves to its `Job` or raises PassFailed / EngineClosed.

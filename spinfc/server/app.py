@@ -1,7 +1,9 @@
 """The Litestar app: `create_app(settings)` builds one app with its own `Service`; nothing is global.
 
 The model loads in the lifespan as a background task (service.py), so /healthz answers while it loads and
-/readyz turns 200 once a warm-up pass has run.
+/readyz turns 200 once a warm-up pass has run. The packs are read here, before the server starts: a pack source
+that cannot be read raises `PackSourceError`, which refuses the start. Every route but health needs the bearer
+token when the server has one (auth.py); every routed request is counted in the metrics (observe.py).
 """
 
 from __future__ import annotations
@@ -14,22 +16,33 @@ from litestar.openapi import OpenAPIConfig
 
 from spinfc import __version__
 from spinfc.config import Settings
+from spinfc.metrics import Metrics
+from spinfc.packsrc import PackRegistry, registry_from_settings
+from spinfc.server.auth import require_token
 from spinfc.server.errors import exception_handlers
+from spinfc.server.observe import RequestMetrics
 from spinfc.server.routes import ROUTES
 from spinfc.server.service import Service, load_default
 
 
-def create_app(settings: Settings | None = None, load_model: Callable = load_default) -> Litestar:
-    """An app serving `settings.engine.model`; `load_model(name, dtype, device)` returns the runtime model."""
+def create_app(settings: Settings | None = None, load_model: Callable = load_default,
+               packs: PackRegistry | None = None) -> Litestar:
+    """An app serving `settings.engine.model`; `load_model(name, dtype, device)` returns the runtime model;
+    `packs` (default: the bundled packs and `settings.features.packs`) are the packs requests may name."""
     settings = settings or Settings()
-    service = Service(settings, load_model=load_model)
+    metrics = Metrics()
+    packs = packs if packs is not None else registry_from_settings(settings)
+    service = Service(settings, load_model=load_model, packs=packs, metrics=metrics)
     app = Litestar(
         request_max_body_size=settings.limits.max_body_bytes,
         route_handlers=ROUTES,
         dependencies={"service": Provide(lambda: service, use_cache=True, sync_to_thread=False)},
         exception_handlers=exception_handlers(),
+        guards=[require_token],
+        middleware=[RequestMetrics()],
         lifespan=[service.lifespan],
         openapi_config=OpenAPIConfig(title="spinfc", version=__version__),
     )
     app.state.service = service
+    app.state.metrics = metrics
     return app

@@ -5,6 +5,7 @@ Every flag comes from the settings table in `spinfc.config` (flags over SPINFC_*
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from spinfc.config import ConfigError, add_arguments, load_settings
@@ -16,18 +17,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Start uvicorn on the app the settings describe; 2 for settings that cannot be used, else 0 once it stops."""
+    """Start uvicorn on the app the settings describe; 2 for settings or a pack source that cannot be used, else
+    0 once it stops."""
     import uvicorn
 
+    from spinfc.packsrc import PackSourceError
     from spinfc.server.app import create_app
 
     try:
         settings = load_settings(args)
-    except ConfigError as error:
+        logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+        app = create_app(settings)  # reads the pack sources: one that cannot be read refuses the start
+    except (ConfigError, PackSourceError) as error:
         print(f"spinfc serve: {error}", file=sys.stderr)
         return 2
     server = settings.server
-    uvicorn.run(create_app(settings), host=server.host, port=server.port, log_level=server.log_level)
+    uvicorn.run(app, host=server.host, port=server.port, log_level=server.log_level)
     return 0
 
 

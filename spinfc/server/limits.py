@@ -1,29 +1,56 @@
 """The server's request limits (spinfc.config.Limits), checked on the tokenized, deduplicated program before it is
 packed or laid out: each limit over which a request goes is a 400 whose code names it (`<limit>_exceeded`) and
-whose param points at what was counted."""
+whose param points at what was counted. `max_body_bytes` is Litestar's body limit (errors.py maps its 413);
+`max_extractions_per_input` is counted on the frontend's program, before the engine sees it."""
 
 from __future__ import annotations
+
+from collections.abc import Collection, Mapping
 
 from spinfc.config import Limits
 from spinfc.ir.nodes import OptionSlot, Program
 from spinfc.passes.dedupe_prefixes import trie_size
 
 
-def check_limits(program: Program, limits: Limits, many_inputs: bool) -> None:
+def check_limits(program: Program, limits: Limits, many_inputs: bool, where: Mapping[str, str] | None = None,
+                 options_field: str = "options", skip: Collection[str] = (), content_field: str = "messages") -> None:
     """Raise `LimitExceeded` for the first limit `program` goes over. `many_inputs`: the request sent `inputs`
-    (params read `inputs[i].messages`) rather than `messages`."""
+    (params read `inputs[i].messages`) rather than `messages` (or `content_field`); `where` maps a query id to
+    the JSON path it came from (default `scoring.queries[i]`, in program order); `skip` names limits the caller
+    checks itself."""
+    where = where or {query.id: f"scoring.queries[{k}]" for k, query in enumerate(program.queries)}
     inputs = [content for content in program.contents if not content.is_floor]
     for i, content in enumerate(inputs):
-        limits.check("max_content_tokens", len(content.tokens), f"inputs[{i}].messages" if many_inputs else "messages")
-    limits.check("max_prompts_per_input", len(program.questions), "scoring.queries")
-    index = {query.id: k for k, query in enumerate(program.queries)}
+        limits.check("max_content_tokens", len(content.tokens), f"inputs[{i}].messages" if many_inputs else content_field)
+    if "max_prompts_per_input" not in skip:
+        limits.check("max_prompts_per_input", len(program.questions), "scoring.queries")
     for question in program.questions:
-        where = f"scoring.queries[{index[question.query_id]}]"
-        limits.check("max_query_tokens", len(question.tokens), f"{where}.template")
+        at = where[question.query_id]
+        if "max_query_tokens" not in skip:
+            limits.check("max_query_tokens", len(question.tokens), f"{at}.template")
         if isinstance(question.slot, OptionSlot):
-            limits.check("max_options", len(question.slot.options), f"{where}.options")
+            limits.check("max_options", len(question.slot.options), f"{at}.{options_field}")
             for j, option in enumerate(question.slot.options):
-                limits.check("max_option_tokens", len(option.tokens), f"{where}.options[{j}]")
+                limits.check("max_option_tokens", len(option.tokens), f"{at}.{options_field}[{j}]")
+    limits.check("max_processed_tokens", processed_tokens(program))
+
+
+def processed_tokens(program: Program) -> int:
+    """Tokens the program puts into passes: each content (the floor included) once, plus the question tree under it."""
     tree = trie_size(program.trie)
-    processed = sum(len(content.tokens) + tree for content in program.contents)
-    limits.check("max_processed_tokens", processed)
+    return sum(len(content.tokens) + tree for content in program.contents)
+
+
+def check_extractions(program: Program, limits: Limits, where: Mapping[str, str] | None = None) -> None:
+    """`max_extractions_per_input`: the extraction questions (`<*>` `<n>` `<$>` `<gen>` slots, placeholder
+    combinations counted one by one) asked of each input, counted on the frontend's program (before expansion)."""
+    where = where or {query.id: f"scoring.queries[{k}]" for k, query in enumerate(program.queries)}
+    count, last = 0, None
+    for query in program.queries:
+        if not isinstance(query.slot, OptionSlot):
+            combos = 1
+            for _name, values in query.placeholders:
+                combos *= len(values)
+            count, last = count + combos, where[query.id]
+    if last is not None:
+        limits.check("max_extractions_per_input", count, f"{last}.template")

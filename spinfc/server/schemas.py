@@ -43,22 +43,43 @@ class ScoreInput(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     messages: list[Message]
 
 
+class PackRef(msgspec.Struct, forbid_unknown_fields=True):
+    id: str  # an enabled pack (GET /v1/packs), e.g. "spinfc/moderation"
+
+
 class ScoreRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """One content (`messages`) or many (`inputs`), asked every query of `scoring`."""
+    """One content (`messages`) or many (`inputs`), asked every query of `scoring` and of every named pack."""
 
     scoring: Scoring | None = None
     model: str | None = None  # the served model, one of its aliases, or omitted
     messages: list[Message] | None = None
     inputs: list[ScoreInput] | None = None
+    packs: list[PackRef] | None = None  # enabled packs whose questions are asked too (server/request_packs.py)
+    limits: dict[str, int] | None = None  # trusted callers only: this call's limits (spinfc.config.Limits)
+    features: dict[str, bool] | None = None  # trusted callers only: this call's features (extraction, generation)
 
     def to_body(self) -> dict:
         """The request as the frontend reads it: plain JSON types, without fields the client left out."""
         return msgspec.to_builtins(self)
 
 
-class InputResult(msgspec.Struct):
+class PackResult(msgspec.Struct):
+    """A named pack's answers on one content: its questions, its categories and its decision."""
+
+    id: str
+    version: str
+    presentation: Literal["applied", "ignored"]  # whether the pack's presentation wrapped the content
+    results: list[QueryResult]  # per pack query, under the pack's own ids
+    categories: dict[str, float]  # category id -> score, in the pack's order
+    decision: str | None  # the decision's label; None when the pack has no decision
+    rule: int | None  # index of the rule that fired; None for the default
+    reason: str  # which conditions held
+
+
+class InputResult(msgspec.Struct, omit_defaults=True):
     index: int  # the input's position in `inputs`
     results: list[QueryResult]
+    packs: list[PackResult] | msgspec.UnsetType = msgspec.UNSET  # when the request named packs
 
 
 class Usage(msgspec.Struct):
@@ -76,6 +97,8 @@ class ScoreResponse(msgspec.Struct, omit_defaults=True):
     usage: Usage
     results: list[QueryResult] | msgspec.UnsetType = msgspec.UNSET  # when the request sent `messages`
     inputs: list[InputResult] | msgspec.UnsetType = msgspec.UNSET  # when the request sent `inputs`
+    packs: list[PackResult] | msgspec.UnsetType = msgspec.UNSET  # with `messages` and `packs`
+    debug: dict | msgspec.UnsetType = msgspec.UNSET  # trusted callers and --debug: the plan of the request
 
 
 class ErrorBody(msgspec.Struct):
@@ -110,3 +133,40 @@ class ModelList(msgspec.Struct):
 class Health(msgspec.Struct):
     status: str  # ok | ready
     model: str
+
+
+class DrainState(msgspec.Struct):
+    status: Literal["draining", "ready", "not_ready"]  # what /readyz says now
+    draining: bool
+    in_flight: int  # requests admitted to the engine and not yet answered
+
+
+class EnabledPackInfo(msgspec.Struct):
+    id: str
+    object: Literal["pack"]
+    version: str
+    description: str
+    models: list[str]
+    questions: int  # queries of the pack (placeholder grids count once)
+    categories: list[str]
+    decision: list[str] | None  # the decision's labels
+    source: str  # "bundled" or the --packs source as given
+    file: str
+    revision: str | None  # the git commit, for a git source
+
+
+class SkippedPackInfo(msgspec.Struct):
+    id: str
+    version: str
+    models: list[str]
+    source: str
+    file: str
+    reason: str
+
+
+class PackList(msgspec.Struct):
+    object: Literal["list"]
+    model: str
+    data: list[EnabledPackInfo]
+    skipped: list[SkippedPackInfo]
+

@@ -6,6 +6,9 @@ Loading happens in the app's lifespan as a background task, so /healthz answers 
     warming  -> start the engine, run one warm-up pass
     ready    -> /readyz 200, /v1/score runs
     failed   -> /readyz 503 model_failed, with the reason; the log has the traceback
+
+The service also holds what the server preloads or counts: the enabled packs (read before the app starts, so a
+pack source that cannot be read refuses the start), the admission of requests (queue, drain) and the metrics.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from collections.abc import AsyncIterator, Callable
 import torch
 
 from spinfc import __version__
+from spinfc.config import Settings
+from spinfc.metrics import Metrics
+from spinfc.packsrc import PackRegistry
 from spinfc.registry import ModelSource, resolve
 from spinfc.runtime.engine import Engine
-from spinfc.config import Settings
+from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
 
 log = logging.getLogger("spinfc.server")
@@ -34,8 +40,12 @@ def load_default(name: str, dtype: torch.dtype, device: str):
 
 
 class Service:
-    def __init__(self, settings: Settings, load_model: Callable = load_default):
+    def __init__(self, settings: Settings, load_model: Callable = load_default, packs: PackRegistry | None = None,
+                 metrics: Metrics | None = None):
         self.settings = settings
+        self.packs = packs if packs is not None else PackRegistry(settings.engine.model, {})
+        self.metrics = metrics or Metrics()
+        self.admission = Admission(settings.server.queue)
         self.status = "loading"
         self.error: str | None = None
         self.engine: Engine | None = None
@@ -54,6 +64,10 @@ class Service:
     @property
     def aliases(self) -> list[str]:
         return list(self.source.aliases) if self.source else []
+
+    @property
+    def draining(self) -> bool:
+        return self.admission.draining
 
     def ready_engine(self) -> Engine:
         """The engine, or a 503 saying why there is none yet."""
@@ -96,8 +110,11 @@ class Service:
             model = await asyncio.to_thread(self._load_model, config.model, dtype, device)
             log.info("loaded %s on %s in %.1f s", self.source.name, device, time.perf_counter() - started)
             self.fingerprint = fingerprint(model, config.dtype, device)
+            self.metrics.set_info(version=__version__, model=self.source.name, device=device,
+                                  fingerprint=self.fingerprint)
             self.status = "warming"
-            self.engine = Engine(model, budget=config.resolved_budget(), device=device).start()
+            self.engine = Engine(model, budget=config.resolved_budget(), device=device,
+                                 on_pass=self.metrics.observe_pass).start()
             if config.warmup != "none":
                 started = time.perf_counter()
                 await self.engine.warm_up()
@@ -110,14 +127,21 @@ class Service:
             log.exception("the model could not be loaded or warmed up")
 
 
+DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
 def fingerprint(model, dtype: str, device: str) -> str:
-    """Which engine, weights, numeric scheme and device architecture produced a score."""
+    """Which engine, weights, numeric scheme and device architecture produced a score:
+    `spinfc-<version>-<weights hash>-<dtype>-<kernels>-<arch>`, e.g. spinfc-0.1.0-a5fd3b62230a-fp32-reference-cpu
+    or ...-bf16-triton-sm90. Scores are comparable only under the same fingerprint."""
     arch = "cpu"
     if device.startswith("cuda"):
         major, minor = torch.cuda.get_device_capability(torch.device(device))
         arch = f"sm{major}{minor}"
     weights = str(getattr(model, "weights_hash", "") or "unknown")[:12]
-    return f"spinfc-{__version__}-{weights}-{dtype}-{arch}"
+    ops = getattr(getattr(model, "ops", None), "__name__", "spinfc.backend.reference").rsplit(".", 1)[-1]
+    kernels = "triton" if "triton" in ops else "reference"
+    return f"spinfc-{__version__}-{weights}-{DTYPE_NAMES.get(dtype, dtype)}-{kernels}-{arch}"
 
 
 try:  # Litestar >= 2.23 wants injected parameters marked; older versions infer them

@@ -1,7 +1,11 @@
 """One small file per group of routes; `ROUTES` is what the app mounts."""
 
-from spinfc.server.routes.health import healthz, readyz
+from spinfc.server.routes.decisions import decisions
+from spinfc.server.routes.health import healthz, livez, readyz
 from spinfc.server.routes.models import list_models
+from spinfc.server.routes.ops import drain, metrics, undrain
+from spinfc.server.routes.packs import list_packs
 from spinfc.server.routes.score import score
 
-ROUTES = [healthz, readyz, list_models, score]
+ROUTES = [healthz, livez, readyz, list_models, score, decisions, list_packs, drain, undrain,
+          metrics]

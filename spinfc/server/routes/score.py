@@ -1,40 +1,41 @@
-"""POST /v1/score: HTTP -> a compiled request -> the engine's shared passes -> the seed's result shape."""
+"""POST /v1/score: HTTP -> a compiled request (with its named packs) -> the engine's shared passes -> results."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from typing import Annotated
 
-from litestar import post
+import msgspec
+from litestar import Request, post
 from litestar.params import Body
 
-from spinfc.server.limits import check_limits
+from spinfc.server.context import call_context
 from spinfc.server.schemas import InputResult, ScoreRequest, ScoreResponse, Usage
+from spinfc.server.scoring import score_body
 from spinfc.server.service import ServiceDep
 
 
 @post("/v1/score", status_code=200)
-async def score(data: Annotated[ScoreRequest, Body(title="A scoring request")], service: ServiceDep) -> ScoreResponse:
-    engine = service.ready_engine()
+async def score(data: Annotated[ScoreRequest, Body(title="A scoring request")], service: ServiceDep,
+                request: Request) -> ScoreResponse:
+    service.ready_engine()
+    ctx = call_context(request, data.limits, data.features)
     service.check_model(data.model)
-    limits = service.settings.limits
-    compiled = await engine.compile_async(
-        data.to_body(), check=lambda program: check_limits(program, limits, many_inputs=data.inputs is not None)
-    )
-    scored = await engine.score(compiled)
-    per_input = await asyncio.to_thread(scored.results)
-    usage = Usage(
-        input_tokens=scored.processed_tokens, output_tokens=0,
-        questions=len(compiled.program.questions) * len(compiled.inputs),
-    )
+    body = {k: v for k, v in data.to_body().items() if k not in ("limits", "features") and (k != "packs" or v)}
+    outcome = await score_body(service, ctx, body, [ref.id for ref in data.packs or []])
     response = ScoreResponse(
         id=f"score-{uuid.uuid4().hex}", object="score", created=int(time.time()), model=service.model_name,
-        system_fingerprint=service.fingerprint, usage=usage,
+        system_fingerprint=service.fingerprint,
+        usage=Usage(input_tokens=outcome.scored.processed_tokens, output_tokens=0, questions=outcome.questions),
     )
     if data.inputs is None:
-        response.results = per_input[0]
+        response.results = outcome.own[0]
+        if data.packs:
+            response.packs = outcome.packs[0]
     else:
-        response.inputs = [InputResult(index=i, results=results) for i, results in enumerate(per_input)]
+        response.inputs = [InputResult(index=i, results=own, packs=packs if data.packs else msgspec.UNSET)
+                           for i, (own, packs) in enumerate(zip(outcome.own, outcome.packs))]
+    if outcome.debug is not None:
+        response.debug = outcome.debug
     return response

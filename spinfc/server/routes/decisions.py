@@ -1,0 +1,55 @@
+"""POST /v1/decisions (alias /v1/systemone): typed questions (noul, choice, score) over one shared state.
+
+The body is checked (decision_schemas.py, then `validate_decision_request`), each question becomes one option-slot
+query (`decision_queries`), the queries are compiled into rounds (decision_rounds.py: one read of the state per
+round, usually one round), run in the engine's shared passes, and the label probabilities become answers
+(`decision_answers`). Nothing is generated: usage.output_tokens is 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Annotated
+
+import msgspec
+from litestar import Request, post
+from litestar.params import Body
+
+from spinfc.runtime.decisions import decision_answers, decision_messages, decision_queries
+from spinfc.server.context import call_context
+from spinfc.server.debug import plan_summary
+from spinfc.server.decision_rounds import compile_rounds
+from spinfc.server.decision_schemas import DecisionRequest, DecisionResponse
+from spinfc.server.service import ServiceDep
+
+SERVER_KEYS = ("limits", "features")
+
+
+@post(["/v1/decisions", "/v1/systemone"], status_code=200)
+async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions request")], service: ServiceDep,
+                    request: Request) -> DecisionResponse:
+    engine = service.ready_engine()
+    ctx = call_context(request, data.limits, data.features)
+    service.check_model(data.model)
+    body = msgspec.to_builtins(data)
+    queries = decision_queries(body, extra_keys=SERVER_KEYS)
+    ctx.limits.check("max_prompts_per_input", len(queries), "questions")
+    with service.admission.admit():
+        rounds = await compile_rounds(engine, body, decision_messages(body), queries, ctx.limits)
+        scored = await asyncio.gather(*(engine.score(compiled) for compiled in rounds))
+    results = {}
+    for part in scored:
+        (first,) = await asyncio.to_thread(part.results)
+        results.update((result.id, result) for result in first)
+    input_tokens = sum(part.processed_tokens for part in scored)
+    answer = decision_answers(body, results, model=service.model_name, input_tokens=input_tokens)
+    service.metrics.observe_questions(len(queries))
+    response = msgspec.convert({
+        **answer, "id": f"decision-{uuid.uuid4().hex}", "created": int(time.time()),
+        "system_fingerprint": service.fingerprint, "rounds": len(rounds),
+    }, DecisionResponse)
+    if ctx.debug:
+        response.debug = plan_summary(scored, engine)
+    return response
