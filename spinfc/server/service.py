@@ -27,6 +27,7 @@ from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
 from spinfc.registry import ModelSource, resolve
 from spinfc.runtime.engine import Engine
+from spinfc.runtime.generate import Generator
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
 
@@ -49,6 +50,7 @@ class Service:
         self.status = "loading"
         self.error: str | None = None
         self.engine: Engine | None = None
+        self.generator: Generator | None = None  # /v1/chat/completions without scoring; shares the model's lock
         self.source: ModelSource | None = None
         self.created = int(time.time())
         self.fingerprint = ""
@@ -97,6 +99,8 @@ class Service:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+            if self.generator is not None:
+                self.generator.close()
             if self.engine is not None:
                 await asyncio.to_thread(self.engine.close)
 
@@ -113,7 +117,8 @@ class Service:
             self.metrics.set_info(version=__version__, model=self.source.name, device=device,
                                   fingerprint=self.fingerprint)
             self.status = "warming"
-            self.engine = Engine(model, budget=config.resolved_budget(), device=device,
+            self.generator = Generator(model)  # the engine gets the guarded model: passes and generation take turns
+            self.engine = Engine(self.generator.guarded, budget=config.resolved_budget(), device=device,
                                  on_pass=self.metrics.observe_pass).start()
             if config.warmup != "none":
                 started = time.perf_counter()

@@ -197,3 +197,13 @@ class Model:
         return self.ops.answer_logprobs(final, self.lm_head, launch.read_row, launch.read_token)
 
     __call__ = forward
+
+    # ---- generation ---------------------------------------------------------------------------------------------
+
+    def decode(self, tokens: torch.Tensor, cache) -> torch.Tensor:
+        """Generation, one sequence: tokens [T] int64 continue the sequence `cache` (a `decode.KVCache`) holds ->
+        [V] float32 logits of the next token; the tokens' keys and values are appended to `cache`. The same
+        layers as `forward`, with attention over the cache (spinfc.runtime.models.decode)."""
+        from spinfc.runtime.models.decode import decode
+
+        return decode(self, tokens, cache)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from litestar import get
 
+from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS
 from spinfc.server.schemas import ModelCard, ModelList
 from spinfc.server.service import ServiceDep
 
@@ -14,8 +15,14 @@ def list_models(service: ServiceDep) -> ModelList:
     card = ModelCard(
         id=service.model_name, object="model", created=service.created, owned_by="spinfc",
         aliases=service.aliases, ready=service.status == "ready",
-        features={"scoring": True, "extraction": False, "generation": False},
+        features={"scoring": True, "extraction": False, "generation": generation_available(service)},
         limits={"token_budget": service.engine.shape.budget if service.engine else settings.engine.resolved_budget(),
-                **settings.limits.as_dict()},
+                **settings.limits.as_dict(), "max_completion_tokens": MAX_COMPLETION_TOKENS},
     )
     return ModelList(object="list", data=[card])
+
+
+def generation_available(service) -> bool:
+    """Whether /v1/chat/completions generates: --generation is on and the model can (once loaded)."""
+    generator = service.generator
+    return service.settings.features.generation and (generator is None or generator.available)

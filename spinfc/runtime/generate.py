@@ -1,0 +1,174 @@
+"""Free-text generation for /v1/chat/completions: prompt tokens -> greedy or sampled tokens, until an end-of-turn
+token, a stop string or `max_tokens`.
+
+One sequence at a time, with a KV cache (`Model.decode`): one forward of the whole prompt, then one row per new
+token, so a completion of n tokens costs about one prompt read plus n single-row forwards. Each forward holds the
+model's lock, the same lock the engine's passes hold (`Guarded`), so scoring passes and generation steps take turns
+on the model token by token and never run at the same time. `Generator` runs generations on its own thread, one
+after the other, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import copy
+import os
+import threading
+from collections.abc import Sequence
+from typing import Literal
+
+import attrs
+import torch
+
+from spinfc.runtime.chat_format import ChatPrompt, chat_prompt
+from spinfc.runtime.models.decode import KVCache
+
+
+@attrs.frozen
+class Sampling:
+    """How to pick each token: `temperature` 0 is greedy (argmax); above 0, a draw from softmax(logits /
+    temperature) restricted to the smallest set of tokens whose probability reaches `top_p`, from a generator
+    seeded with `seed` (the same seed, prompt and settings give the same text)."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Generation:
+    text: str  # the completion, cut before the first stop string; without the end-of-turn token
+    tokens: tuple[int, ...]  # every token drawn, the end-of-turn token included
+    finish_reason: Literal["stop", "length"]  # stop: an end token or a stop string; length: max_tokens reached
+    prompt_tokens: int
+    template: str  # which prompt format was used (chat_format.ChatPrompt.template)
+
+
+class Cancelled(Exception):
+    """The caller stopped waiting for this generation; it ended after the step in progress."""
+
+
+class Guarded:
+    """The model as the engine sees it: `forward` holds `lock`, so a pass never runs during a generation step.
+    Every other attribute is the model's."""
+
+    def __init__(self, model, lock: threading.Lock):
+        self.model, self.lock = model, lock
+
+    def forward(self, launch):
+        with self.lock:
+            return self.model.forward(launch)
+
+    __call__ = forward
+
+    def __getattr__(self, name: str):
+        return getattr(self.model, name)
+
+
+def pick(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
+    """logits: [V] float32 -> the next token under `sampling`."""
+    if sampling.temperature == 0:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits.float().cpu() / sampling.temperature, dim=-1)  # [V]
+    if sampling.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        keep = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < sampling.top_p  # the first token always
+        probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_probs[keep])
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def first_stop(text: str, stops: Sequence[str]) -> int | None:
+    """Where the earliest stop string starts in `text`, or None."""
+    found = [i for i in (text.find(stop) for stop in stops if stop) if i >= 0]
+    return min(found) if found else None
+
+
+def generate(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock: threading.Lock | None = None,
+             cancelled: threading.Event | None = None) -> Generation:
+    """Generate from `prompt.tokens` with `model.decode` (each step under `lock`). Stops at the first of: one
+    of `prompt.end_tokens` (finish "stop"), a stop string of `sampling.stop` or `prompt.stop` in the text
+    (finish "stop", the text cut before it), `sampling.max_tokens` tokens (finish "length"). Raises `Cancelled`
+    once `cancelled` is set."""
+    lock = lock or threading.Lock()
+    generator = None
+    if sampling.temperature > 0:
+        generator = torch.Generator().manual_seed(sampling.seed if sampling.seed is not None
+                                                  else int.from_bytes(os.urandom(8), "little") >> 1)
+    stops = tuple(sampling.stop) + prompt.stop
+    cache = KVCache(model.config.layers, device=model.device)
+    drawn: list[int] = []
+    step = torch.tensor(prompt.tokens, dtype=torch.int64)  # [T]: the prompt first, then one token at a time
+    text, finish = "", "length"
+    while len(drawn) < sampling.max_tokens:
+        if cancelled is not None and cancelled.is_set():
+            raise Cancelled("the caller stopped waiting")
+        with lock:
+            logits = model.decode(step, cache)  # [V]
+        token = pick(logits, sampling, generator)
+        drawn.append(token)
+        if token in prompt.end_tokens:
+            finish = "stop"
+            break
+        text = tokenizer.decode(drawn, skip_special_tokens=False)
+        cut = first_stop(text, stops)
+        if cut is not None:
+            text, finish = text[:cut], "stop"
+            break
+        step = torch.tensor([token], dtype=torch.int64)
+    if finish == "stop" and drawn and drawn[-1] in prompt.end_tokens:
+        text = tokenizer.decode(drawn[:-1], skip_special_tokens=False)
+    return Generation(text=prompt.clean(text), tokens=tuple(drawn), finish_reason=finish,
+                      prompt_tokens=len(prompt.tokens), template=prompt.template)
+
+
+class Generator:
+    """Generations for one model, one at a time on their own thread, each step under `lock`; give the engine
+    `guarded` (the model whose passes hold the same lock). The generation thread has its own copy of the tokenizer
+    (a tokenizer is not shared across threads)."""
+
+    def __init__(self, model, lock: threading.Lock | None = None):
+        self.model = getattr(model, "model", model)  # a stack, also when given a wrapper (GraphedModel, Guarded)
+        self.lock = lock or threading.Lock()
+        self.guarded = Guarded(model, self.lock)
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spinfc-generate")
+        self._tokenizer = None
+
+    @property
+    def available(self) -> bool:
+        """Whether the model can generate (a stack with `decode` and a tokenizer, not a test double)."""
+        return callable(getattr(self.model, "decode", None)) and getattr(self.model, "name", None) is not None
+
+    @property
+    def tokenizer(self):
+        """The generation thread's tokenizer (a copy of the model's, made on first use)."""
+        if self._tokenizer is None:
+            self._tokenizer = copy.deepcopy(self.model.tokenizer)
+        return self._tokenizer
+
+    def prompt(self, messages: Sequence[dict]) -> ChatPrompt:
+        """The prompt for `messages` (on the calling thread: use from the generation thread only)."""
+        return chat_prompt(self.tokenizer, messages)
+
+    async def run(self, messages: Sequence[dict], sampling: Sampling, check=None) -> Generation:
+        """Build the prompt, let `check(prompt)` refuse it (limits), and generate, on the generation thread. If the
+        awaiting task is cancelled (the client went away), the generation stops after its current step."""
+        cancelled = threading.Event()
+
+        def work() -> Generation:
+            prompt = self.prompt(messages)
+            if check is not None:
+                check(prompt)
+            return generate(self.model, self.tokenizer, prompt, sampling, self.lock, cancelled)
+
+        future = asyncio.get_running_loop().run_in_executor(self._executor, work)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

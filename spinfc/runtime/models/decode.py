@@ -1,0 +1,91 @@
+"""A KV-cached forward of one sequence, for generation: the family's own layers, with an attention that reads and
+extends a cache of keys and values instead of attending over a packed tree.
+
+`decode(model, tokens, cache)` runs the stack on a shallow copy of the model whose `ops` are `CachedOps`: every
+op is the plain PyTorch reference (`spinfc.backend.reference`, so it runs on any device and never a kernel
+compiled for the engine's fixed launch shapes) except `tree_attention`, which attends the new rows to the cached
+rows of the layer in progress and appends theirs. A stack calls `tree_attention` exactly once per layer; `decode`
+sets `cache.layer` before each layer so the attention knows which layer's keys to use. Weights are shared with the
+model (the copy is shallow), so a cache costs only its keys and values: 2 x layers x length x kv_heads x head_dim.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from spinfc.backend import reference
+from spinfc.backend.launch import Launch
+
+
+class KVCache:
+    """The keys and values of one sequence, per layer, and the position of each cached row."""
+
+    def __init__(self, layers: int, device: torch.device | str = "cpu"):
+        self.keys: list[torch.Tensor | None] = [None] * layers  # per layer: [S, Hk, Dh]
+        self.values: list[torch.Tensor | None] = [None] * layers  # per layer: [S, Hk, Dh]
+        self.positions = torch.empty(0, dtype=torch.int64, device=device)  # [S]
+        self.layer = 0  # the layer in progress, set by `decode`
+
+    @property
+    def length(self) -> int:
+        """Tokens the cache holds."""
+        return int(self.positions.shape[0])
+
+
+class CachedOps:
+    """The reference ops, with a `tree_attention` over `cache` (the launch's ends and spans are not read)."""
+
+    def __init__(self, cache: KVCache, ops=reference):
+        self._cache, self._ops = cache, ops
+
+    def __getattr__(self, name: str):
+        return getattr(self._ops, name)
+
+    def tree_attention(self, q, k, v, ends, positions, spans, *, scale: float, window: int | None) -> torch.Tensor:
+        """q: [T, H, D], k, v: [T, Hk, D] for the new rows at `positions` [T] -> [T, H, D] in q.dtype. A new row
+        sees every cached row and the new rows up to itself; with a window, only rows fewer than `window`
+        positions back (the rule of `reference.tree_attention`). Softmax in float32. Appends k, v to the cache."""
+        cache, layer = self._cache, self._cache.layer
+        if cache.keys[layer] is not None:
+            k = torch.cat((cache.keys[layer], k))  # [S + T, Hk, D]
+            v = torch.cat((cache.values[layer], v))
+        cache.keys[layer], cache.values[layer] = k, v
+        key_pos = torch.cat((cache.positions, positions))  # [S + T]
+        visible = key_pos[None, :] <= positions[:, None]  # [T, S + T]
+        if window is not None:
+            visible &= (positions[:, None] - key_pos[None, :]) < window
+        T, H, D = q.shape
+        Hk = k.shape[1]
+        group = H // Hk
+        q32 = q.float().reshape(T, Hk, group, D).permute(1, 2, 0, 3)  # [Hk, G, T, D]
+        k32 = k.float().permute(1, 0, 2)[:, None]  # [Hk, 1, S + T, D]
+        v32 = v.float().permute(1, 0, 2)[:, None]  # [Hk, 1, S + T, D]
+        scores = torch.matmul(q32, k32.transpose(-1, -2)) * scale  # [Hk, G, T, S + T]
+        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+        out = torch.matmul(weights, v32)  # [Hk, G, T, D]
+        return out.permute(2, 0, 1, 3).reshape(T, H, D).to(q.dtype)
+
+
+@torch.inference_mode()
+def decode(model, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """tokens: [T] int64, the next tokens of the sequence `cache` holds (all of a prompt, then one at a time) ->
+    [V] float32 logits of the token after the last of them. Appends the tokens' keys and values to `cache`."""
+    view = copy.copy(model)
+    view.ops = CachedOps(cache)
+    tokens = tokens.to(model.device)
+    T = int(tokens.shape[0])
+    positions = torch.arange(cache.length, cache.length + T, dtype=torch.int64, device=model.device)  # [T]
+    empty = torch.empty(0, dtype=torch.int64, device=model.device)
+    launch = Launch(tokens=tokens, positions=positions, ends=empty.int(), spans=(), rows=empty, read_row=empty,
+                    read_token=empty)
+    x, residual = view.embed(tokens), None  # [T, D]
+    for index in range(model.config.layers):
+        cache.layer = index
+        x, residual = view.layer(index, x, residual, launch)
+    cache.positions = torch.cat((cache.positions, positions))
+    final, _ = reference.add_rms_norm(
+        x[-1:], residual[-1:], model.final_norm, model.config.norm_eps, model.NORM_UNIT_OFFSET
+    )  # [1, D]
+    return torch.matmul(final.to(model.lm_head.dtype), model.lm_head.t()).float()[0]  # [V]

@@ -1,0 +1,147 @@
+"""POST /v1/chat/completions, OpenAI-compatible.
+
+    with `scoring`     the messages are one content, scored exactly as /v1/score scores them (server/scoring.py: one
+    (or `packs`)       read, shared passes, the same limits, features and packs); the scores come back in `scoring`
+                       (the shape of /v1/score's `results`) and `packs` beside an empty assistant message: nothing
+                       is generated
+    without either     an answer is generated from the model's chat template (or the plain transcript of
+                       spinfc.runtime.chat_format), greedy or sampled, on the generation thread (runtime/generate.py)
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Annotated
+
+import msgspec
+from litestar import Request, post
+from litestar.params import Body
+
+from spinfc.runtime.generate import Sampling
+from spinfc.server.context import CallContext, call_context
+from spinfc.server.errors import ApiError
+from spinfc.server.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage
+from spinfc.server.scoring import score_body
+from spinfc.server.service import ServiceDep
+
+DEFAULT_MAX_TOKENS = 256
+MAX_COMPLETION_TOKENS = 2048  # a CPU generates a few dozen tokens a second with the embedded models
+MAX_STOP_STRINGS = 16
+
+
+@post("/v1/chat/completions", status_code=200)
+async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat completion request")],
+                           service: ServiceDep, request: Request) -> ChatCompletion:
+    ctx = call_context(request, data.limits, data.features)
+    refuse_unsupported(data)
+    scoring = data.scoring is not None or bool(data.packs)
+    if not scoring:  # what can be checked without the model is checked first
+        sampling = sampling_of(data, ctx)
+        messages = [{"role": m.role, "content": text_of(m.content)} for m in data.messages]
+    service.ready_engine()
+    service.check_model(data.model)
+    if scoring:
+        return await scored(data, service, ctx)
+    return await generated(messages, service, ctx, sampling)
+
+
+def refuse_unsupported(data: ChatRequest) -> None:
+    """400 for a field this server cannot honour, rather than an answer that silently ignores it."""
+    if data.stream:
+        raise ApiError(400, "stream_not_supported", "streaming is not supported by this server: send the request "
+                       "with `stream` false or omitted and read the whole answer", param="stream")
+    refused = {"n": (data.n, 1), "logprobs": (data.logprobs, False),
+               "frequency_penalty": (data.frequency_penalty, 0), "presence_penalty": (data.presence_penalty, 0)}
+    for name, (value, supported) in refused.items():
+        if value is not None and value != supported:
+            raise ApiError(400, "unsupported_parameter", f"`{name}` {value!r} is not supported: this server "
+                           f"answers with {name} = {supported!r} only; omit it", param=name)
+
+
+def completion(service, content: str, finish: str, usage: ChatUsage, **extra) -> ChatCompletion:
+    return ChatCompletion(
+        id=f"chatcmpl-{uuid.uuid4().hex}", object="chat.completion", created=int(time.time()),
+        model=service.model_name, system_fingerprint=service.fingerprint,
+        choices=[ChatChoice(index=0, message=ChatMessage(role="assistant", content=content), finish_reason=finish)],
+        usage=usage, **extra,
+    )
+
+
+async def scored(data: ChatRequest, service, ctx: CallContext) -> ChatCompletion:
+    """The /v1/score path (server/scoring.py) on the messages as one content."""
+    body = {"messages": msgspec.to_builtins(data.messages)}
+    if data.scoring is not None:
+        body["scoring"] = msgspec.to_builtins(data.scoring)
+    if data.packs:
+        body["packs"] = msgspec.to_builtins(data.packs)
+    outcome = await score_body(service, ctx, body, [ref.id for ref in data.packs or []])
+    tokens = outcome.scored.processed_tokens
+    usage = ChatUsage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens, questions=outcome.questions)
+    answer = completion(service, "", "stop", usage, scoring=outcome.own[0])
+    if data.packs:
+        answer.packs = outcome.packs[0]
+    if outcome.debug is not None:
+        answer.debug = outcome.debug
+    return answer
+
+
+def sampling_of(data: ChatRequest, ctx: CallContext) -> Sampling:
+    """How to generate the answer; 400 when generation is off or a field is out of bounds."""
+    if not ctx.features.get("generation", True):
+        raise ApiError(400, "generation_disabled", "this server was started with --no-generation: it scores but "
+                       "does not generate; send a `scoring` block (with the openai SDK: extra_body={\"scoring\": "
+                       "...}), or ask the operator to turn generation on")
+    if data.max_tokens is not None and data.max_completion_tokens is not None \
+            and data.max_tokens != data.max_completion_tokens:
+        raise ApiError(400, "conflicting_fields", "`max_tokens` and `max_completion_tokens` disagree: send one of "
+                       "them", param="max_completion_tokens")
+    max_tokens = data.max_completion_tokens or data.max_tokens or DEFAULT_MAX_TOKENS
+    if max_tokens > MAX_COMPLETION_TOKENS:
+        raise ApiError(400, "max_tokens_exceeded", f"max_tokens {max_tokens:,} is over this server's limit of "
+                       f"{MAX_COMPLETION_TOKENS:,} generated tokens: ask for fewer",
+                       param="max_completion_tokens" if data.max_completion_tokens else "max_tokens")
+    return Sampling(
+        max_tokens=max_tokens, temperature=1.0 if data.temperature is None else data.temperature,
+        top_p=1.0 if data.top_p is None else data.top_p, seed=data.seed, stop=stop_strings(data.stop),
+    )
+
+
+async def generated(messages: list[dict], service, ctx: CallContext, sampling: Sampling) -> ChatCompletion:
+    """An answer generated from `messages` ([{"role", "content": str}])."""
+    generator = service.generator
+    if generator is None or not generator.available:
+        raise ApiError(400, "generation_not_available", f"the model {service.model_name!r} cannot generate in this "
+                       "server; send a `scoring` block instead")
+    limits = ctx.limits
+    with service.admission.admit():
+        answer = await generator.run(
+            messages, sampling, check=lambda prompt: limits.check("max_content_tokens", len(prompt.tokens), "messages"))
+    completion_tokens = len(answer.tokens)
+    usage = ChatUsage(prompt_tokens=answer.prompt_tokens, completion_tokens=completion_tokens,
+                      total_tokens=answer.prompt_tokens + completion_tokens)
+    return completion(service, answer.text, answer.finish_reason, usage)
+
+
+def stop_strings(stop: str | list[str] | None) -> tuple[str, ...]:
+    """The request's stop strings: none, one, or a list of at most 16 non-empty strings."""
+    stops = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
+    if len(stops) > MAX_STOP_STRINGS:
+        raise ApiError(400, "invalid_stop", f"{len(stops)} stop strings: send at most {MAX_STOP_STRINGS}",
+                       param="stop")
+    for i, text in enumerate(stops):
+        if not text:
+            raise ApiError(400, "invalid_stop", "a stop string is empty: it would end every answer before it "
+                           "starts; remove it", param="stop" if isinstance(stop, str) else f"stop[{i}]")
+    return tuple(stops)
+
+
+def text_of(content) -> str:
+    """A message's text: the string, or its text parts joined with a blank line (as /v1/score reads them)."""
+    if isinstance(content, str):
+        return content
+    for part in content:
+        if part.type != "text":
+            raise ApiError(400, "unsupported_content", f"a content part of type {part.type!r}: this server reads "
+                           "text parts only ({\"type\": \"text\", \"text\": ...})", param="messages")
+    return "\n\n".join(part.text for part in content)

@@ -1,0 +1,80 @@
+"""/v1/chat/completions refuses what it cannot honour, in OpenAI's envelope, before any model is needed: these run
+on a server whose model never loads (the request checks come before the engine's 503)."""
+
+from __future__ import annotations
+
+import pytest
+from litestar.testing import TestClient
+
+from spinfc.config import FeatureSettings, Settings
+from spinfc.server.app import create_app
+
+HELLO = [{"role": "user", "content": "Hello"}]
+
+
+def no_model(name, dtype, device):
+    raise FileNotFoundError(f"no weights for {name} (this test needs none)")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(create_app(load_model=no_model)) as client:
+        yield client
+
+
+def error(client: TestClient, body: dict, status: int = 400) -> dict:
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == status, response.text
+    envelope = response.json()
+    assert set(envelope) == {"error"} and set(envelope["error"]) == {"message", "type", "code", "param"}
+    return envelope["error"]
+
+
+@pytest.mark.parametrize("body, code, param", [
+    ({"messages": HELLO, "stream": True}, "stream_not_supported", "stream"),
+    ({"messages": HELLO, "n": 2}, "unsupported_parameter", "n"),
+    ({"messages": HELLO, "logprobs": True}, "unsupported_parameter", "logprobs"),
+    ({"messages": HELLO, "presence_penalty": 0.5}, "unsupported_parameter", "presence_penalty"),
+    ({"messages": HELLO, "stop": ""}, "invalid_stop", "stop"),
+    ({"messages": HELLO, "stop": ["ok", ""]}, "invalid_stop", "stop[1]"),
+    ({"messages": HELLO, "stop": [str(i) for i in range(17)]}, "invalid_stop", "stop"),
+    ({"messages": HELLO, "max_tokens": 2049}, "max_tokens_exceeded", "max_tokens"),
+    ({"messages": HELLO, "max_completion_tokens": 5000}, "max_tokens_exceeded", "max_completion_tokens"),
+    ({"messages": HELLO, "max_tokens": 4, "max_completion_tokens": 5}, "conflicting_fields", "max_completion_tokens"),
+    ({"messages": HELLO, "temperature": 2.5}, "invalid_request_body", "temperature"),
+    ({"messages": HELLO, "top_p": 0}, "invalid_request_body", "top_p"),
+    ({"messages": HELLO, "max_tokens": 0}, "invalid_request_body", "max_tokens"),
+    ({"model": "gemma3-270m"}, "invalid_request_body", "messages"),
+    ({"messages": [{"role": "user", "content": [{"type": "image", "text": "x"}]}]}, "unsupported_content", "messages"),
+])
+def test_refused_before_the_model_is_needed(client, body, code, param) -> None:
+    got = error(client, body)
+    assert got["code"] == code, got
+    if code == "invalid_request_body":  # Litestar's validation names the field in the message (param may be unset)
+        assert param in f"{got['message']} {got['param']}", got
+    else:
+        assert got["param"] == param, got
+    assert got["type"] == "invalid_request_error"
+
+
+def test_unknown_fields_are_named(client) -> None:
+    """Tools, response formats, ...: a field this server does not read is refused, never ignored."""
+    got = error(client, {"messages": HELLO, "tools": []})
+    assert got["code"] == "invalid_request_body" and "tools" in f"{got['message']} {got['param']}"
+
+
+def test_a_valid_request_waits_for_the_model(client) -> None:
+    """Valid, so it gets as far as the engine, which this server never has."""
+    assert error(client, {"messages": HELLO, "max_tokens": 4}, status=503)["code"] == "model_failed"
+    scoring = {"queries": [{"id": "q", "template": "Is it? Answer:<?>", "options": [" yes", " no"]}]}
+    assert error(client, {"messages": HELLO, "scoring": scoring}, status=503)["code"] == "model_failed"
+
+
+def test_no_generation_refuses_generation_but_not_scoring() -> None:
+    settings = Settings(features=FeatureSettings(generation=False))
+    with TestClient(create_app(settings, load_model=no_model)) as client:
+        got = error(client, {"messages": HELLO})
+        assert got["code"] == "generation_disabled" and "--no-generation" in got["message"]
+        scoring = {"queries": [{"id": "q", "template": "Is it? Answer:<?>", "options": [" yes", " no"]}]}
+        assert error(client, {"messages": HELLO, "scoring": scoring}, status=503)["code"] == "model_failed"
+        assert client.get("/v1/models").json()["data"][0]["features"]["generation"] is False

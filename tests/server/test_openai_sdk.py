@@ -1,0 +1,143 @@
+"""The official `openai` Python SDK against a live server (uvicorn on a free port, the real gemma3-270m on the CPU):
+scoring through `extra_body`, greedy and sampled generation, max_tokens and stop strings, /v1/models, and errors
+in OpenAI's envelope as the SDK raises them. One server for the module; a few tokens per generation."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+import uvicorn
+
+from spinfc.config import EngineSettings, Settings
+from spinfc.server.app import create_app
+
+TICKET = "Customer support message:\nI was charged twice for September, please refund one of the charges."
+SCORING = {"queries": [
+    {"id": "refund", "template": "\n\nIs the customer asking for a refund?\nAnswer:{?}", "options": [" yes", " no"]},
+    {"id": "topic", "template": "\n\nTopic (billing, technical or shipping):<?>",
+     "options": [" billing", " technical", " shipping"]},
+]}
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    """http://127.0.0.1:<port> of a live server, once /readyz answers 200."""
+    settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="short"))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn-test", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 600
+    while True:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not become ready"
+        time.sleep(0.5)
+    yield url
+    server.should_exit = True
+    thread.join(timeout=60)
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def client(base_url) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{base_url}/v1", api_key="not-needed", max_retries=0, timeout=300)
+
+
+def ask(client: openai.OpenAI, **fields):
+    return client.chat.completions.create(model="gemma3-270m", messages=QUESTION, **fields)
+
+
+@pytest.fixture(scope="module")
+def greedy(client):
+    """The greedy answer to QUESTION in 5 tokens."""
+    return ask(client, temperature=0, max_tokens=5)
+
+
+def test_models_lists_the_served_model_its_aliases_features_and_limits(client) -> None:
+    (card,) = client.models.list().data
+    assert card.id == "gemma3-270m"
+    extra = card.model_extra
+    assert "google/gemma-3-270m" in extra["aliases"] and extra["ready"] is True
+    assert extra["features"] == {"scoring": True, "extraction": False, "generation": True}
+    assert extra["limits"]["max_completion_tokens"] == 2048 and extra["limits"]["token_budget"] == 512
+
+
+def test_scoring_through_extra_body_equals_v1_score(client, base_url) -> None:
+    messages = [{"role": "user", "content": TICKET}]
+    answer = client.chat.completions.create(model="gemma3-270m", messages=messages, extra_body={"scoring": SCORING})
+    (choice,) = answer.choices
+    assert choice.message.role == "assistant" and choice.message.content == "" and choice.finish_reason == "stop"
+    assert answer.object == "chat.completion" and answer.id.startswith("chatcmpl-")
+    assert answer.usage.completion_tokens == 0 and answer.usage.prompt_tokens == answer.usage.total_tokens > 0
+    scored = httpx.post(f"{base_url}/v1/score", json={"model": "gemma3-270m", "messages": messages,
+                                                      "scoring": SCORING}, timeout=300).json()
+    assert answer.system_fingerprint == scored["system_fingerprint"]
+    got = answer.model_extra["scoring"]
+    assert [r["id"] for r in got] == ["refund", "topic"]
+    for mine, theirs in zip(got, scored["results"]):
+        for a, b in zip(mine["combinations"][0]["options"], theirs["combinations"][0]["options"]):
+            # equal up to float32 rounding: on the CPU a pass is trimmed to the blocks it uses, and the first of the
+            # two requests also carried the (then cached) floor, so their passes had different shapes
+            assert a["text"] == b["text"] and a["logprob"] == pytest.approx(b["logprob"], abs=1e-4)
+            assert a["floor_p"] == b["floor_p"]
+    refund = {o["text"]: o["p"] for o in got[0]["combinations"][0]["options"]}
+    assert abs(sum(refund.values()) - 1) < 1e-6
+
+
+def test_greedy_is_deterministic_and_honours_max_tokens(client, greedy) -> None:
+    (choice,) = greedy.choices
+    assert choice.finish_reason == "length" and choice.message.content
+    assert greedy.usage.completion_tokens == 5
+    assert greedy.usage.total_tokens == greedy.usage.prompt_tokens + 5
+    again = ask(client, temperature=0, max_tokens=5)
+    assert again.choices[0].message.content == choice.message.content
+    assert greedy.system_fingerprint.startswith("spinfc-") and again.system_fingerprint == greedy.system_fingerprint
+
+
+def test_stop_strings_end_the_answer_before_them(client, greedy) -> None:
+    text = greedy.choices[0].message.content
+    words = text.split()
+    assert len(words) >= 2, text
+    stop = " " + words[1]  # the answer ends before its second word
+    for sent in (stop, [stop, "no such text"]):
+        cut = ask(client, temperature=0, max_tokens=5, stop=sent)
+        assert cut.choices[0].finish_reason == "stop"
+        assert cut.choices[0].message.content == text[:text.index(stop)].strip()
+        assert cut.usage.completion_tokens < 5
+
+
+def test_sampling_with_a_seed_repeats(client) -> None:
+    first, second = (ask(client, temperature=1.0, top_p=0.9, seed=7, max_tokens=4) for _ in range(2))
+    assert first.choices[0].message.content == second.choices[0].message.content
+    assert first.usage.completion_tokens <= 4
+
+
+@pytest.mark.parametrize("fields, code, param", [
+    ({"stream": True}, "stream_not_supported", "stream"),
+    ({"model": "gpt-4o"}, "model_not_served", "model"),
+    ({"n": 3}, "unsupported_parameter", "n"),
+    ({"extra_body": {"scoring": {"queries": [{"id": "q", "template": "Is it?<?>"}]}}}, "no_options", None),
+])
+def test_errors_arrive_in_openai_envelope(client, fields, code, param) -> None:
+    fields = {"model": "gemma3-270m", "messages": QUESTION, "max_tokens": 2, **fields}
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(**fields)
+    error = raised.value
+    assert error.status_code == 400 and error.code == code
+    body = error.response.json()["error"]
+    assert body["type"] == "invalid_request_error" and body["message"]
+    if param is not None:
+        assert error.param == param
