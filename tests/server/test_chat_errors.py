@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from litestar.testing import TestClient
 
-from spinfc.config import FeatureSettings, Settings
+from spinfc.config import FeatureSettings, ServerSettings, Settings
 from spinfc.server.app import create_app
 
 HELLO = [{"role": "user", "content": "Hello"}]
@@ -78,3 +78,13 @@ def test_no_generation_refuses_generation_but_not_scoring() -> None:
         scoring = {"queries": [{"id": "q", "template": "Is it? Answer:<?>", "options": [" yes", " no"]}]}
         assert error(client, {"messages": HELLO, "scoring": scoring}, status=503)["code"] == "model_failed"
         assert client.get("/v1/models").json()["data"][0]["features"]["generation"] is False
+
+
+def test_a_trusted_call_may_turn_generation_off_and_no_one_else_may() -> None:
+    settings = Settings(server=ServerSettings(trusted_token="front-end"))
+    with TestClient(create_app(settings, load_model=no_model)) as client:
+        body = {"messages": HELLO, "features": {"generation": False}}
+        response = client.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer front-end"})
+        assert response.status_code == 400 and response.json()["error"]["code"] == "generation_disabled"
+        response = client.post("/v1/chat/completions", json=body)
+        assert response.status_code == 403 and response.json()["error"]["param"] == "features"

@@ -97,6 +97,16 @@ def test_scoring_through_extra_body_equals_v1_score(client, base_url) -> None:
     assert abs(sum(refund.values()) - 1) < 1e-6
 
 
+def test_packs_through_extra_body(client) -> None:
+    review = [{"role": "user", "content": "The kettle broke after two days. Terrible, I want my money back."}]
+    answer = client.chat.completions.create(model="gemma3-270m", messages=review,
+                                            extra_body={"packs": [{"id": "spinfc/review-sentiment"}]})
+    assert answer.choices[0].message.content == "" and answer.model_extra["scoring"] == []
+    (pack,) = answer.model_extra["packs"]
+    assert pack["id"] == "spinfc/review-sentiment" and pack["categories"] and pack["results"]
+    assert answer.usage.questions == sum(len(r["combinations"]) for r in pack["results"])  # one content
+
+
 def test_greedy_is_deterministic_and_honours_max_tokens(client, greedy) -> None:
     (choice,) = greedy.choices
     assert choice.finish_reason == "length" and choice.message.content
