@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from spinfc.config import Limits
+from spinfc.errors import CompileError, RequestError
 from spinfc.ir.nodes import Program
 from spinfc.registry import load_tokenizer
 from spinfc.runtime.decisions.validate import _path
@@ -53,7 +54,12 @@ def round_check(body: Mapping, limits: Limits, content_field: str) -> Callable[[
         for query in program.queries:
             for param, text in written_pieces(query.id, body["questions"][query.id]):
                 tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
-                limits.check("max_query_tokens", tokens, param)
+                if tokens > limits.max_query_tokens:
+                    raise RequestError(
+                        f"{param}: {tokens:,} tokens in one piece of a question, over the server's limit of "
+                        f"{limits.max_query_tokens:,} (max_query_tokens)", code="max_query_tokens_exceeded",
+                        param=param, hint="shorten it, or start the server with a higher --max-query-tokens "
+                        "(SPINFC_MAX_QUERY_TOKENS, [limits] max_query_tokens)")
     return check
 
 
@@ -67,7 +73,7 @@ async def compile_rounds(engine: Engine, body: Mapping, messages: list[dict], qu
         request = {"messages": messages, "scoring": {"queries": group}}
         try:
             return [await engine.compile_async(request, check=check)]
-        except Refused as error:
+        except (Refused, CompileError) as error:  # the pass planner or the engine: too long for one pass
             if error.code != "content_too_long":
                 raise
             if len(group) == 1:

@@ -6,7 +6,7 @@ The structs check types and unknown fields; `spinfc.runtime.decisions.validate_d
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -24,8 +24,8 @@ class DecisionRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=
     model: str | None = None
     state: str | None = None  # the content to judge, or
     messages: list[Message] | None = None  # a chat history
-    limits: dict[str, int] | None = None  # trusted callers only, as in /v1/score
-    features: dict[str, bool] | None = None  # trusted callers only
+    limits: dict[str, Any] | None = None  # trusted callers only, as in /v1/score
+    features: dict[str, Any] | None = None  # trusted callers only
 
 
 class DecisionAnswer(msgspec.Struct, omit_defaults=True):
