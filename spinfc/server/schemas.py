@@ -6,7 +6,7 @@ Request structs forbid unknown fields, so a misspelt field is a 400 naming it ra
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -172,3 +172,63 @@ class PackList(msgspec.Struct):
     data: list[EnabledPackInfo]
     skipped: list[SkippedPackInfo]
 
+
+# ---- /v1/chat/completions (OpenAI's chat completion, with an optional `scoring` block) ---------------------------
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """OpenAI's chat completion request. With `scoring` or `packs` (as in /v1/score; the `openai` SDK sends them
+    through `extra_body`) the messages are scored and nothing is generated; without either, an answer is generated."""
+
+    messages: list[Message]
+    model: str | None = None
+    scoring: Scoring | None = None
+    packs: list[PackRef] | None = None  # enabled packs whose questions are asked too, as in /v1/score
+    limits: dict[str, Any] | None = None  # trusted callers only: this call's limits, as in /v1/score
+    features: dict[str, Any] | None = None  # trusted callers only: this call's features (e.g. generation)
+    max_tokens: PositiveInt | None = None  # tokens to generate at most (default 256, at most 2,048)
+    max_completion_tokens: PositiveInt | None = None  # OpenAI's newer name for max_tokens
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None  # 0: greedy; default 1
+    top_p: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None  # nucleus sampling; default 1
+    seed: int | None = None  # fixes the draws of a sampled answer
+    stop: str | list[str] | None = None  # up to 16 stop strings; the answer ends before the first
+    stream: bool | None = None  # true is refused: 400 stream_not_supported
+    n: PositiveInt | None = None  # only 1
+    logprobs: bool | None = None  # only false
+    frequency_penalty: float | None = None  # only 0
+    presence_penalty: float | None = None  # only 0
+    user: str | None = None  # accepted, not read
+
+
+class ChatMessage(msgspec.Struct):
+    role: Literal["assistant"]
+    content: str  # the generated answer; "" for a scoring request
+
+
+class ChatChoice(msgspec.Struct):
+    index: int
+    message: ChatMessage
+    finish_reason: Literal["stop", "length"]
+    logprobs: None = None
+
+
+class ChatUsage(msgspec.Struct, omit_defaults=True):
+    prompt_tokens: int  # generation: the prompt's tokens; scoring: tokens put into passes (as usage.input_tokens)
+    completion_tokens: int  # tokens generated (the end-of-turn token included); 0 for scoring
+    total_tokens: int
+    questions: int | msgspec.UnsetType = msgspec.UNSET  # scoring: (content, question) pairs scored
+
+
+class ChatCompletion(msgspec.Struct, omit_defaults=True):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    system_fingerprint: str
+    choices: list[ChatChoice]
+    usage: ChatUsage
+    scoring: list[QueryResult] | msgspec.UnsetType = msgspec.UNSET  # when scored: /v1/score's `results`
+    packs: list[PackResult] | msgspec.UnsetType = msgspec.UNSET  # when the request named packs
+    debug: dict | msgspec.UnsetType = msgspec.UNSET  # trusted callers and --debug: the plan of a scored request
