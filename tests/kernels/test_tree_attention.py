@@ -51,15 +51,26 @@ def test_padding_rows_see_only_themselves():
     torch.testing.assert_close(got, v.repeat_interleave(2, dim=1))
 
 
-def test_first_key_block_skips_other_contents():
-    # contents at rows [0, 40) and [64, 100), padding elsewhere: query blocks of 32, key blocks of 16
+def test_visible_key_blocks_skip_other_contents_and_ended_subtrees():
+    # content 0 at rows [0, 40) (a chain), content 1 at [64, 100): rows 64..69 its content, then two branches
+    # [70, 85) and [85, 100); padding elsewhere. Query blocks of 32 rows, key blocks of 16.
     ends = torch.arange(1, 129, dtype=torch.int32)
     ends[0:40] = 40
-    ends[64:100] = 100
-    first = kernel.first_key_block(ends, 32, 16)
-    # query block 1 (rows 32..63) still sees content 0 from key block 0; block 2 starts its own content at 4;
-    # block 3 (rows 96..127) sees content 1 from key block 4 (ends 100 > 96)
-    assert first.tolist() == [0, 0, 4, 4]
+    ends[64:70] = 100
+    ends[70:85] = 85
+    ends[85:100] = 100
+    positions = torch.zeros(128, dtype=torch.int64)
+    block_list, count = kernel.visible_key_blocks(ends, positions, None, 32, 16)
+    listed = [block_list[q, : count[q]].tolist() for q in range(4)]
+    # query block 1 (rows 32..63) still sees content 0; block 2 starts content 1 (key blocks 4, 5);
+    # block 3 (rows 96..127) sees content 1's content rows (block 4) and the second branch (block 5: 80..95
+    # holds rows 85..95 of it), and itself (6, 7); nothing of content 0
+    assert listed == [[0, 1], [0, 1, 2, 3], [4, 5], [4, 5, 6, 7]]
+    # a window drops key blocks whose every position is at least `window` behind the whole query block
+    positions[64:96] = torch.arange(32)
+    positions[96:128] = 50
+    block_list, count = kernel.visible_key_blocks(ends, positions, 30, 32, 16)
+    assert block_list[3, : count[3]].tolist() == [5, 6, 7]  # block 4's positions 0..15 are 35+ behind
 
 
 @pytest.mark.parametrize("window", [None, 6])

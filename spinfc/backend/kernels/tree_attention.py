@@ -1,10 +1,10 @@
 """Tree attention over `end[j]`: query i attends key j iff j <= i < ends[j] (and, with a window,
 positions[i] - positions[j] < window). Online softmax, GQA, head dims up to 256.
 
-One program computes BLOCK_M query rows of one query head. It walks key blocks in ascending order from the first
-key block any of its rows can see (`first_key_block`, computed on the device from the per-block maximum of `ends`)
-to its diagonal, and skips a key block when no row can see any of its keys: the block's maximum `end` is at most
-the query block's first row, or (with a window) every query is at least `window` positions past every key.
+One program computes BLOCK_M query rows of one query head. It walks, in ascending order, only the key blocks some
+of its rows may see: `visible_key_blocks` lists them per query block on the device, from the per-block maximum of
+`ends` (a block whose keys' subtrees all end before the query block starts is left out, as are all blocks of other
+contents) and, with a window, from per-block position bounds. The loop body has no branch, so its loads pipeline.
 
 Batch invariance. Every content starts at a multiple of `ALIGNMENT`, a multiple of the key block, so the key
 tiles over a content, and the order they are reduced in, are set by the content's own layout. Everything a row
@@ -33,8 +33,9 @@ ALIGNMENT = 64
 
 @triton.jit
 def _tree_attention_kernel(
-    Q, K, V, O, ENDS, POS, FIRST,  # q: [T, H, D], k, v: [T, Hk, D], o: [T, H, D], ends, pos: [T], first: [T/BM]
-    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
+    Q, K, V, O, ENDS, POS,  # q: [T, H, D], k, v: [T, Hk, D], o: [T, H, D], ends, pos: [T]
+    BLOCK_LIST, BLOCK_COUNT,  # block_list: [T/BM, T/BN] visible key blocks first, ascending; block_count: [T/BM]
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_list,
     qk_scale, window,  # qk_scale = scale * log2(e): the softmax runs in base 2
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr,
@@ -42,45 +43,40 @@ def _tree_attention_kernel(
     query_block = tl.program_id(0)
     head = tl.program_id(1)
     kv_head = head // GROUP
-    q_start = query_block * BLOCK_M
-    rows = q_start + tl.arange(0, BLOCK_M)  # [BM]
+    rows = query_block * BLOCK_M + tl.arange(0, BLOCK_M)  # [BM]
     dims = tl.arange(0, BLOCK_D)  # [BD]
     dim_ok = dims < HEAD_DIM
 
     q = tl.load(Q + rows[:, None] * stride_qt + head * stride_qh + dims[None, :], mask=dim_ok[None, :], other=0.0)
-    q_pos = tl.load(POS + rows)  # [BM]
-    q_min_pos = tl.min(q_pos, axis=0)
+    if HAS_WINDOW:
+        q_pos = tl.load(POS + rows)  # [BM]
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max (base-2 units)
     l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum of weights
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
 
-    lo = tl.load(FIRST + query_block)
-    hi = (q_start + BLOCK_M + BLOCK_N - 1) // BLOCK_N  # one past the diagonal key block
-    for key_block in range(lo, hi):
+    # No condition in the loop body, so the loads of the next key blocks overlap this one's arithmetic.
+    for i in range(0, tl.load(BLOCK_COUNT + query_block)):
+        key_block = tl.load(BLOCK_LIST + query_block * stride_list + i)
         keys = key_block * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
         key_end = tl.load(ENDS + keys)  # [BN]
-        visit = tl.max(key_end, axis=0) > q_start
+        k = tl.load(K + keys[:, None] * stride_kt + kv_head * stride_kh + dims[None, :],
+                    mask=dim_ok[None, :], other=0.0)  # [BN, BD]
+        v = tl.load(V + keys[:, None] * stride_vt + kv_head * stride_vh + dims[None, :],
+                    mask=dim_ok[None, :], other=0.0)  # [BN, BD]
+        s = tl.dot(q, tl.trans(k)) * qk_scale  # [BM, BN]
+        seen = (keys[None, :] <= rows[:, None]) & (rows[:, None] < key_end[None, :])
         if HAS_WINDOW:
             key_pos = tl.load(POS + keys)
-            visit = visit & (q_min_pos - tl.max(key_pos, axis=0) < window)
-        if visit:
-            k = tl.load(K + keys[:, None] * stride_kt + kv_head * stride_kh + dims[None, :],
-                        mask=dim_ok[None, :], other=0.0)  # [BN, BD]
-            s = tl.dot(q, tl.trans(k)) * qk_scale  # [BM, BN]
-            seen = (keys[None, :] <= rows[:, None]) & (rows[:, None] < key_end[None, :])
-            if HAS_WINDOW:
-                seen = seen & ((q_pos[:, None] - key_pos[None, :]) < window)
-            s = tl.where(seen, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, axis=1))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing yet stays at 0
-            alpha = tl.exp2(m_i - m_safe)
-            p = tl.exp2(s - m_safe[:, None])
-            l_i = l_i * alpha + tl.sum(p, axis=1)
-            v = tl.load(V + keys[:, None] * stride_vt + kv_head * stride_vh + dims[None, :],
-                        mask=dim_ok[None, :], other=0.0)  # [BN, BD]
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
+            seen = seen & ((q_pos[:, None] - key_pos[None, :]) < window)
+        s = tl.where(seen, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing yet stays at 0
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
 
     out = acc / l_i[:, None]  # every row sees at least itself, so l_i > 0
     tl.store(O + rows[:, None] * stride_ot + head * stride_oh + dims[None, :], out.to(O.dtype.element_ty),
@@ -96,14 +92,28 @@ def blocks_for(head_dim: int, rows: int) -> tuple[int, int, int]:
     return 64, 32, 8
 
 
-def first_key_block(ends: torch.Tensor, block_m: int, block_n: int) -> torch.Tensor:
-    """ends: [T] int32 -> [T / block_m] int32: per query block, the first key block whose largest `end` passes the
-    query block's first row (no earlier key is visible to any of its rows). Device ops only (graph-capturable)."""
+def visible_key_blocks(
+    ends: torch.Tensor, positions: torch.Tensor, window: int | None, block_m: int, block_n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ends: [T] int32, positions: [T] -> (list [NQ, NB] int32, count [NQ] int32): per query block of `block_m`
+    rows, the key blocks of `block_n` rows that some row of it may see, ascending, in the first count[q] places.
+
+    A key block is left out when it lies past the query block's last row, when its largest `end` is at most the
+    query block's first row (every key's subtree ended before it), or, with a window, when the query block's
+    smallest position is at least `window` past the key block's largest. Device ops only (graph-capturable)."""
     T = ends.shape[0]
-    block_max_end = ends.view(T // block_n, block_n).amax(dim=1)  # [NB]
-    q_starts = torch.arange(0, T, block_m, device=ends.device, dtype=ends.dtype)  # [NQ]
-    visible = block_max_end[None, :] > q_starts[:, None]  # [NQ, NB]; true at least on the diagonal
-    return visible.to(torch.int8).argmax(dim=1).to(torch.int32)
+    nq, nb = T // block_m, T // block_n
+    q_first = torch.arange(0, T, block_m, device=ends.device)  # [NQ]
+    key_block = torch.arange(nb, device=ends.device)  # [NB]
+    max_end = ends.view(nb, block_n).amax(dim=1)  # [NB]
+    visible = (max_end[None, :] > q_first[:, None]) & (key_block[None, :] * block_n <= q_first[:, None] + block_m - 1)
+    if window is not None:
+        q_min_pos = positions.view(nq, block_m).amin(dim=1)  # [NQ]
+        k_max_pos = positions.view(nb, block_n).amax(dim=1)  # [NB]
+        visible &= (q_min_pos[:, None] - k_max_pos[None, :]) < window
+    count = visible.sum(dim=1, dtype=torch.int32)  # [NQ]
+    order = torch.argsort((~visible).to(torch.int8), dim=1, stable=True).to(torch.int32)  # visible first
+    return order, count
 
 
 def tree_attention(
@@ -141,11 +151,11 @@ def tree_attention(
     if T % block_m or T % block_n:
         raise ValueError(f"tree_attention: T={T} rows is not a multiple of the blocks ({block_m}, {block_n})")
     out = torch.empty((T, H, D), dtype=q.dtype, device=q.device)
-    first = first_key_block(ends, block_m, block_n)
+    block_list, block_count = visible_key_blocks(ends, positions, window, block_m, block_n)
     _tree_attention_kernel[(T // block_m, H)](
-        q, k, v, out, ends, positions, first,
+        q, k, v, out, ends, positions, block_list, block_count,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
-        scale * 1.4426950408889634, window if window is not None else 0,
+        block_list.stride(0), scale * 1.4426950408889634, window if window is not None else 0,
         GROUP=H // Hk, HEAD_DIM=D, BLOCK_D=triton.next_power_of_2(D),
         BLOCK_M=block_m, BLOCK_N=block_n, HAS_WINDOW=window is not None, num_warps=num_warps,
     )
