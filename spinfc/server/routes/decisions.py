@@ -15,6 +15,7 @@ from typing import Annotated
 
 import msgspec
 from litestar import Request, post
+from litestar.openapi.spec import Example
 from litestar.params import Body
 
 from spinfc.runtime.decisions import decision_answers, decision_messages, decision_queries
@@ -25,10 +26,18 @@ from spinfc.server.decision_schemas import DecisionRequest, DecisionResponse
 from spinfc.server.service import ServiceDep
 
 SERVER_KEYS = ("limits", "features")
+EXAMPLE = Example(summary="a noul, a choice and a score question about one state", value={
+    "state": "Customer message: I was charged twice and nobody answers. Refund me now!",
+    "questions": {
+        "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
+        "topic": {"type": "choice", "instructions": "What is the message about?",
+                  "criteria": {"billing": "charges and refunds", "technical": "something broken"}},
+        "anger": {"type": "score", "instructions": "How angry is the customer?",
+                  "criteria": ["calm", "annoyed", "angry"]}}})
 
 
 @post(["/v1/decisions", "/v1/systemone"], status_code=200)
-async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions request")], service: ServiceDep,
+async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions request", examples=[EXAMPLE])], service: ServiceDep,
                     request: Request) -> DecisionResponse:
     engine = service.ready_engine()
     ctx = call_context(request, data.limits, data.features)

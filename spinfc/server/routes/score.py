@@ -8,6 +8,7 @@ from typing import Annotated
 
 import msgspec
 from litestar import Request, post
+from litestar.openapi.spec import Example
 from litestar.params import Body
 
 from spinfc.server.context import call_context
@@ -16,8 +17,14 @@ from spinfc.server.scoring import score_body
 from spinfc.server.service import ServiceDep
 
 
+EXAMPLE = Example(summary="one content, one two-option query", value={
+    "messages": [{"role": "user", "content": "Customer message: I was charged twice, please refund one charge."}],
+    "scoring": {"queries": [{"id": "refund", "template": "\n\nDoes the customer ask for a refund?\nAnswer:<?>",
+                             "options": [" yes", " no"]}]}})
+
+
 @post("/v1/score", status_code=200)
-async def score(data: Annotated[ScoreRequest, Body(title="A scoring request")], service: ServiceDep,
+async def score(data: Annotated[ScoreRequest, Body(title="A scoring request", examples=[EXAMPLE])], service: ServiceDep,
                 request: Request) -> ScoreResponse:
     service.ready_engine()
     ctx = call_context(request, data.limits, data.features)
