@@ -21,7 +21,8 @@ def check_limits(program: Program, limits: Limits, many_inputs: bool, where: Map
     where = where or {query.id: f"scoring.queries[{k}]" for k, query in enumerate(program.queries)}
     inputs = [content for content in program.contents if not content.is_floor]
     for i, content in enumerate(inputs):
-        limits.check("max_content_tokens", len(content.tokens), f"inputs[{i}].messages" if many_inputs else content_field)
+        where_content = f"inputs[{i}].messages" if many_inputs else content_field
+        limits.check("max_content_tokens", len(content.tokens), where_content)
     if "max_prompts_per_input" not in skip:
         limits.check("max_prompts_per_input", len(program.questions), "scoring.queries")
     for question in program.questions:

@@ -81,7 +81,8 @@ def test_noul_choice_and_score_are_answered_from_one_read(answered) -> None:
     anger = body["answers"]["anger"]
     levels = anger["probabilities"]
     assert anger["type"] == "score" and anger["legend"] == QUESTIONS["anger"]["criteria"] and len(levels) == 4
-    assert sum(levels) == pytest.approx(1) and anger["answer"] == pytest.approx(sum(i * q for i, q in enumerate(levels)))
+    assert sum(levels) == pytest.approx(1)
+    assert anger["answer"] == pytest.approx(sum(i * q for i, q in enumerate(levels)))
     assert anger["level"] == max(range(4), key=levels.__getitem__) and 0 <= anger["floor"] <= 3
     # the state moved the answers away from those on empty content
     assert abs(refund["answer"] - refund["floor"]) > 1e-3

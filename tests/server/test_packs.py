@@ -48,7 +48,10 @@ members = [{ question = "about", option = " yes", values = { topic = "a late par
 id = "money"
 combine = "noisy_or"
 baseline = "floor"
-members = [{ question = "about", option = " yes", values = { topic = "a refund" } }, { question = "q", option = " no", weight = 0.5 }]
+members = [
+    { question = "about", option = " yes", values = { topic = "a refund" } },
+    { question = "q", option = " no", weight = 0.5 },
+]
 
 [decision]
 default = "ignore"
@@ -110,8 +113,8 @@ def test_v1_packs_lists_what_is_enabled_where_it_came_from_and_what_was_skipped(
     assert {"spinfc/moderation", "spinfc/review-sentiment", "spinfc/support-triage", "acme/triage"} == set(by_id)
     assert by_id["spinfc/moderation"]["source"] == "bundled" and by_id["spinfc/moderation"]["file"] == "moderation.toml"
     triage = by_id["acme/triage"]
-    assert triage == {"id": "acme/triage", "object": "pack", "version": "2.1.0", "description": "Late parcels and refunds.",
-                      "models": ["gemma3-270m"], "questions": 2, "categories": ["delivery", "money"],
+    assert triage == {"id": "acme/triage", "object": "pack", "version": "2.1.0",
+                      "description": "Late parcels and refunds.", "models": ["gemma3-270m"], "questions": 2, "categories": ["delivery", "money"],
                       "decision": ["handle", "ignore"], "source": str(folder), "file": "triage.toml", "revision": None}
     (skipped,) = listed["skipped"]
     assert skipped["id"] == "acme/llama-only" and skipped["reason"] == "written for meta/llama-3-8b, not gemma3-270m"

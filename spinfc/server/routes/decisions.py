@@ -37,8 +37,8 @@ EXAMPLE = Example(summary="a noul, a choice and a score question about one state
 
 
 @post(["/v1/decisions", "/v1/systemone"], status_code=200)
-async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions request", examples=[EXAMPLE])], service: ServiceDep,
-                    request: Request) -> DecisionResponse:
+async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions request", examples=[EXAMPLE])],
+                    service: ServiceDep, request: Request) -> DecisionResponse:
     engine = service.ready_engine()
     ctx = call_context(request, data.limits, data.features)
     service.check_model(data.model)
