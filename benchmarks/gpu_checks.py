@@ -123,7 +123,8 @@ def invariance(device: str, dtype: torch.dtype = BF16, seed: int = 0, others: in
     for j in range(4):
         first = rng.randrange(1, config.vocab)
         options = (Option("a", (first,)), Option("b", (first, rng.randrange(1, config.vocab))))
-        questions.append(Question(f"q{j}", (), "", OptionSlot(options), random_tokens(rng, rng.randint(3, 6), config.vocab)))
+        prompt = random_tokens(rng, rng.randint(3, 6), config.vocab)
+        questions.append(Question(f"q{j}", (), "", OptionSlot(options), prompt))
     budget, block = 128 * (len(others) // 2 + 8), 64  # 100 others (and the targets) fit one pass, 200 need two
     jobs = {
         "alone": compile_job(make_program(targets, questions, budget, block)),

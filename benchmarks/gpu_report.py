@@ -26,7 +26,8 @@ def report(results: dict) -> None:
 
 
 def table(results: dict) -> str:
-    lines = ["", "| path | seconds | questions/s | job tokens/s | of bf16 floor |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines = ["", "| path | seconds | questions/s | job tokens/s | of bf16 floor |",
+             "| --- | ---: | ---: | ---: | ---: |"]
     for name, path in results.get("paths", {}).items():
         if "questions_per_s" not in path:
             continue
@@ -42,7 +43,8 @@ def table(results: dict) -> str:
     if attention:
         lines.append(f"\nattention per layer and pass: Triton {attention['triton_ms_per_layer']} ms, FlexAttention "
                      f"{attention['flex_ms_per_layer']} ms (+ {attention['flex_block_mask_ms_per_pass']} ms block mask "
-                     f"per pass); over the job: {attention['triton_job_seconds']} s vs {attention['flex_job_seconds']} s")
+                     f"per pass); over the job: {attention['triton_job_seconds']} s vs "
+                     f"{attention['flex_job_seconds']} s")
     job = results.get("job")
     if job:
         lines.append(f"job: {job['questions']} questions, {job['tokens']:,} tokens, {job['passes']} passes of "

@@ -180,7 +180,8 @@ class Bench:
         self.scores["flex"] = self.job.scores(outputs)
         self.paths["packed FlexAttention"] = {"seconds": statistics.median(times), "all": times,
                                               "first_run_seconds": first,
-                                              "max_gap_to_triton": max_gap(self.scores["flex"], self.scores.get("ours", {}))}
+                                              "max_gap_to_triton": max_gap(self.scores["flex"],
+                                                                           self.scores.get("ours", {}))}
         print(self.paths["packed FlexAttention"], flush=True)
 
     # ---- transformers ----------------------------------------------------------------------------------------

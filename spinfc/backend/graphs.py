@@ -116,7 +116,7 @@ class GraphedModel:
         graphed = self.passes.get(shape)
         if graphed is None:
             raise ValueError(f"a launch of shape {shape} was not warmed up (shapes: {sorted(self.passes)}): lower "
-                             "passes with the fixed budget and rows_padded_to/reads_padded_to the engine was built with")
+                             "passes with the budget and rows_padded_to/reads_padded_to the model was warmed up with")
         if not self.ready:
             raise RuntimeError("GraphedModel.forward before warm_up(): call warm_up() once at start-up")
         with torch.inference_mode():
