@@ -178,6 +178,10 @@ class PackList(msgspec.Struct):
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 
 
+class StreamOptions(msgspec.Struct, forbid_unknown_fields=True):
+    include_usage: bool = False  # a last chunk with `usage` and no choices
+
+
 class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """OpenAI's chat completion request. With `scoring` or `packs` (as in /v1/score; the `openai` SDK sends them
     through `extra_body`) the messages are scored and nothing is generated; without either, an answer is generated."""
@@ -194,7 +198,8 @@ class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     top_p: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None  # nucleus sampling; default 1
     seed: int | None = None  # fixes the draws of a sampled answer
     stop: str | list[str] | None = None  # up to 16 stop strings; the answer ends before the first
-    stream: bool | None = None  # true is refused: 400 stream_not_supported
+    stream: bool | None = None  # true: the answer as server-sent events (generation only)
+    stream_options: StreamOptions | None = None  # only with stream
     n: PositiveInt | None = None  # only 1
     logprobs: bool | None = None  # only false
     frequency_penalty: float | None = None  # only 0
@@ -232,3 +237,27 @@ class ChatCompletion(msgspec.Struct, omit_defaults=True):
     scoring: list[QueryResult] | msgspec.UnsetType = msgspec.UNSET  # when scored: /v1/score's `results`
     packs: list[PackResult] | msgspec.UnsetType = msgspec.UNSET  # when the request named packs
     debug: dict | msgspec.UnsetType = msgspec.UNSET  # trusted callers and --debug: the plan of a scored request
+
+
+class ChatDelta(msgspec.Struct, omit_defaults=True):
+    role: Literal["assistant"] | msgspec.UnsetType = msgspec.UNSET  # in the first chunk
+    content: str | msgspec.UnsetType = msgspec.UNSET  # the next piece of the answer
+
+
+class ChatChunkChoice(msgspec.Struct):
+    index: int
+    delta: ChatDelta
+    finish_reason: Literal["stop", "length"] | None = None  # in the last chunk of the choice
+    logprobs: None = None
+
+
+class ChatCompletionChunk(msgspec.Struct, omit_defaults=True):
+    """One server-sent event of a streamed answer (`stream: true`)."""
+
+    id: str  # the same in every chunk of an answer
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    system_fingerprint: str
+    choices: list[ChatChunkChoice]  # empty in the usage chunk
+    usage: ChatUsage | msgspec.UnsetType = msgspec.UNSET  # stream_options.include_usage: the last chunk

@@ -31,7 +31,8 @@ def error(client: TestClient, body: dict, status: int = 400) -> dict:
 
 
 @pytest.mark.parametrize("body, code, param", [
-    ({"messages": HELLO, "stream": True}, "stream_not_supported", "stream"),
+    ({"messages": HELLO, "stream": True, "scoring": {"queries": []}}, "stream_not_supported", "stream"),
+    ({"messages": HELLO, "stream_options": {"include_usage": True}}, "invalid_stream_options", "stream_options"),
     ({"messages": HELLO, "n": 2}, "unsupported_parameter", "n"),
     ({"messages": HELLO, "logprobs": True}, "unsupported_parameter", "logprobs"),
     ({"messages": HELLO, "presence_penalty": 0.5}, "unsupported_parameter", "presence_penalty"),
@@ -66,6 +67,7 @@ def test_unknown_fields_are_named(client) -> None:
 def test_a_valid_request_waits_for_the_model(client) -> None:
     """Valid, so it gets as far as the engine, which this server never has."""
     assert error(client, {"messages": HELLO, "max_tokens": 4}, status=503)["code"] == "model_failed"
+    assert error(client, {"messages": HELLO, "stream": True}, status=503)["code"] == "model_failed"
     scoring = {"queries": [{"id": "q", "template": "Is it? Answer:<?>", "options": [" yes", " no"]}]}
     assert error(client, {"messages": HELLO, "scoring": scoring}, status=503)["code"] == "model_failed"
 

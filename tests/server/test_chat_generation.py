@@ -13,7 +13,7 @@ import torch
 from spinfc.backend.launch import Launch
 from spinfc.registry import load_tokenizer, resolve
 from spinfc.runtime.chat_format import ChatPrompt, chat_prompt, plain_transcript
-from spinfc.runtime.generate import Generator, Guarded, Sampling, first_stop, generate, pick
+from spinfc.runtime.generate import Generator, Guarded, Sampling, first_stop, generate, pick, settled
 from spinfc.runtime.loader import load_model
 from spinfc.runtime.models.decode import KVCache
 
@@ -107,6 +107,13 @@ def test_pick_greedy_top_p_and_seed() -> None:
 def test_first_stop() -> None:
     assert first_stop("Paris.\nUser: next", ("\nUser:", ".")) == 5
     assert first_stop("Paris", ("\nUser:",)) is None
+
+
+def test_settled_text_holds_back_what_could_begin_a_stop_string() -> None:
+    plain = ChatPrompt(tokens=(), end_tokens=frozenset(), stop=("\nUser:",), strip=True)
+    assert settled(" Paris is the capital.\nUs", plain.stop, plain) == "Paris is the capita"  # 5 characters held
+    assert settled(" Paris    \n\n\n", plain.stop, plain) == "Paris"  # the finished answer drops trailing whitespace
+    assert settled("caf\ufffd", (), ChatPrompt(tokens=(), end_tokens=frozenset())) == "caf"  # bytes still coming
 
 
 class Scripted:

@@ -26,14 +26,15 @@ QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @pytest.fixture(scope="module")
-def base_url():
-    """http://127.0.0.1:<port> of a live server, once /readyz answers 200."""
+def live():
+    """(http://127.0.0.1:<port>, the app's Service) of a live server, once /readyz answers 200."""
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="short"))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="on"))
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn-test", daemon=True)
     thread.start()
     deadline = time.monotonic() + 600
@@ -45,10 +46,15 @@ def base_url():
             pass
         assert time.monotonic() < deadline and thread.is_alive(), "the server did not become ready"
         time.sleep(0.5)
-    yield url
+    yield url, app.state.service
     server.should_exit = True
     thread.join(timeout=60)
     sock.close()
+
+
+@pytest.fixture(scope="module")
+def base_url(live) -> str:
+    return live[0]
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +135,37 @@ def test_stop_strings_end_the_answer_before_them(client, greedy) -> None:
         assert cut.usage.completion_tokens < 5
 
 
+def test_streamed_answers_join_to_the_whole_answer(client, greedy) -> None:
+    text = greedy.choices[0].message.content
+    chunks = list(ask(client, temperature=0, max_tokens=5, stream=True, stream_options={"include_usage": True}))
+    assert {c.id for c in chunks} == {chunks[0].id} and chunks[0].object == "chat.completion.chunk"
+    assert chunks[0].choices[0].delta.role == "assistant"
+    pieces = [c.choices[0].delta.content or "" for c in chunks if c.choices]
+    assert "".join(pieces) == text and len([p for p in pieces if p]) >= 2  # it did arrive in pieces
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 5
+    stop = " " + text.split()[1]
+    cut = ask(client, temperature=0, max_tokens=5, stream=True, stop=stop)
+    assert "".join(c.choices[0].delta.content or "" for c in cut) == text[:text.index(stop)].strip()
+
+
+def test_a_stream_the_client_leaves_stops_and_frees_its_place(client, live) -> None:
+    """Greedy, this prompt makes Gemma repeat it without end (no stop string, no end token), so only leaving can
+    stop its 2,048 tokens early (each step at least ~10 ms: 20 s or more)."""
+    service = live[1]
+    count = [{"role": "user", "content": "Count from 1 to 1000, separated by commas."}]
+    with client.chat.completions.with_streaming_response.create(
+            model="gemma3-270m", messages=count, temperature=0, max_tokens=2048, stream=True) as response:
+        lines = response.iter_lines()
+        assert next(line for line in lines if '"content":"' in line and '"content":""' not in line)
+    left = time.monotonic()
+    while service.admission.active:  # the generation stopped and released its admission place
+        assert time.monotonic() - left < 10, "the abandoned stream still holds its place"
+        time.sleep(0.05)
+    assert ask(client, temperature=0, max_tokens=1).choices[0].finish_reason == "length"
+    assert time.monotonic() - left < 15  # the generation thread was free: not behind 2,048 abandoned tokens
+
+
 def test_sampling_with_a_seed_repeats(client) -> None:
     first, second = (ask(client, temperature=1.0, top_p=0.9, seed=7, max_tokens=4) for _ in range(2))
     assert first.choices[0].message.content == second.choices[0].message.content
@@ -136,7 +173,7 @@ def test_sampling_with_a_seed_repeats(client) -> None:
 
 
 @pytest.mark.parametrize("fields, code, param", [
-    ({"stream": True}, "stream_not_supported", "stream"),
+    ({"stream": True, "extra_body": {"scoring": SCORING}}, "stream_not_supported", "stream"),
     ({"model": "gpt-4o"}, "model_not_served", "model"),
     ({"n": 3}, "unsupported_parameter", "n"),
     ({"extra_body": {"scoring": {"queries": [{"id": "q", "template": "Is it?<?>"}]}}}, "no_options", None),

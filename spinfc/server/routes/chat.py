@@ -5,11 +5,13 @@
                        (the shape of /v1/score's `results`) and `packs` beside an empty assistant message: nothing
                        is generated
     without either     an answer is generated from the model's chat template (or the plain transcript of
-                       spinfc.runtime.chat_format), greedy or sampled, on the generation thread (runtime/generate.py)
+                       spinfc.runtime.chat_format), greedy or sampled, on the generation thread (runtime/generate.py);
+                       with `stream: true` it is sent as server-sent events as it is generated
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from typing import Annotated
@@ -17,11 +19,13 @@ from typing import Annotated
 import msgspec
 from litestar import Request, post
 from litestar.params import Body
+from litestar.response import ServerSentEvent
 
 from spinfc.runtime.generate import Sampling
+from spinfc.server.chat_stream import stream_answer
 from spinfc.server.context import CallContext, call_context
 from spinfc.server.errors import ApiError
-from spinfc.server.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage
+from spinfc.server.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage, StreamOptions
 from spinfc.server.scoring import score_body
 from spinfc.server.service import ServiceDep
 
@@ -33,6 +37,7 @@ MAX_STOP_STRINGS = 16
 @post("/v1/chat/completions", status_code=200)
 async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat completion request")],
                            service: ServiceDep, request: Request) -> ChatCompletion:
+    """A ChatCompletion; with `stream: true`, the answer as server-sent events (server/chat_stream.py)."""
     ctx = call_context(request, data.limits, data.features)
     refuse_unsupported(data)
     scoring = data.scoring is not None or bool(data.packs)
@@ -43,14 +48,18 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     service.check_model(data.model)
     if scoring:
         return await scored(data, service, ctx)
-    return await generated(messages, service, ctx, sampling)
+    stream = (data.stream_options or StreamOptions()) if data.stream else None
+    return await generated(messages, service, ctx, sampling, stream)
 
 
 def refuse_unsupported(data: ChatRequest) -> None:
     """400 for a field this server cannot honour, rather than an answer that silently ignores it."""
-    if data.stream:
-        raise ApiError(400, "stream_not_supported", "streaming is not supported by this server: send the request "
-                       "with `stream` false or omitted and read the whole answer", param="stream")
+    if data.stream and (data.scoring is not None or data.packs):
+        raise ApiError(400, "stream_not_supported", "scores are not streamed: send a scoring request with `stream` "
+                       "false or omitted and read the whole answer", param="stream")
+    if data.stream_options is not None and not data.stream:
+        raise ApiError(400, "invalid_stream_options", "`stream_options` is only read with `stream: true`: remove "
+                       "it, or stream", param="stream_options")
     refused = {"n": (data.n, 1), "logprobs": (data.logprobs, False),
                "frequency_penalty": (data.frequency_penalty, 0), "presence_penalty": (data.presence_penalty, 0)}
     for name, (value, supported) in refused.items():
@@ -107,16 +116,21 @@ def sampling_of(data: ChatRequest, ctx: CallContext) -> Sampling:
     )
 
 
-async def generated(messages: list[dict], service, ctx: CallContext, sampling: Sampling) -> ChatCompletion:
-    """An answer generated from `messages` ([{"role", "content": str}])."""
+async def generated(messages: list[dict], service, ctx: CallContext, sampling: Sampling,
+                    stream: StreamOptions | None) -> ChatCompletion | ServerSentEvent:
+    """An answer generated from `messages` ([{"role", "content": str}]); with `stream`, as server-sent events."""
     generator = service.generator
     if generator is None or not generator.available:
         raise ApiError(400, "generation_not_available", f"the model {service.model_name!r} cannot generate in this "
                        "server; send a `scoring` block instead")
     limits = ctx.limits
-    with service.admission.admit():
-        answer = await generator.run(
-            messages, sampling, check=lambda prompt: limits.check("max_content_tokens", len(prompt.tokens), "messages"))
+    with contextlib.ExitStack() as place:
+        place.enter_context(service.admission.admit())
+        prompt = await generator.prepare(
+            messages, check=lambda prompt: limits.check("max_content_tokens", len(prompt.tokens), "messages"))
+        if stream is not None:  # the stream holds the admission place until it ends
+            return stream_answer(service, generator, prompt, sampling, stream.include_usage, place.pop_all())
+        answer = await generator.run(prompt, sampling)
     completion_tokens = len(answer.tokens)
     usage = ChatUsage(prompt_tokens=answer.prompt_tokens, completion_tokens=completion_tokens,
                       total_tokens=answer.prompt_tokens + completion_tokens)
