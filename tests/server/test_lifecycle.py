@@ -24,6 +24,9 @@ def test_a_model_that_fails_to_load_is_reported_by_readyz() -> None:
         assert ready.json()["error"]["code"] == "model_failed"
         assert "FileNotFoundError: no weights for gemma3-270m" in ready.json()["error"]["message"]
         assert client.get("/healthz").status_code == 200
+        live = client.get("/livez")  # alive means: not failed; a failed model is worth a restart
+        assert live.status_code == 503 and live.json()["error"]["code"] == "model_failed"
+        assert client.get("/v1/packs").status_code == 200  # the packs were read before the model
         body = {"messages": [{"role": "user", "content": "x"}], "scoring": {"queries": []}}
         assert client.post("/v1/score", json=body).json()["error"]["code"] == "model_failed"
         assert client.get("/v1/models").json()["data"][0]["ready"] is False
