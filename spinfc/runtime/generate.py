@@ -203,8 +203,8 @@ class Generator:
                 loop.call_soon_threadsafe(pieces.put_nowait, text[len(sent[0]):])
                 sent[0] = text
 
-        future = loop.run_in_executor(
-            self._executor, lambda: generate(self.model, self.tokenizer, prompt, sampling, self.lock, cancelled, on_text))
+        work = lambda: generate(self.model, self.tokenizer, prompt, sampling, self.lock, cancelled, on_text)  # noqa: E731
+        future = loop.run_in_executor(self._executor, work)
         future.add_done_callback(lambda _: pieces.put_nowait(None))  # after every piece the thread queued
         try:
             while (piece := await pieces.get()) is not None:

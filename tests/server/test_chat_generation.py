@@ -37,7 +37,8 @@ def test_cached_decode_equals_the_packed_forward_past_the_sliding_window(name) -
     distribution equal to the packed forward of the whole sequence (which is parity-tested against transformers)."""
     model = load_model(name)
     window = model.config.sliding_window
-    sequence = [2] + [int(t) for t in torch.randint(10, 5000, (window + 17,), generator=torch.Generator().manual_seed(0))]
+    draws = torch.randint(10, 5000, (window + 17,), generator=torch.Generator().manual_seed(0))
+    sequence = [2] + [int(t) for t in draws]  # <bos>, then past the window
     cache = KVCache(model.config.layers)
     logits = model.decode(torch.tensor(sequence), cache)
     for step in range(2):
@@ -160,6 +161,7 @@ def test_generation_stops_at_an_end_token_a_stop_string_or_max_tokens() -> None:
 
 
 def test_a_scoring_pass_waits_for_the_generation_step_in_progress() -> None:
+    """The engine is given `generator.guarded` (service.py): its passes take the lock a generation step holds."""
     class Model:
         name = "double"
 

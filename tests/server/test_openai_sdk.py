@@ -81,6 +81,12 @@ def test_models_lists_the_served_model_its_aliases_features_and_limits(client) -
     assert extra["limits"]["max_completion_tokens"] == 2048 and extra["limits"]["token_budget"] == 512
 
 
+def test_the_engine_and_the_generator_share_the_model_lock(live) -> None:
+    service = live[1]
+    assert service.engine.model is service.generator.guarded  # every pass holds the lock a generation step holds
+    assert service.engine.model.lock is service.generator.lock
+
+
 def test_scoring_through_extra_body_equals_v1_score(client, base_url) -> None:
     messages = [{"role": "user", "content": TICKET}]
     answer = client.chat.completions.create(model="gemma3-270m", messages=messages, extra_body={"scoring": SCORING})
