@@ -23,8 +23,9 @@ class Gemma3Model(Model):
     }
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        # The scale is rounded to the model's dtype first, as transformers does.
-        scale = torch.tensor(self.config.hidden**0.5, dtype=self.dtype, device=self.device)
+        # The scale is rounded to the model's dtype first, as transformers does; a Python scalar (not a tensor
+        # made on the host) so that the pass can be captured in a CUDA graph.
+        scale = torch.tensor(self.config.hidden**0.5, dtype=self.dtype).item()
         return super().embed(tokens) * scale  # [T, D]
 
     def layer(self, index: int, x, residual, launch: Launch):
