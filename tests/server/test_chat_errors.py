@@ -46,6 +46,7 @@ def error(client: TestClient, body: dict, status: int = 400) -> dict:
     ({"messages": HELLO, "top_p": 0}, "invalid_request_body", "top_p"),
     ({"messages": HELLO, "max_tokens": 0}, "invalid_request_body", "max_tokens"),
     ({"model": "gemma3-270m"}, "invalid_request_body", "messages"),
+    ({"messages": []}, "empty_list", "messages"),
     ({"messages": [{"role": "user", "content": [{"type": "image", "text": "x"}]}]}, "unsupported_content", "messages"),
 ])
 def test_refused_before_the_model_is_needed(client, body, code, param) -> None:

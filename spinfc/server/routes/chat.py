@@ -42,6 +42,9 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     refuse_unsupported(data)
     scoring = data.scoring is not None or bool(data.packs)
     if not scoring:  # what can be checked without the model is checked first
+        if not data.messages:
+            raise ApiError(400, "empty_list", "`messages` is empty: give at least one, e.g. "
+                           '[{"role": "user", "content": "..."}]', param="messages")
         sampling = sampling_of(data, ctx)
         messages = [{"role": m.role, "content": text_of(m.content)} for m in data.messages]
     service.ready_engine()
