@@ -25,34 +25,29 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import job  # noqa: E402
 
-from spinfc import frontend, passes, registry  # noqa: E402
-from spinfc.compiler import lower_program  # noqa: E402
+from spinfc import registry  # noqa: E402
 from spinfc.runtime.loader import load_model  # noqa: E402
 
 
 def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[float, torch.Tensor, dict]:
-    """Seconds, logprobs [contents, questions, options], and the plan's numbers."""
-    model = load_model(model_name)
-    start = time.perf_counter()
-    program = frontend.program_from_request(job.request_body(contents), model_name)
-    program = passes.run(attrs_evolve(program, budget=budget))
-    out = torch.zeros(len(contents), len(job.QUESTIONS), len(job.OPTIONS))
-    with torch.inference_mode():
-        for layout, launch in zip(program.layouts, lower_program(program)):
-            logprobs = model.forward(launch)
-            for read, value in zip(layout.reads, logprobs.tolist()):
-                if not program.contents[read.content].is_floor:
-                    out[read.content, read.question, read.option] += value
-    seconds = time.perf_counter() - start
-    used = sum(p.used for p in program.plan.passes)
-    plan = {"passes": len(program.plan.passes), "fill": used / (len(program.plan.passes) * budget), "tokens": used}
+    """Seconds, logprobs [contents, questions, options], and the engine's numbers: the request goes through the
+    engine a server runs (compile, pack, the passes trimmed to the blocks they use on the CPU, results)."""
+    import asyncio
+
+    from spinfc.runtime.engine import Engine
+
+    engine = Engine(load_model(model_name), budget=budget).start()
+    try:
+        start = time.perf_counter()
+        scored = asyncio.run(engine.score(engine.compile(job.request_body(contents))))
+        seconds = time.perf_counter() - start
+    finally:
+        engine.close()
+    out = torch.tensor([[[o.logprob for o in result.combinations[0].options] for result in per_input]
+                        for per_input in scored.results()])
+    stats = engine.stats
+    plan = {"passes": stats.passes, "tokens": stats.rows_used, "rows_launched": stats.rows_total}
     return seconds, out, plan
-
-
-def attrs_evolve(program, **changes):
-    import attrs
-
-    return attrs.evolve(program, **changes)
 
 
 def hf_model(model_name: str):
@@ -143,7 +138,8 @@ def main() -> int:
             "hf-kv-reuse vs hf-each": (reuse - each).abs().max().item()}
     rate = {name: count / s for name, count, s in rows}
     print(f"model {args.model}, {args.contents} contents x {n_questions} questions, token budget "
-          f"{args.token_budget}: {plan['passes']} passes, {plan['fill']:.0%} full, {plan['tokens']} tokens")
+          f"{args.token_budget}: {plan['passes']} passes, {plan['tokens']} tokens (the floor included) in "
+          f"{plan['rows_launched']} rows launched")
     print(f"max |logprob difference|: " + ", ".join(f"{k} {v:.2e}" for k, v in diff.items()))
     print(f"{'method':<12} {'questions':>9} {'seconds':>8} {'questions/s':>12} {'spinfc is':>10}")
     for name, count, s in rows:

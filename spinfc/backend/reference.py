@@ -13,9 +13,10 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-# Queries of one span are processed this many at a time, so the scores of a long span stay small
-# ([H, 1024, span] floats rather than [H, span, span]).
-QUERY_BLOCK = 1024
+# Queries of one span are processed this many at a time, each block against only the keys some row of it can see
+# (j < block stop and ends[j] > block start): a block of question rows reads the content and its own branches,
+# not the whole tree, and the scores stay small ([H, 128, keys] floats rather than [H, span, span]).
+QUERY_BLOCK = 128
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool) -> torch.Tensor:
@@ -100,25 +101,27 @@ def tree_attention(
     # Padding rows: a softmax over the row's own key alone is 1, so the output is that row's value.
     out = v.repeat_interleave(group, dim=1).to(q.dtype).clone()  # [T, H, D]
     for start, stop in spans:
-        k_span = k[start:stop].float().permute(1, 0, 2)  # [Hk, S, D]
-        v_span = v[start:stop].float().permute(1, 0, 2)  # [Hk, S, D]
-        key_index = torch.arange(start, stop, device=q.device)  # [S]
+        k_span = k[start:stop].float()  # [S, Hk, D]
+        v_span = v[start:stop].float()  # [S, Hk, D]
         key_end = ends[start:stop].long()  # [S]
-        key_pos = positions[start:stop]  # [S]
         for q_start in range(start, stop, QUERY_BLOCK):
             q_stop = min(q_start + QUERY_BLOCK, stop)
-            keys = q_stop - start  # keys after the last query of the block are never visible
+            # keys after the block's last query, or whose subtree ends before its first, are never visible
+            keys = torch.nonzero(key_end[: q_stop - start] > q_start).squeeze(1)  # [K] offsets in the span
+            key_index = keys + start  # [K]
             query_index = torch.arange(q_start, q_stop, device=q.device)[:, None]  # [B, 1]
-            visible = (key_index[None, :keys] <= query_index) & (query_index < key_end[None, :keys])  # [B, keys]
+            visible = (key_index[None, :] <= query_index) & (query_index < key_end[keys][None, :])  # [B, K]
             if window is not None:
-                distance = positions[q_start:q_stop, None] - key_pos[None, :keys]
+                distance = positions[q_start:q_stop, None] - positions[key_index][None, :]
                 visible &= distance < window
             q_block = q[q_start:q_stop].float().reshape(q_stop - q_start, Hk, group, D)
             q_block = q_block.permute(1, 2, 0, 3)  # [Hk, G, B, D]
-            scores = torch.matmul(q_block, k_span[:, None, :keys].transpose(-1, -2)) * scale  # [Hk, G, B, keys]
+            k_block = k_span[keys].permute(1, 0, 2)[:, None]  # [Hk, 1, K, D]
+            v_block = v_span[keys].permute(1, 0, 2)[:, None]  # [Hk, 1, K, D]
+            scores = torch.matmul(q_block, k_block.transpose(-1, -2)) * scale  # [Hk, G, B, K]
             scores = scores.masked_fill(~visible, float("-inf"))
             weights = torch.softmax(scores, dim=-1)
-            block_out = torch.matmul(weights, v_span[:, None, :keys])  # [Hk, G, B, D]
+            block_out = torch.matmul(weights, v_block)  # [Hk, G, B, D]
             out[q_start:q_stop] = block_out.permute(2, 0, 1, 3).reshape(q_stop - q_start, H, D).to(q.dtype)
     return out
 
