@@ -81,3 +81,11 @@ def wait_until(condition, timeout: float = 120, what: str = "condition") -> None
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)
+
+
+def wait_ready(client, timeout: float = 600, interval: float = 0.2) -> None:
+    """Poll /readyz through a test client until it answers 200; fail with its last answer after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, client.get("/readyz").json()
+        time.sleep(interval)

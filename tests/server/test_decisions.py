@@ -4,7 +4,6 @@ questions over one state, answered from one read; a question set too large for o
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 from litestar.testing import TestClient
@@ -12,6 +11,7 @@ from litestar.testing import TestClient
 from spinfc.config import EngineSettings, Limits, ServerSettings, Settings
 from spinfc.runtime.decisions import gini_confidence
 from spinfc.server.app import create_app
+from .live import wait_ready
 
 STATE = "Customer message: I was charged twice for my order and the parcel still has not arrived. Refund me now!"
 TOPICS = {"billing": "charges, invoices and refunds", "delivery": "parcels, couriers and delays",
@@ -34,10 +34,7 @@ def client():
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="none"),
                         server=ServerSettings(trusted_token="front"), limits=Limits(max_query_tokens=64))
     with TestClient(create_app(settings), timeout=600) as client:
-        deadline = time.monotonic() + 600
-        while client.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, client.get("/readyz").json()
-            time.sleep(0.2)
+        wait_ready(client)
         yield client
 
 

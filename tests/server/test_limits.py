@@ -7,7 +7,6 @@ check runs before any pass, so these tests cost no forward pass but the one that
 from __future__ import annotations
 
 import copy
-import time
 
 import pytest
 from litestar.testing import TestClient
@@ -15,6 +14,7 @@ from litestar.testing import TestClient
 from spinfc.config import EngineSettings, Limits, ServerSettings, Settings
 from spinfc.config.limits import LIMIT_NAMES
 from spinfc.server.app import create_app
+from .live import wait_ready
 
 TRUSTED = {"Authorization": "Bearer front"}
 TEXT = "Customer message: the parcel never arrived and I want my money back."
@@ -35,10 +35,7 @@ def client():
                         server=ServerSettings(trusted_token="front"),
                         limits=Limits(max_body_bytes=20_000, max_options=6))
     with TestClient(create_app(settings), timeout=600) as client:
-        deadline = time.monotonic() + 600
-        while client.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, client.get("/readyz").json()
-            time.sleep(0.2)
+        wait_ready(client)
         yield client
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from spinfc.frontend import load_pack
 from spinfc.packsrc import PackSourceError
 from spinfc.runtime.pack_scores import score_pack
 from spinfc.server.app import create_app
+from .live import wait_ready
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -78,10 +78,7 @@ def client(folder):
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="none"),
                         features=FeatureSettings(packs=(str(folder),)))
     with TestClient(create_app(settings), timeout=600) as client:
-        deadline = time.monotonic() + 600
-        while client.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, client.get("/readyz").json()
-            time.sleep(0.2)
+        wait_ready(client)
         yield client
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import math
-import time
 
 import pytest
 from litestar.testing import TestClient
 
 from spinfc.config import EngineSettings, Limits, Settings
 from spinfc.server.app import create_app
+from .live import wait_ready
 
 TICKET = "Customer support message:\nI was charged twice for September, please refund one of the charges."
 OTHER = "Customer support message:\nThe app crashes every time I open the settings page."
@@ -37,10 +37,7 @@ def started():
                         limits=Limits(max_options=6, max_content_tokens=200, max_body_bytes=20_000))
     with TestClient(create_app(settings), timeout=600) as client:
         while_loading = (client.get("/healthz"), client.get("/readyz"), client.post("/v1/score", json=SEED))
-        deadline = time.monotonic() + 600
-        while client.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, client.get("/readyz").json()
-            time.sleep(0.5)
+        wait_ready(client)
         yield client, while_loading
 
 
