@@ -86,8 +86,9 @@ class Bench:
         square = 2 * n**3 / self.bench_ms(lambda: a @ b) / 1e9
         x = torch.randn(T, c.hidden, device=self.device, dtype=self.dtype)
         m = torch.randn(T, c.intermediate, device=self.device, dtype=self.dtype)
-        w = self.ours.layers[0]
-        products = [(x, w[k]) for k in ("q", "k", "v", "o", "gate", "up")] + [(m, w["down"])]
+        w = self.ours.layers[0]  # the products the model runs: fused q/k/v and gate/up where it fused them
+        names = ("qkv", "o", "gate_up", "down") if "qkv" in w else ("q", "k", "v", "o", "gate", "up", "down")
+        products = [(m if name == "down" else x, w[name]) for name in names]
         flops = sum(2 * T * weight.shape[0] * weight.shape[1] for _, weight in products)
         layer = flops / self.bench_ms(lambda: [F.linear(i, weight) for i, weight in products]) / 1e9
         self.results["matmul_tflops"] = {"square_8192": round(square, 3), "model_layer": round(layer, 3)}
@@ -153,13 +154,13 @@ class Bench:
         c, T = self.config, self.job.shape[0]
         new = lambda *shape: torch.randn(*shape, device=self.device, dtype=self.dtype)  # noqa: E731
         x, r, w = new(T, c.hidden), new(T, c.hidden), new(c.hidden)
-        q, k = new(T, c.heads, c.head_dim), new(T, c.kv_heads, c.head_dim)
+        qkv = new(T, c.heads + 2 * c.kv_heads, c.head_dim)
         gate_up = new(T, 2 * c.intermediate)
         positions = self.job.launches[0].positions.to(self.device)
         ms = {
             "add_rms_norm_x2": 2 * self.bench_ms(lambda: triton_ops.add_rms_norm(x, r, w, 1e-5, False)),
-            "rope_q_and_k": self.bench_ms(lambda: (triton_ops.apply_rope(q, positions, 5e5),
-                                                   triton_ops.apply_rope(k, positions, 5e5))),
+            "rope_q_and_k": self.bench_ms(lambda: triton_ops.apply_rope(qkv[:, :c.heads + c.kv_heads], positions,
+                                                                        5e5)),  # one launch, as the model runs it
             "gated_act": self.bench_ms(lambda: triton_ops.gated_act(gate_up[:, :c.intermediate],
                                                                   gate_up[:, c.intermediate:], "silu")),
         }

@@ -9,6 +9,10 @@ import torch
 
 from spinfc.backend import reference as _reference
 
+# Warps per row program: None picks one warp per 256 columns (at most 16). Module-level so a tuning script can try
+# others; the warp count changes only the order of one row's own sum, never mixes rows.
+NUM_WARPS: int | None = None
+
 
 @triton.jit
 def _rms_norm_kernel(
@@ -50,7 +54,7 @@ def _launch(x, residual, weight, eps, unit_offset):
         x, residual if residual is not None else x, weight, out, res_out,
         x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0), res_out.stride(0), D, eps,
         HAS_RESIDUAL=residual is not None, UNIT_OFFSET=unit_offset, BLOCK_D=block_d,
-        num_warps=min(16, max(1, block_d // 256)),
+        num_warps=NUM_WARPS or min(16, max(1, block_d // 256)),
     )
     return out, res_out
 

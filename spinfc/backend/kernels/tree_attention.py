@@ -83,13 +83,19 @@ def _tree_attention_kernel(
              mask=dim_ok[None, :])
 
 
-def blocks_for(head_dim: int, rows: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps) for a head dim and row count: fixed (no autotuning), so a launch shape always
-    runs the same code. BLOCK_N (the key tile, which sets the reduction order) divides `ALIGNMENT`; BLOCK_M
-    (which rows run together, which does not change any row's result) is 128 where the rows allow it."""
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) per head-dim class, as `blocks_for` picks them. Module-level so a
+# tuning script can try others; BLOCK_N must divide ALIGNMENT (it sets the reduction order), the rest do not
+# change any row's result.
+BLOCKS = {"d128_m128": (128, 64, 8, 3), "d128_m64": (64, 64, 4, 3), "d256": (64, 32, 8, 3)}
+
+
+def blocks_for(head_dim: int, rows: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages) for a head dim and row count: fixed (no autotuning), so a launch
+    shape always runs the same code. BLOCK_N (the key tile, which sets the reduction order) divides `ALIGNMENT`;
+    BLOCK_M (which rows run together, which does not change any row's result) is 128 where the rows allow it."""
     if head_dim <= 128:
-        return (128, 64, 8) if rows % 128 == 0 else (64, 64, 4)
-    return 64, 32, 8
+        return BLOCKS["d128_m128"] if rows % BLOCKS["d128_m128"][0] == 0 else BLOCKS["d128_m64"]
+    return BLOCKS["d256"]
 
 
 def visible_key_blocks(
@@ -126,11 +132,12 @@ def tree_attention(
     *,
     scale: float,
     window: int | None,
-    blocks: tuple[int, int, int] | None = None,
+    blocks: tuple[int, ...] | None = None,
 ) -> torch.Tensor:
     """q: [T, H, D], k, v: [T, Hk, D] (rows of each with a unit last stride), ends: [T] int32, positions: [T] int64
     -> [T, H, D] in q.dtype, equal to `reference.tree_attention` under the layout invariants above. `spans` is
-    accepted for the ops signature and not read. `blocks` overrides (BLOCK_M, BLOCK_N, num_warps) (tests)."""
+    accepted for the ops signature and not read. `blocks` overrides (BLOCK_M, BLOCK_N, num_warps[, num_stages])
+    (tests, tuning)."""
     T, H, D = q.shape
     Hk = k.shape[1]
     if k.shape != (T, Hk, D) or v.shape != (T, Hk, D) or H % Hk:
@@ -145,7 +152,7 @@ def tree_attention(
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.stride(2) != 1:
             raise ValueError(f"tree_attention: {name} must have a unit stride in its last dimension")
-    block_m, block_n, num_warps = blocks or blocks_for(D, T)
+    block_m, block_n, num_warps, *stages = blocks or blocks_for(D, T)
     if ALIGNMENT % block_n:
         raise ValueError(f"tree_attention: the key block {block_n} must divide the content alignment {ALIGNMENT}")
     if T % block_m or T % block_n:
@@ -158,6 +165,7 @@ def tree_attention(
         block_list.stride(0), scale * 1.4426950408889634, window if window is not None else 0,
         GROUP=H // Hk, HEAD_DIM=D, BLOCK_D=triton.next_power_of_2(D),
         BLOCK_M=block_m, BLOCK_N=block_n, HAS_WINDOW=window is not None, num_warps=num_warps,
+        num_stages=stages[0] if stages else 3,
     )
     return out
 

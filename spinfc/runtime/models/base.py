@@ -67,10 +67,13 @@ class Model:
         weights_hash: str | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
+        fuse: bool | None = None,
     ):
         """Build a stack from a config and a state dict in Hugging Face naming (tensors are moved to `device` and
         cast to `dtype` where given). Without `weights_hash`, the hash is computed from the tensors' bytes (which
-        reads every weight: pass a label for large random-weight models)."""
+        reads every weight: pass a label for large random-weight models). `fuse` (default: on CUDA) concatenates
+        each layer's q/k/v and gate/up weights so a layer runs two matmuls where it ran five
+        (`fuse_projections`)."""
         if config.family != self.family:
             raise ValueError(f"{type(self).__name__} builds {self.family} models, not a {config.family} config")
         self.config, self.name, self.ops = config, name, ops or _default_ops()
@@ -99,6 +102,21 @@ class Model:
                 "it is not the architecture its config names, or uses a feature spinfc does not implement"
             )
         self._check_shapes()
+        if self.device.type == "cuda" if fuse is None else fuse:
+            self.fuse_projections()
+
+    def fuse_projections(self) -> None:
+        """Give every layer `qkv` ([(H + 2 Hk) Dh, D]: q, k, v stacked) and `gate_up` ([2 F, D]) weights, and make
+        q, k, v, gate and up views into them (no second copy is kept). The forward then runs one matmul for q, k
+        and v and one for gate and up: larger products run closer to the matrix units' rate. A row's result is
+        still that row's alone (each output element is the same dot product), so batch invariance is unchanged."""
+        for w in self.layers:
+            if "qkv" in w:
+                continue
+            w["qkv"] = torch.cat((w["q"], w["k"], w["v"]))
+            w["q"], w["k"], w["v"] = w["qkv"].split((w["q"].shape[0], w["k"].shape[0], w["v"].shape[0]))
+            w["gate_up"] = torch.cat((w["gate"], w["up"]))
+            w["gate"], w["up"] = w["gate_up"].split((w["gate"].shape[0], w["up"].shape[0]))
 
     @staticmethod
     def _take(state: dict[str, torch.Tensor], key: str) -> torch.Tensor:
@@ -158,41 +176,64 @@ class Model:
         return F.embedding(tokens, self.embed_weight)  # [T, D]
 
     def attention(
-        self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool
+        self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool,
+        keep: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """h: [T, D] normed -> the attention block's output [T, D] (after o_proj): projections, optional per-head
-        q/k norms, rope at each row's position, and tree attention over the launch's spans."""
+        q/k norms, rope at each row's position, and tree attention over the launch's spans. With `keep` ([R]
+        row indices) only those rows' outputs are projected and returned: [R, D] (every row's keys and values
+        are still computed and attended)."""
         c, T = self.config, h.shape[0]
-        q = F.linear(h, w["q"]).view(T, c.heads, c.head_dim)  # [T, H, Dh]
-        k = F.linear(h, w["k"]).view(T, c.kv_heads, c.head_dim)  # [T, Hk, Dh]
-        v = F.linear(h, w["v"]).view(T, c.kv_heads, c.head_dim)  # [T, Hk, Dh]
+        H, Hk, Dh = c.heads, c.kv_heads, c.head_dim
+        if "qkv" in w:
+            qkv = F.linear(h, w["qkv"]).view(T, H + 2 * Hk, Dh)  # [T, H + 2 Hk, Dh]
+            q, k, v = qkv.split((H, Hk, Hk), dim=1)  # views
+        else:
+            q = F.linear(h, w["q"]).view(T, H, Dh)  # [T, H, Dh]
+            k = F.linear(h, w["k"]).view(T, Hk, Dh)  # [T, Hk, Dh]
+            v = F.linear(h, w["v"]).view(T, Hk, Dh)  # [T, Hk, Dh]
         if qk_norm:
-            q = self.norm(q.reshape(T * c.heads, c.head_dim), w["q_norm"]).view(T, c.heads, c.head_dim)
-            k = self.norm(k.reshape(T * c.kv_heads, c.head_dim), w["k_norm"]).view(T, c.kv_heads, c.head_dim)
-        q = self.ops.apply_rope(q, launch.positions, theta)
-        k = self.ops.apply_rope(k, launch.positions, theta)
+            q = self.norm(q.reshape(T * H, Dh), w["q_norm"]).view(T, H, Dh)
+            k = self.norm(k.reshape(T * Hk, Dh), w["k_norm"]).view(T, Hk, Dh)
+        if "qkv" in w and not qk_norm:  # q and k are adjacent heads of qkv: one rope launch for both
+            q, k = self.ops.apply_rope(qkv[:, : H + Hk], launch.positions, theta).split((H, Hk), dim=1)
+        else:
+            q = self.ops.apply_rope(q, launch.positions, theta)
+            k = self.ops.apply_rope(k, launch.positions, theta)
         out = self.ops.tree_attention(
             q, k, v, launch.ends, launch.positions, launch.spans, scale=c.attention_scale, window=window
         )  # [T, H, Dh]
-        return F.linear(out.reshape(T, c.heads * c.head_dim), w["o"])
+        if keep is not None:
+            out = out[keep]  # [R, H, Dh]
+        return F.linear(out.reshape(out.shape[0], H * Dh), w["o"])
 
     def mlp(self, w: dict, h: torch.Tensor, kind: str) -> torch.Tensor:
         """h: [T, D] normed -> down(act(gate(h)) * up(h)): [T, D]."""
+        if "gate_up" in w:
+            F_ = self.config.intermediate
+            gate_up = F.linear(h, w["gate_up"])  # [T, 2F]
+            return F.linear(self.ops.gated_act(gate_up[:, :F_], gate_up[:, F_:], kind), w["down"])
         return F.linear(self.ops.gated_act(F.linear(h, w["gate"]), F.linear(h, w["up"]), kind), w["down"])
 
-    def layer(self, index: int, x, residual, launch: Launch) -> tuple[torch.Tensor, torch.Tensor]:
+    def layer(
+        self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, residual) [T, D] each -> the layer's (x, residual); with `keep` ([R] rows) the outputs hold those
+        rows only, [R, D] each: attention still reads every row, and the rest of the layer runs on R rows."""
         raise NotImplementedError(f"{type(self).__name__} must say how its layers are wired")
 
     @torch.inference_mode()
     def forward(self, launch: Launch) -> torch.Tensor:
         """log p(read_token[k] | what row rows[read_row[k]] sees), one float32 per read: [N]. Logits are
-        computed only at the answer rows, which are gathered before the final norm."""
+        computed only at the answer rows. The last layer keeps only the answer rows after its attention (its o_proj
+        and MLP run on R rows, not T: no other row's output is ever read)."""
         x, residual = self.embed(launch.tokens), None  # [T, D]
-        for index in range(self.config.layers):
+        last = self.config.layers - 1
+        for index in range(last):
             x, residual = self.layer(index, x, residual, launch)
-        rows = launch.rows
+        x, residual = self.layer(last, x, residual, launch, keep=launch.rows)  # [R, D] each
         final, _ = self.ops.add_rms_norm(
-            x[rows], residual[rows], self.final_norm, self.config.norm_eps, self.NORM_UNIT_OFFSET
+            x, residual, self.final_norm, self.config.norm_eps, self.NORM_UNIT_OFFSET
         )  # [R, D]
         return self.ops.answer_logprobs(final, self.lm_head, launch.read_row, launch.read_token)
 

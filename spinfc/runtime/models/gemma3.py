@@ -28,8 +28,9 @@ class Gemma3Model(Model):
         scale = torch.tensor(self.config.hidden**0.5, dtype=self.dtype).item()
         return super().embed(tokens) * scale  # [T, D]
 
-    def layer(self, index: int, x, residual, launch: Launch):
-        """h = x + residual; h += post_norm(attn(norm(h))); h += post_ff_norm(mlp(pre_ff_norm(h)))."""
+    def layer(self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None):
+        """h = x + residual; h += post_norm(attn(norm(h))); h += post_ff_norm(mlp(pre_ff_norm(h))); with `keep`,
+        only those rows after the attention."""
         c, w = self.config, self.layers[index]
         sliding = c.is_sliding(index)
         h, residual = self.add_norm(x, residual, w["input_norm"])
@@ -38,6 +39,9 @@ class Gemma3Model(Model):
             theta=c.rope_local_theta if sliding else c.rope_theta,
             window=c.sliding_window if sliding else None,
             qk_norm=True,
+            keep=keep,
         )
+        if keep is not None:
+            residual = residual[keep]  # [R, D]
         h, residual = self.add_norm(self.norm(attn, w["post_attn_norm"]), residual, w["pre_ff_norm"])
         return self.norm(self.mlp(w, h, "gelu_tanh"), w["post_ff_norm"]), residual

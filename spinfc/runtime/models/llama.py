@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from spinfc.backend.launch import Launch
 from spinfc.runtime.models.base import COMMON_LAYER_WEIGHTS, Model
 
@@ -11,10 +13,14 @@ class LlamaModel(Model):
     LAYER_WEIGHTS = {**COMMON_LAYER_WEIGHTS, "post_attn_norm": "post_attention_layernorm.weight"}
     QK_NORM = False
 
-    def layer(self, index: int, x, residual, launch: Launch):
-        """h = x + residual; h += attn(norm(h)); h += mlp(norm(h)), handed on as (mlp output, residual)."""
+    def layer(self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None):
+        """h = x + residual; h += attn(norm(h)); h += mlp(norm(h)), handed on as (mlp output, residual); with
+        `keep`, only those rows after the attention."""
         w = self.layers[index]
         h, residual = self.add_norm(x, residual, w["input_norm"])
-        attn = self.attention(w, h, launch, theta=self.config.rope_theta, window=None, qk_norm=self.QK_NORM)
+        attn = self.attention(w, h, launch, theta=self.config.rope_theta, window=None, qk_norm=self.QK_NORM,
+                              keep=keep)
+        if keep is not None:
+            residual = residual[keep]  # [R, D]
         h, residual = self.add_norm(attn, residual, w["post_attn_norm"])
         return self.mlp(w, h, "silu"), residual
