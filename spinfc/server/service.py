@@ -3,7 +3,8 @@
 Loading happens in the app's lifespan as a background task, so /healthz answers while weights load:
 
     loading  -> resolve the model name, load the weights (in a thread)
-    warming  -> start the engine, run one warm-up pass
+    warming  -> on CUDA, compile every kernel and capture the pass's CUDA graph (one fixed launch shape,
+                `backend.serving`); start the engine, run one warm-up pass
     ready    -> /readyz 200, /v1/score runs
     failed   -> /readyz 503 model_failed, with the reason; the log has the traceback
 
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator, Callable
 import torch
 
 from spinfc import __version__
+from spinfc.backend import serving
 from spinfc.config import Settings
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
@@ -35,8 +37,14 @@ log = logging.getLogger("spinfc.server")
 
 
 def load_default(name: str, dtype: torch.dtype, device: str):
+    """The named model on `device`: with the Triton ops on CUDA (what `serving.graph_model` captures), with the
+    PyTorch reference ops elsewhere."""
     from spinfc.runtime.loader import load_model
 
+    if device.startswith("cuda"):
+        from spinfc.backend import triton_ops
+
+        return load_model(name, dtype=dtype, device=device, ops=triton_ops)
     return load_model(name, dtype=dtype, device=device)
 
 
@@ -108,18 +116,29 @@ class Service:
         config = self.settings.engine
         try:
             device = config.resolved_device()
-            dtype = getattr(torch, config.dtype)
+            budget = config.resolved_budget()
+            on_cuda = device.startswith("cuda")
+            # On CUDA: the Triton ops in half precision, every pass one fixed shape replayed from a CUDA graph.
+            dtype_name = serving.cuda_dtype(config.dtype) if on_cuda else config.dtype
+            shape = serving.launch_shape(budget) if on_cuda else None  # a budget the kernels cannot run fails here
             started = time.perf_counter()
             self.source = await asyncio.to_thread(resolve, config.model)
-            model = await asyncio.to_thread(self._load_model, config.model, dtype, device)
-            log.info("loaded %s on %s in %.1f s", self.source.name, device, time.perf_counter() - started)
-            self.fingerprint = fingerprint(model, config.dtype, device)
+            model = await asyncio.to_thread(self._load_model, config.model, getattr(torch, dtype_name), device)
+            log.info("loaded %s on %s in %s in %.1f s", self.source.name, device, dtype_name,
+                     time.perf_counter() - started)
+            self.fingerprint = fingerprint(model, dtype_name, device)
             self.metrics.set_info(version=__version__, model=self.source.name, device=device,
                                   fingerprint=self.fingerprint)
             self.status = "warming"
+            options = {}
+            if on_cuda:  # compile every kernel of the one launch shape and capture the pass, before /readyz
+                started = time.perf_counter()
+                model = await asyncio.to_thread(serving.graph_model, model, shape)
+                options = serving.engine_options(shape)
+                log.info("captured the pass %s in %.1f s", shape, time.perf_counter() - started)
             self.generator = Generator(model)  # the engine gets the guarded model: passes and generation take turns
-            self.engine = Engine(self.generator.guarded, budget=config.resolved_budget(), device=device,
-                                 on_pass=self.metrics.observe_pass).start()
+            self.engine = Engine(self.generator.guarded, budget=budget, device=device,
+                                 on_pass=self.metrics.observe_pass, **options).start()
             if config.warmup != "none":
                 started = time.perf_counter()
                 await self.engine.warm_up()
