@@ -148,11 +148,15 @@ def sustained() -> None:
 
 # ---- 3. attention and element-wise ops -----------------------------------------------------------------------
 
-ATTENTION = [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 64, 4, 3), (128, 64, 4, 2), (64, 64, 4, 3),
-             (64, 64, 4, 4), (64, 64, 8, 3), (128, 32, 4, 3), (128, 32, 8, 3), (64, 32, 4, 3)]
+ATTENTION = {  # run 1: around attempt 1's (128, 64, 8, 3); run 2: around the winner, (64, 32, 4, 3)
+    "wide": [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 64, 4, 3), (128, 64, 4, 2), (64, 64, 4, 3),
+             (64, 64, 4, 4), (64, 64, 8, 3), (128, 32, 4, 3), (128, 32, 8, 3), (64, 32, 4, 3)],
+    "near": [(64, 32, 4, 3), (64, 32, 4, 2), (64, 32, 4, 4), (64, 32, 2, 3), (64, 16, 4, 3), (64, 16, 2, 3),
+             (32, 32, 2, 3), (32, 32, 4, 3), (64, 64, 4, 3)],
+}
 
 
-def attention(job) -> tuple[int, ...]:
+def attention(job, variants: str) -> tuple[int, ...]:
     launch = job.launches[0].to("cuda")
     g = torch.Generator(device="cuda").manual_seed(0)
     q32 = torch.randn(T, C.heads, C.head_dim, device="cuda", generator=g)
@@ -162,7 +166,7 @@ def attention(job) -> tuple[int, ...]:
     q, k, v = q32.to(BF16), k32.to(BF16), v32.to(BF16)
     args = (q, k, v, launch.ends, launch.positions, launch.spans)
     table = {}
-    for blocks in ATTENTION:
+    for blocks in ATTENTION[variants]:
         try:
             got = attention_kernel.tree_attention(*args, scale=C.attention_scale, window=None, blocks=blocks)
             error = rel_error(got, want)
@@ -171,8 +175,9 @@ def attention(job) -> tuple[int, ...]:
             table[str(blocks)] = {"ms": round(t, 4), "rel_error": error}
         except Exception as failure:  # a variant that does not compile is reported, not fatal
             table[str(blocks)] = {"ms": float("inf"), "error": f"{type(failure).__name__}: {failure}"[:200]}
-    table["block list alone"] = {"ms": round(ms(lambda: attention_kernel.visible_key_blocks(
-        launch.ends, launch.positions, None, 128, 64)), 4)}
+    for name, build in (("block list (kernel)", attention_kernel.visible_key_blocks),
+                        ("block list (sort, attempt 1)", attention_kernel.visible_key_blocks_reference)):
+        table[f"{name} 64x32"] = {"ms": round(ms(lambda: build(launch.ends, launch.positions, None, 64, 32)), 4)}
     # rope: q and k in one launch (adjacent heads of a fused qkv output) against two launches
     qkv = randn(T, C.heads + 2 * C.kv_heads, C.head_dim)
     table["rope q,k separately"] = {"ms": round(ms(lambda: (
@@ -197,6 +202,86 @@ def attention(job) -> tuple[int, ...]:
     warps = min((2, 4, 8, 16), key=lambda n: table[f"add_rms_norm warps={n}"]["ms"])
     RESULTS["best"] = {"attention": best, "rms_warps": warps}
     return tuple(int(v) for v in best.strip("()").split(",")), warps
+
+
+def residual_micro() -> None:
+    """An output projection and the norm after it, 32 times in a graph: the add in the norm (F.linear, then
+    add_rms_norm of two tensors) against the add in the matmul (residual.addmm_, then rms_norm of one)."""
+    table = {}
+    w_norm = randn(C.hidden)
+    for name, K in (("o", C.heads * C.head_dim), ("down", C.intermediate)):
+        a, weight, residual = randn(T, K), randn(C.hidden, K), randn(T, C.hidden)
+        ways = {
+            "add in norm": lambda: triton_ops.add_rms_norm(F.linear(a, weight), residual, w_norm, 1e-5, False),
+            "add in matmul": lambda: triton_ops.rms_norm(residual.addmm_(a, weight.t()), w_norm, 1e-5, False),
+        }
+        for way, step in ways.items():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                step()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(32):
+                    step()
+            times = []
+            for _ in range(5):
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                graph.replay()
+                stop.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(stop) / 32)
+            table[f"{name}: {way}"] = {"ms": round(statistics.median(times), 4)}
+            del graph
+        del a, weight, residual
+        torch.cuda.empty_cache()
+    RESULTS["residual"] = table
+    for key, row in table.items():
+        print(f"  {key:28s} {row['ms']:8.4f} ms per projection and norm")
+
+
+def ab_job(state) -> None:
+    """The job with the residual adds in the norms (the default) and in the matmuls, both built and captured,
+    timed alternately (A B A B A B, so drift in the card's clocks falls on both), each checked for invariance."""
+    job, reversed_job, alone = jobs_of(20480)
+    run = lambda model, j: j.scores([model.forward(l.to("cuda")) for l in j.launches])  # noqa: E731
+    models = {}
+    for name, in_matmul in (("add in norm", False), ("add in matmul", True)):
+        graphed = GraphedModel(build_model(C, state, ops=triton_ops, weights_hash="random", fuse=True,
+                                           residual_in_matmul=in_matmul), [job.shape])
+        graphed.warm_up()
+        models[name] = graphed
+    times = {name: [] for name in models}
+    for _ in range(3):
+        for name, graphed in models.items():
+            torch.cuda.synchronize()
+            began = time.perf_counter()
+            run(graphed, job)
+            torch.cuda.synchronize()
+            times[name].append(time.perf_counter() - began)
+    table = {}
+    for name, graphed in models.items():
+        scores = run(graphed, job)
+        reordered, by_itself = run(graphed, reversed_job), run(graphed, alone)
+        seconds = statistics.median(times[name])
+        table[name] = {"seconds": round(seconds, 4), "questions_per_s": round(1344 / seconds, 1),
+                       "all": [round(t, 4) for t in times[name]],
+                       "invariant_reversed": all(torch.equal(scores[k], reordered[k]) for k in scores),
+                       "invariant_alone": all(torch.equal(scores[k], by_itself[k]) for k in by_itself)}
+        table[name]["scores"] = scores
+    gap = max(abs(float(table["add in norm"]["scores"][k] - table["add in matmul"]["scores"][k]))
+              for k in table["add in norm"]["scores"])
+    for row in table.values():
+        del row["scores"]
+    RESULTS["ab_job"] = {"variants": table, "max_gap": gap}
+    print("\n| residual add | seconds | questions/s | all | invariant (reversed, alone) |")
+    print("| --- | ---: | ---: | --- | --- |")
+    for name, row in table.items():
+        print(f"| {name} | {row['seconds']:.3f} | {row['questions_per_s']:,.0f} | {row['all']} | "
+              f"{row['invariant_reversed']}, {row['invariant_alone']} |")
+    print(f"max |logprob gap| between them: {gap:.3g}")
 
 
 # ---- 4. the whole job ----------------------------------------------------------------------------------------
@@ -233,11 +318,11 @@ def variant(state, jobs, *, fuse: bool, trim: bool, lib: str = "default", blocks
     default_blocks = dict(attention_kernel.BLOCKS)
     torch.backends.cuda.preferred_blas_library(lib)
     if blocks:
-        attention_kernel.BLOCKS["d128_m128"] = blocks  # what blocks_for picks when the rows allow it
+        attention_kernel.BLOCKS["d128"] = blocks  # what blocks_for picks for head dim 128
     rms_kernel.NUM_WARPS = warps
     run = lambda model, j: j.scores([model.forward(l.to("cuda")) for l in j.launches])  # noqa: E731
     try:
-        model = build_model(C, state, ops=triton_ops, weights_hash="random", fuse=fuse)
+        model = build_model(C, state, ops=triton_ops, weights_hash="random", fuse=fuse, residual_in_matmul=False)
         if not trim:
             model.forward = untrimmed(model)
         graphed = GraphedModel(model, [job.shape])
@@ -254,7 +339,8 @@ def variant(state, jobs, *, fuse: bool, trim: bool, lib: str = "default", blocks
         seconds = statistics.median(times)
         row = {
             "seconds": round(seconds, 4), "questions_per_s": round(1344 / seconds, 1), "shape": job.shape,
-            "passes": len(job.launches), "invariant_reversed": all(torch.equal(scores[k], reordered[k]) for k in scores),
+            "passes": len(job.launches),
+            "invariant_reversed": all(torch.equal(scores[k], reordered[k]) for k in scores),
             "invariant_alone": all(torch.equal(scores[k], by_itself[k]) for k in by_itself),
             "all": [round(t, 4) for t in times],
         }
@@ -317,30 +403,40 @@ def whole_job(state, attention_blocks, rms_warps) -> None:
 
 
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="ops,matmuls,sustained,job",
+                        help="comma-separated: ops, matmuls, sustained, job (run 1); residual, ab (run 2)")
+    parser.add_argument("--attention", default="wide", choices=sorted(ATTENTION), help="attention variants to time")
+    options = parser.parse_args()
+    parts = options.parts.split(",")
     RESULTS["environment"] = {"torch": torch.__version__, "triton": triton.__version__,
-                              "device": torch.cuda.get_device_name()}
+                              "device": torch.cuda.get_device_name(), "parts": parts}
     log(RESULTS["environment"])
     job = seed_job(C.vocab, contents=24, content_tokens=470, questions=56, question_tokens=20)
     assert job.shape[0] == T, job.shape
-    log("== 3. attention and element-wise ops")
-    blocks, warps = attention(job)
-    save()
-    log("== 1. matmuls at fixed shapes")
-    matmuls()
-    save()
-    log("== 2. sustained: 32 layers of matmuls in a graph")
-    sustained()
-    save()
-    log("== 4. the whole job")
-    g = torch.Generator(device="cuda").manual_seed(0)
-    state = {}
-    for key, value in random_state_dict(C, "cuda", 0).items():
-        state[key] = value.to(BF16)
-        del value
-    del g
-    torch.cuda.empty_cache()
-    whole_job(state, blocks, warps)
-    save()
+    blocks, warps = None, None
+    steps = [("ops", "3. attention and element-wise ops", lambda: attention(job, options.attention)),
+             ("matmuls", "1. matmuls at fixed shapes", matmuls),
+             ("sustained", "2. sustained: 32 layers of matmuls in a graph", sustained),
+             ("residual", "residual add in the norm or in the matmul", residual_micro)]
+    for part, title, step in steps:
+        if part in parts:
+            log("==", title)
+            found = step()
+            if part == "ops":
+                blocks, warps = found
+            save()
+    if "job" in parts or "ab" in parts:
+        log("== 4. the whole job")
+        state = {key: value.to(BF16) for key, value in random_state_dict(C, "cuda", 0).items()}
+        torch.cuda.empty_cache()
+        if "job" in parts:
+            whole_job(state, blocks, warps)
+        if "ab" in parts:
+            ab_job(state)
+        save()
     log("done")
 
 

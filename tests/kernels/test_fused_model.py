@@ -1,6 +1,7 @@
 """A stack with fused projections (one qkv and one gate/up matmul per layer, `Model.fuse_projections`, the CUDA
-default) and the last layer run on the answer rows only computes the same logprobs as the unfused stack with every
-layer on every row (tiny float32 models, Triton ops through the interpreter, and the reference ops)."""
+default), the last layer run on the answer rows only, and optionally the residual adds inside the output
+projections' matmuls (`Model.project`) computes the same logprobs as the unfused stack with every layer on every
+row (tiny float32 models, Triton ops through the interpreter, and the reference ops)."""
 
 from __future__ import annotations
 
@@ -78,11 +79,12 @@ def _unfused_full_forward(model, launch) -> torch.Tensor:
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 @pytest.mark.parametrize("ops", [triton_ops, reference], ids=["triton", "reference"])
-def test_fused_and_trimmed_forward_matches_the_plain_one(family, ops):
+@pytest.mark.parametrize("residual_in_matmul", [False, True], ids=["add-in-norm", "add-in-matmul"])
+def test_fused_and_trimmed_forward_matches_the_plain_one(family, ops, residual_in_matmul):
     config = CONFIGS[family]
     state = _state(config, seed=1)
     launch = _launch(config.vocab, seed=2)
-    fused = build_model(config, state, ops=ops, weights_hash="t", fuse=True)
+    fused = build_model(config, state, ops=ops, weights_hash="t", fuse=True, residual_in_matmul=residual_in_matmul)
     plain = build_model(config, state, ops=ops, weights_hash="t", fuse=False)
     assert "qkv" in fused.layers[0] and "qkv" not in plain.layers[0]
     assert fused.layers[0]["k"].data_ptr() != plain.layers[0]["k"].data_ptr()
@@ -101,3 +103,18 @@ def test_fused_weights_are_views_of_the_stacked_matrices():
     assert w["q"].data_ptr() == w["qkv"].data_ptr() and w["gate"].data_ptr() == w["gate_up"].data_ptr()
     torch.testing.assert_close(w["qkv"][64:96], w["k"], rtol=0, atol=0)
     assert not build_model(CONFIGS["llama"], _state(CONFIGS["llama"], seed=3), weights_hash="t").layers[0].get("qkv")
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_generation_runs_on_fused_weights(family):
+    from spinfc.runtime.models.decode import KVCache
+
+    config = CONFIGS[family]
+    state = _state(config, seed=4)
+    fused = build_model(config, state, weights_hash="t", fuse=True, residual_in_matmul=True)
+    plain = build_model(config, state, weights_hash="t", fuse=False)
+    tokens = torch.tensor([5, 17, 3, 44, 9])
+    got_cache, want_cache = KVCache(config.layers), KVCache(config.layers)
+    torch.testing.assert_close(fused.decode(tokens, got_cache), plain.decode(tokens, want_cache), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(fused.decode(tokens[:1], got_cache), plain.decode(tokens[:1], want_cache), rtol=1e-4,
+                               atol=1e-4)

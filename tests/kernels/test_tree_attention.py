@@ -26,8 +26,8 @@ def qkv(rows: int, heads: int, kv_heads: int, dim: int, generator: torch.Generat
         (4, 2, 16, None, (16, 16, 1), 192),  # GQA, many small blocks
         (2, 2, 24, 7, (16, 16, 1), 192),  # a head dim that is not a power of two, sliding window in positions
         (3, 1, 16, 5, (32, 16, 1), 192),  # query blocks larger than key blocks, one kv head shared by three
-        (2, 1, 32, None, None, 192),  # the launcher's own blocks: 64 x 64 (192 rows)
-        (2, 1, 32, 9, None, 256),  # the launcher's own blocks: 128 x 64 (256 rows)
+        (2, 1, 32, None, None, 192),  # the launcher's own blocks (192 rows)
+        (2, 1, 32, 9, None, 256),  # the launcher's own blocks, with a window (256 rows)
     ],
 )
 def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks, rows):
@@ -71,6 +71,21 @@ def test_visible_key_blocks_skip_other_contents_and_ended_subtrees():
     positions[96:128] = 50
     block_list, count = kernel.visible_key_blocks(ends, positions, 30, 32, 16)
     assert block_list[3, : count[3]].tolist() == [5, 6, 7]  # block 4's positions 0..15 are 35+ behind
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_block_list_kernel_matches_the_sorted_reference(window):
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    for block_m, block_n in ((32, 16), (64, 32), (16, 16)):
+        ends, positions, _ = random_layout(rng, 320, align=32, contents=7)
+        got_list, got_count = kernel.visible_key_blocks(ends, positions, window, block_m, block_n)
+        want_list, want_count = kernel.visible_key_blocks_reference(ends, positions, window, block_m, block_n)
+        assert torch.equal(got_count, want_count), f"seed {seed}, blocks {(block_m, block_n)}"
+        assert int(want_count.min()) >= 1  # every query block sees at least its own rows
+        for q in range(got_count.shape[0]):
+            n = int(want_count[q])
+            assert got_list[q, :n].tolist() == want_list[q, :n].tolist(), f"seed {seed}, query block {q}"
 
 
 @pytest.mark.parametrize("window", [None, 6])

@@ -68,15 +68,18 @@ class Model:
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
         fuse: bool | None = None,
+        residual_in_matmul: bool | None = None,
     ):
         """Build a stack from a config and a state dict in Hugging Face naming (tensors are moved to `device` and
         cast to `dtype` where given). Without `weights_hash`, the hash is computed from the tensors' bytes (which
         reads every weight: pass a label for large random-weight models). `fuse` (default: on CUDA) concatenates
         each layer's q/k/v and gate/up weights so a layer runs two matmuls where it ran five
-        (`fuse_projections`)."""
+        (`fuse_projections`). `residual_in_matmul` (default: on CUDA) adds the output projections (o, down) into
+        the residual stream inside their matmuls where the family allows it (`project`)."""
         if config.family != self.family:
             raise ValueError(f"{type(self).__name__} builds {self.family} models, not a {config.family} config")
         self.config, self.name, self.ops = config, name, ops or _default_ops()
+        self.residual_in_matmul = False  # decided below, once the weights are on their device
         state = {
             key: tensor.to(device=device, dtype=dtype if tensor.is_floating_point() else None)
             for key, tensor in state_dict.items()
@@ -102,8 +105,10 @@ class Model:
                 "it is not the architecture its config names, or uses a feature spinfc does not implement"
             )
         self._check_shapes()
-        if self.device.type == "cuda" if fuse is None else fuse:
+        on_cuda = self.device.type == "cuda"
+        if on_cuda if fuse is None else fuse:
             self.fuse_projections()
+        self.residual_in_matmul = on_cuda if residual_in_matmul is None else residual_in_matmul
 
     def fuse_projections(self) -> None:
         """Give every layer `qkv` ([(H + 2 Hk) Dh, D]: q, k, v stacked) and `gate_up` ([2 F, D]) weights, and make
@@ -167,22 +172,42 @@ class Model:
         return self.ops.rms_norm(x, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET)
 
     def add_norm(self, x, residual, weight) -> tuple[torch.Tensor, torch.Tensor]:
-        """(norm(x + residual), x + residual); the first layer has no residual yet and norms x alone."""
+        """(norm(x + residual), x + residual); the first layer has no residual yet and norms x alone; x None means
+        the residual already holds the sum (`project`)."""
         if residual is None:
             return self.norm(x, weight), x
+        if x is None:
+            return self.norm(residual, weight), residual
         return self.ops.add_rms_norm(x, residual, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         return F.embedding(tokens, self.embed_weight)  # [T, D]
 
+    def project(self, a: torch.Tensor, weight: torch.Tensor, residual) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """An output projection handed on as (x, residual): (a @ weight^T, residual), or, with
+        `residual_in_matmul`, (None, residual + a @ weight^T) with the add inside the matmul (in place: cuBLAS's
+        beta = 1, the sum rounded once from float32), so the next norm reads one tensor instead of two."""
+        if self.residual_in_matmul and residual is not None:
+            return None, residual.addmm_(a, weight.t())
+        return F.linear(a, weight), residual
+
     def attention(
         self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool,
         keep: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """h: [T, D] normed -> the attention block's output [T, D] (after o_proj): projections, optional per-head
-        q/k norms, rope at each row's position, and tree attention over the launch's spans. With `keep` ([R]
-        row indices) only those rows' outputs are projected and returned: [R, D] (every row's keys and values
-        are still computed and attended)."""
+        """h: [T, D] normed -> the attention block's output [T, D] (after o_proj); with `keep` ([R] rows), [R, D]
+        (see `attention_heads`)."""
+        return F.linear(self.attention_heads(w, h, launch, theta=theta, window=window, qk_norm=qk_norm, keep=keep),
+                        w["o"])
+
+    def attention_heads(
+        self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool,
+        keep: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """h: [T, D] normed -> the heads' attention output [T, H * Dh] (before o_proj): projections, optional
+        per-head q/k norms, rope at each row's position, and tree attention over the launch's spans. With `keep`
+        ([R] row indices) only those rows are returned: [R, H * Dh] (every row's keys and values are still
+        computed and attended)."""
         c, T = self.config, h.shape[0]
         H, Hk, Dh = c.heads, c.kv_heads, c.head_dim
         if "qkv" in w:
@@ -195,25 +220,28 @@ class Model:
         if qk_norm:
             q = self.norm(q.reshape(T * H, Dh), w["q_norm"]).view(T, H, Dh)
             k = self.norm(k.reshape(T * Hk, Dh), w["k_norm"]).view(T, Hk, Dh)
-        if "qkv" in w and not qk_norm:  # q and k are adjacent heads of qkv: one rope launch for both
-            q, k = self.ops.apply_rope(qkv[:, : H + Hk], launch.positions, theta).split((H, Hk), dim=1)
-        else:
-            q = self.ops.apply_rope(q, launch.positions, theta)
-            k = self.ops.apply_rope(k, launch.positions, theta)
+        # (One rope launch over q and k, adjacent heads of qkv, measured slower on an H200 than two: 40 heads pad
+        # to 64 in the kernel's tile.)
+        q = self.ops.apply_rope(q, launch.positions, theta)
+        k = self.ops.apply_rope(k, launch.positions, theta)
         out = self.ops.tree_attention(
             q, k, v, launch.ends, launch.positions, launch.spans, scale=c.attention_scale, window=window
         )  # [T, H, Dh]
         if keep is not None:
             out = out[keep]  # [R, H, Dh]
-        return F.linear(out.reshape(out.shape[0], H * Dh), w["o"])
+        return out.reshape(out.shape[0], H * Dh)
 
     def mlp(self, w: dict, h: torch.Tensor, kind: str) -> torch.Tensor:
         """h: [T, D] normed -> down(act(gate(h)) * up(h)): [T, D]."""
+        return F.linear(self.mlp_hidden(w, h, kind), w["down"])
+
+    def mlp_hidden(self, w: dict, h: torch.Tensor, kind: str) -> torch.Tensor:
+        """h: [T, D] normed -> act(gate(h)) * up(h): [T, F] (the MLP before its down projection)."""
         if "gate_up" in w:
             F_ = self.config.intermediate
             gate_up = F.linear(h, w["gate_up"])  # [T, 2F]
-            return F.linear(self.ops.gated_act(gate_up[:, :F_], gate_up[:, F_:], kind), w["down"])
-        return F.linear(self.ops.gated_act(F.linear(h, w["gate"]), F.linear(h, w["up"]), kind), w["down"])
+            return self.ops.gated_act(gate_up[:, :F_], gate_up[:, F_:], kind)
+        return self.ops.gated_act(F.linear(h, w["gate"]), F.linear(h, w["up"]), kind)
 
     def layer(
         self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None
@@ -232,9 +260,7 @@ class Model:
         for index in range(last):
             x, residual = self.layer(index, x, residual, launch)
         x, residual = self.layer(last, x, residual, launch, keep=launch.rows)  # [R, D] each
-        final, _ = self.ops.add_rms_norm(
-            x, residual, self.final_norm, self.config.norm_eps, self.NORM_UNIT_OFFSET
-        )  # [R, D]
+        final, _ = self.add_norm(x, residual, self.final_norm)  # [R, D]
         return self.ops.answer_logprobs(final, self.lm_head, launch.read_row, launch.read_token)
 
     __call__ = forward

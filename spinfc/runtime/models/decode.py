@@ -85,7 +85,5 @@ def decode(model, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
         cache.layer = index
         x, residual = view.layer(index, x, residual, launch)
     cache.positions = torch.cat((cache.positions, positions))
-    final, _ = reference.add_rms_norm(
-        x[-1:], residual[-1:], model.final_norm, model.config.norm_eps, model.NORM_UNIT_OFFSET
-    )  # [1, D]
+    final, _ = view.add_norm(None if x is None else x[-1:], residual[-1:], model.final_norm)  # [1, D] (reference ops)
     return torch.matmul(final.to(model.lm_head.dtype), model.lm_head.t()).float()[0]  # [V]

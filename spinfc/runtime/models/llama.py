@@ -14,13 +14,15 @@ class LlamaModel(Model):
     QK_NORM = False
 
     def layer(self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None):
-        """h = x + residual; h += attn(norm(h)); h += mlp(norm(h)), handed on as (mlp output, residual); with
-        `keep`, only those rows after the attention."""
+        """h = x + residual; h += attn(norm(h)); h += mlp(norm(h)), handed on as (mlp output, residual) (or as
+        (None, h) when the adds run inside the matmuls, `project`); with `keep`, only those rows after the
+        attention."""
         w = self.layers[index]
         h, residual = self.add_norm(x, residual, w["input_norm"])
-        attn = self.attention(w, h, launch, theta=self.config.rope_theta, window=None, qk_norm=self.QK_NORM,
-                              keep=keep)
+        heads = self.attention_heads(w, h, launch, theta=self.config.rope_theta, window=None, qk_norm=self.QK_NORM,
+                                     keep=keep)
         if keep is not None:
             residual = residual[keep]  # [R, D]
-        h, residual = self.add_norm(attn, residual, w["post_attn_norm"])
-        return self.mlp(w, h, "silu"), residual
+        x, residual = self.project(heads, w["o"], residual)
+        h, residual = self.add_norm(x, residual, w["post_attn_norm"])
+        return self.project(self.mlp_hidden(w, h, "silu"), w["down"], residual)
