@@ -159,8 +159,9 @@ class Bench:
         positions = self.job.launches[0].positions.to(self.device)
         ms = {
             "add_rms_norm_x2": 2 * self.bench_ms(lambda: triton_ops.add_rms_norm(x, r, w, 1e-5, False)),
-            "rope_q_and_k": self.bench_ms(lambda: triton_ops.apply_rope(qkv[:, :c.heads + c.kv_heads], positions,
-                                                                        5e5)),  # one launch, as the model runs it
+            "rope_q_and_k": self.bench_ms(lambda: (  # q and k as views of a fused qkv output, as the model runs it
+                triton_ops.apply_rope(qkv[:, :c.heads], positions, 5e5),
+                triton_ops.apply_rope(qkv[:, c.heads:c.heads + c.kv_heads], positions, 5e5))),
             "gated_act": self.bench_ms(lambda: triton_ops.gated_act(gate_up[:, :c.intermediate],
                                                                   gate_up[:, c.intermediate:], "silu")),
         }
