@@ -9,6 +9,21 @@ import attrs
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import OptionSlot, Placeholder, Program, Query, Question, SlotRef, Text
 
+# The most questions one program may expand to. A grid grows as the product of its value lists, so a few hundred
+# bytes of placeholders can ask for millions of questions; the server's `max_prompts_per_input` (default 10,000)
+# refuses such a request before this pass runs, and this cap protects every other caller (`spinfc compile`).
+MAX_QUESTIONS = 1_000_000
+
+
+def grid_size(query: Query) -> int:
+    """How many questions `query` expands to: the product of its placeholders' value counts (1 without any)."""
+    used = set(query.template.placeholders)
+    size = 1
+    for name, values in query.placeholders:
+        if name in used:
+            size *= len(values)
+    return size
+
 
 def expand_placeholders(program: Program) -> Program:
     """Fill `program.questions`, replacing any there were.
@@ -19,8 +34,17 @@ def expand_placeholders(program: Program) -> Program:
     template does not use are ignored). `Question.prompt` is the template text before the slot
     with the values filled in. For extraction slots (text, number, amount, generate) the text after the slot,
     filled in the same way, becomes the slot's `stop`; an option slot ignores the text after it.
-    Raises `CompileError` for a template without a slot or a placeholder without values.
+    Raises `CompileError` for a template without a slot, a placeholder without values, or more than
+    `MAX_QUESTIONS` questions in all (counted before any is built).
     """
+    total = sum(grid_size(query) for query in program.queries)
+    if total > MAX_QUESTIONS:
+        largest = max(program.queries, key=grid_size)
+        raise CompileError(
+            f"the placeholder grids expand to {total:,} questions, more than {MAX_QUESTIONS:,}; query "
+            f"{largest.id!r} alone makes {grid_size(largest):,}", largest.template.loc, code="grid_too_large",
+            hint="give fewer placeholder values, or split the grid across requests",
+        )
     questions = tuple(question for query in program.queries for question in _expand(query))
     return attrs.evolve(program, questions=questions)
 

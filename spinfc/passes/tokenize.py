@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 
 from spinfc.errors import CompileError
@@ -24,6 +26,7 @@ def tokenize_with(program: Program, tokenizer) -> Program:
     tokenizer's pad id (0 when it has none). Stats: contents, content_tokens, questions, prompt_tokens,
     option_tokens. Raises `CompileError` for a prompt or an option that encodes to no tokens.
     """
+    @functools.lru_cache(maxsize=None)  # the same options (" yes", " no") come back for every question of a grid
     def encode(text: str, special: bool) -> tuple[int, ...]:
         return tuple(tokenizer(text, add_special_tokens=special)["input_ids"])
 

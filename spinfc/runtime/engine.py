@@ -201,6 +201,13 @@ class Engine:
         for unit in self._units:
             unit.fail(EngineClosed("the engine shut down before this request ran"))
         self._units = []
+        while True:  # jobs submitted while close() was running
+            try:
+                job = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job.fail(EngineClosed("the engine shut down before this request ran"))
 
     def _admit(self, block: bool) -> bool:
         """Turn queued jobs into units; False once close() was called."""
@@ -210,7 +217,11 @@ class Engine:
             return True
         while job is not None:
             if not job.done:
-                self._admit_job(job)
+                try:
+                    self._admit_job(job)
+                except Exception as error:  # the job's units (if any) are dropped once it is done
+                    log.exception("a request could not be admitted")
+                    job.fail(PassFailed(f"the request could not be queued: {type(error).__name__}: {error}"))
             try:
                 job = self._inbox.get_nowait()
             except queue.Empty:
@@ -293,7 +304,10 @@ class Engine:
         self.stats.rows_total += layout.budget
         self.stats.reads += n
         if self.on_pass is not None:
-            self.on_pass(used, layout.budget, time.perf_counter() - started)
+            try:  # an observer (metrics) that fails must not turn a good pass into a failed one
+                self.on_pass(used, layout.budget, time.perf_counter() - started)
+            except Exception:
+                log.exception("the on_pass observer failed")
         return logprobs
 
     def _deliver(self, unit: Unit, logprobs: list[float]) -> None:

@@ -1,7 +1,8 @@
 """The server's request limits (spinfc.config.Limits), checked on the tokenized, deduplicated program before it is
 packed or laid out: each limit over which a request goes is a 400 whose code names it (`<limit>_exceeded`) and
 whose param points at what was counted. `max_body_bytes` is Litestar's body limit (errors.py maps its 413);
-`max_extractions_per_input` is counted on the frontend's program, before the engine sees it."""
+`max_extractions_per_input` and `max_prompts_per_input` are also counted on the frontend's program, before the
+engine expands its grids."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Collection, Mapping
 from spinfc.config import Limits
 from spinfc.ir.nodes import OptionSlot, Program
 from spinfc.passes.dedupe_prefixes import trie_size
+from spinfc.passes.expand_placeholders import grid_size
 
 
 def check_limits(program: Program, limits: Limits, many_inputs: bool, where: Mapping[str, str] | None = None,
@@ -49,9 +51,13 @@ def check_extractions(program: Program, limits: Limits, where: Mapping[str, str]
     count, last = 0, None
     for query in program.queries:
         if not isinstance(query.slot, OptionSlot):
-            combos = 1
-            for _name, values in query.placeholders:
-                combos *= len(values)
-            count, last = count + combos, where[query.id]
+            count, last = count + grid_size(query), where[query.id]
     if last is not None:
         limits.check("max_extractions_per_input", count, f"{last}.template")
+
+
+def check_prompts(program: Program, limits: Limits) -> None:
+    """`max_prompts_per_input`, counted on the frontend's program (packs' queries included) before the grids are
+    expanded: a few hundred bytes of placeholder values can ask for millions of questions, and the compile thread
+    that every request shares must not build them only to refuse them afterwards."""
+    limits.check("max_prompts_per_input", sum(grid_size(query) for query in program.queries), "scoring.queries")

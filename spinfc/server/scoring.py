@@ -20,7 +20,7 @@ from spinfc.runtime.results import QueryResult
 from spinfc.server.context import CallContext
 from spinfc.server.debug import plan_summary
 from spinfc.server.errors import ApiError
-from spinfc.server.limits import check_extractions, check_limits
+from spinfc.server.limits import check_extractions, check_limits, check_prompts
 from spinfc.server.request_packs import WithPacks, add_packs, resolve_packs, split_results
 from spinfc.server.schemas import PackResult
 from spinfc.server.service import Service
@@ -56,7 +56,9 @@ async def score_body(service: Service, ctx: CallContext, body: dict, pack_ids: l
         program = program_from_request(body, model=engine.model.name)
         check_features(program, ctx)
         check_extractions(program, ctx.limits)
-        return add_packs(program, packs)
+        plan = add_packs(program, packs)
+        check_prompts(plan.program, ctx.limits)
+        return plan
 
     with service.admission.admit():
         plan = await asyncio.to_thread(frontend)

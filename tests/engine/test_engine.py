@@ -145,3 +145,38 @@ def test_extraction_slots_are_refused_with_a_code(model, template: str) -> None:
     assert "not available yet" in refused.value.message and "'month'" in refused.value.message
     assert refused.value.param == "scoring.queries[1].template"
     engine.close()
+
+
+def test_a_failing_pass_observer_does_not_fail_the_pass(model) -> None:
+    def observer(tokens: int, rows: int, seconds: float) -> None:
+        raise ValueError("metrics are broken")
+
+    engine = Engine(model, budget=BUDGET, on_pass=observer)
+    try:
+        _, jobs = run(engine, body(TICKET))
+    finally:
+        engine.close()
+    assert not isinstance(jobs[0], Exception), jobs[0]
+    assert engine.stats.passes >= 1
+
+
+def test_a_request_that_cannot_be_admitted_fails_alone_and_does_not_hang(model, monkeypatch) -> None:
+    import spinfc.runtime.engine as engine_module
+
+    real = engine_module.floor_key
+    calls = []
+
+    def first_fails(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise RuntimeError("no key")
+        return real(*args)
+
+    monkeypatch.setattr(engine_module, "floor_key", first_fails)
+    engine = Engine(model, budget=BUDGET)
+    try:
+        _, jobs = run(engine, body(TICKET), body(OTHER))
+    finally:
+        engine.close()
+    assert isinstance(jobs[0], PassFailed) and "could not be queued" in str(jobs[0])
+    assert not isinstance(jobs[1], Exception), jobs[1]

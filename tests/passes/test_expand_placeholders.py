@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from spinfc.errors import CompileError
@@ -10,6 +11,7 @@ from spinfc.ir.nodes import (
     NumberSlot, OptionSlot, Placeholder, Program, Query, SlotRef, Template, Text, TextSlot,
 )
 from spinfc.passes import expand_placeholders
+from spinfc.passes.expand_placeholders import grid_size
 
 from .programs import LOC, option_query, text_query
 
@@ -71,3 +73,12 @@ def test_template_without_slot_is_an_error():
     query = Query("q", Template("no slot", (Text("no slot"),), LOC), TextSlot())
     with pytest.raises(CompileError, match="has no slot"):
         expand_placeholders(Program("m", (), (query,)))
+
+
+def test_a_grid_over_the_cap_is_refused_before_any_question_is_built():
+    values = tuple(f"v{i}" for i in range(1001))
+    huge = attrs.evolve(grid_query(), placeholders=(("aspect", values), ("who", values)))  # 1,002,001 questions
+    with pytest.raises(CompileError) as caught:
+        expand_placeholders(Program("m", (), (huge,)))
+    assert caught.value.code == "grid_too_large" and "1,002,001" in caught.value.message
+    assert grid_size(grid_query()) == 6

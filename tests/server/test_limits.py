@@ -78,6 +78,14 @@ def test_max_prompts_per_input(client) -> None:
     error = refused(client, "max_prompts_per_input", BODY, "scoring.queries", max_prompts_per_input=3)
     assert "4 questions asked of one input" in error["message"]
     refused(client, "max_prompts_per_input", DECISION, "questions", "/v1/decisions", max_prompts_per_input=1)
+    # a body of under 2 KB asking for a grid of a million questions is refused before the grid is built (built,
+    # it would hold the compile thread that every request shares for minutes)
+    values = [f"v{i}" for i in range(100)]
+    grid = {**BODY, "scoring": {"queries": [{"id": "grid", "template": "\n\n{a} {b} {c}?\nAnswer:<?>",
+                                             "options": [" yes", " no"],
+                                             "placeholders": {"a": values, "b": values, "c": values}}]}}
+    error = refused(client, "max_prompts_per_input", grid, "scoring.queries")
+    assert "1000000 questions" in error["message"].replace(",", "")
 
 
 def test_max_extractions_per_input_at_its_default(client) -> None:
