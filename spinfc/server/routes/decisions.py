@@ -36,6 +36,18 @@ EXAMPLE = Example(summary="a noul, a choice and a score question about one state
                   "criteria": ["calm", "annoyed", "angry"]}}})
 
 
+async def score_rounds(engine, rounds) -> list:
+    """Score every round; when one fails the others are withdrawn (not left running in the engine after the
+    request has given back its admission place), and the first error is raised as it is."""
+    tasks = [asyncio.ensure_future(engine.score(compiled)) for compiled in rounds]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
+
+
 @post(["/v1/decisions", "/v1/systemone"], status_code=200)
 async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions request", examples=[EXAMPLE])],
                     service: ServiceDep, request: Request) -> DecisionResponse:
@@ -47,7 +59,7 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
     ctx.limits.check("max_prompts_per_input", len(queries), "questions")
     with service.admission.admit():
         rounds = await compile_rounds(engine, body, decision_messages(body), queries, ctx.limits)
-        scored = await asyncio.gather(*(engine.score(compiled) for compiled in rounds))
+        scored = await score_rounds(engine, rounds)
     results = {}
     for part in scored:
         (first,) = await asyncio.to_thread(part.results)
