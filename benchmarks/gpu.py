@@ -88,6 +88,10 @@ def main() -> None:
         result["ok"] = result["packed_with_others"] and result["two_passes_reversed"]
         RESULTS["invariance"] = result
         print(json.dumps(result, indent=1, default=str))
+    with section("attention invariance"):
+        result = gpu_checks.attention_invariance(device, dtype)
+        RESULTS["attention_invariance"] = result
+        print(json.dumps(result, indent=1))
     bench = Bench(device, dtype, smoke, RESULTS)
     with section("Llama-3-8B shape: build"):
         bench.build()

@@ -153,3 +153,39 @@ def invariance(device: str, dtype: torch.dtype = BF16, seed: int = 0, others: in
     for name in ("packed_with_others", "two_passes_reversed"):
         result[name] = all(torch.equal(scores["alone"][k], scores[name][k]) for k in keys)
     return result
+
+
+def attention_invariance(device: str, dtype: torch.dtype = BF16, seed: int = 0) -> dict[str, object]:
+    """The tree-attention kernel's promise, where it is made (on CUDA, in `dtype`): every content of a packed layout
+    of real trees (contents at multiples of `ALIGNMENT`, the launcher's own blocks), moved alone to another aligned
+    offset of an otherwise padded layout, gives bit-identical rows. Also reported, not promised: the same with query
+    blocks of 2 x ALIGNMENT rows, which straddle two contents (`straddling_identical`)."""
+    from spinfc.backend.kernels import tree_attention as kernel
+
+    align, rows = kernel.ALIGNMENT, 4096
+    job = small_job(1000, contents=16, budget=rows, block=align, seed=seed, content_tokens=(40, 300), questions=4)
+    launch = job.launches[0].to(device)
+    g = torch.Generator(device=device).manual_seed(seed)
+    results: dict[str, object] = {"contents": len(launch.spans)}
+    for name, blocks, heads, kv_heads, dim, window in (
+        ("d128", None, 32, 8, 128, None), ("d256_window", None, 4, 1, 256, 48),
+        ("straddling_d128", (2 * align, 32, 4), 32, 8, 128, None),
+    ):
+        q, k, v = (torch.randn(rows, h, dim, generator=g, device=device).to(dtype) for h in (heads, kv_heads, kv_heads))
+        packed = kernel.tree_attention(q, k, v, launch.ends, launch.positions, scale=dim**-0.5, window=window,
+                                       blocks=blocks)
+        same = True
+        for a, b in launch.spans:
+            start = rows - align * -(-(b - a) // align) if a == 0 else 0  # somewhere else, still aligned
+            ends = torch.arange(1, rows + 1, dtype=torch.int32, device=device)
+            positions = torch.zeros(rows, dtype=launch.positions.dtype, device=device)
+            ends[start:start + b - a] = launch.ends[a:b] - a + start
+            positions[start:start + b - a] = launch.positions[a:b]
+            moved = [torch.randn(rows, *t.shape[1:], generator=g, device=device).to(dtype) for t in (q, k, v)]
+            for t, m in zip((q, k, v), moved):
+                m[start:start + b - a] = t[a:b]
+            alone = kernel.tree_attention(*moved, ends, positions, scale=dim**-0.5, window=window, blocks=blocks)
+            same &= torch.equal(alone[start:start + b - a], packed[a:b])
+        results[name + "_identical"] = bool(same)
+    results["ok"] = results["d128_identical"] and results["d256_window_identical"]
+    return results

@@ -12,6 +12,8 @@ from spinfc.registry import load_tokenizer
 from spinfc.runtime.engine import Engine, PassFailed, Refused
 from spinfc.runtime.loader import load_model
 
+pytestmark = pytest.mark.slow  # loads a packaged model
+
 BUDGET = 384  # three 128-row blocks: a pass holds three of these small contents
 
 TICKET = "Customer support message:\nI was charged twice for September, please refund one of the charges."

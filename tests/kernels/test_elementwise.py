@@ -3,29 +3,26 @@ interpreted) against the PyTorch reference on fresh random inputs, including str
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
 
 from spinfc.backend.kernels import gated_act, rms_norm, rope
 
 
-def generator() -> torch.Generator:
-    return torch.Generator().manual_seed(random.randrange(1 << 30))
+@pytest.fixture
+def g(seed) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
 
 
 @pytest.mark.parametrize("dim", [64, 48])
 @pytest.mark.parametrize("unit_offset", [False, True])
-def test_rms_norm(dim, unit_offset):
-    g = generator()
+def test_rms_norm(dim, unit_offset, g):
     x, w = torch.randn(7, dim, generator=g) * 3, torch.randn(dim, generator=g)
     torch.testing.assert_close(rms_norm.rms_norm(x, w, 1e-6, unit_offset), rms_norm.reference(x, w, 1e-6, unit_offset))
 
 
 @pytest.mark.parametrize("unit_offset", [False, True])
-def test_add_rms_norm_returns_the_sum_and_its_norm(unit_offset):
-    g = generator()
+def test_add_rms_norm_returns_the_sum_and_its_norm(unit_offset, g):
     x, residual, w = torch.randn(5, 40, generator=g), torch.randn(5, 40, generator=g), torch.randn(40, generator=g)
     normed, summed = rms_norm.add_rms_norm(x, residual, w, 1e-5, unit_offset)
     want_normed, want_summed = rms_norm.reference_add(x, residual, w, 1e-5, unit_offset)
@@ -34,8 +31,7 @@ def test_add_rms_norm_returns_the_sum_and_its_norm(unit_offset):
 
 
 @pytest.mark.parametrize("heads, dim", [(3, 16), (2, 12)])
-def test_rope_in_place_on_a_view(heads, dim):
-    g = generator()
+def test_rope_in_place_on_a_view(heads, dim, g):
     rows = 9
     fused = torch.randn(rows, (heads + 1) * dim, generator=g)  # q and one kv head side by side, as a qkv output
     q = fused[:, : heads * dim].view(rows, heads, dim)
@@ -50,8 +46,7 @@ def test_rope_in_place_on_a_view(heads, dim):
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp")  # exp(-x) -> inf is how sigmoid reaches 0
 @pytest.mark.parametrize("kind", ["silu", "gelu_tanh"])
-def test_gated_act_on_views_of_a_fused_output(kind):
-    g = generator()
+def test_gated_act_on_views_of_a_fused_output(kind, g):
     rows, width = 6, 1500  # more than one column block, and a ragged last one
     fused = torch.randn(rows, 2 * width, generator=g) * 4
     gate, up = fused[:, :width], fused[:, width:]

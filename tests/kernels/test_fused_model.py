@@ -19,6 +19,8 @@ from spinfc.passes.plan_packing import plan_packing
 from spinfc.runtime.models import build_model
 from spinfc.runtime.weights.config import ModelConfig
 
+pytestmark = pytest.mark.slow  # kernels through the interpreter on whole models
+
 CONFIGS = {
     "llama": ModelConfig(family="llama", hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, intermediate=96,
                          vocab=101, rope_theta=10000.0, norm_eps=1e-5, tie_embeddings=False),

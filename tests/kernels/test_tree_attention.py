@@ -1,5 +1,10 @@
 """Tree attention (Triton, interpreted) against the PyTorch reference on fresh random trees, and its batch
-invariance: a content's rows are bit-identical alone and packed with others at another offset."""
+invariance: a content's rows alone and packed with others at another offset.
+
+Under the interpreter the products are NumPy on the host CPU, whose rounding follows the host's BLAS (one float32
+step differs on some AMD CPUs when a query block straddles two contents), so alone-vs-packed is compared within
+`INVARIANCE_TOL`; a mask that let a row see another content's keys moves it by far more. Bit-identity is promised
+on CUDA and checked there (`benchmarks/gpu_checks.py`, `attention_invariance`)."""
 
 from __future__ import annotations
 
@@ -11,6 +16,9 @@ import torch
 from spinfc.backend.kernels import tree_attention as kernel
 
 from .trees import place, random_layout
+
+# |alone - packed| allowed under the interpreter: a few float32 rounding steps of values of order 1
+INVARIANCE_TOL = 1e-6
 
 
 def qkv(rows: int, heads: int, kv_heads: int, dim: int, generator: torch.Generator):
@@ -30,8 +38,7 @@ def qkv(rows: int, heads: int, kv_heads: int, dim: int, generator: torch.Generat
         (2, 1, 32, 9, None, 256),  # the launcher's own blocks, with a window (256 rows)
     ],
 )
-def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks, rows):
-    seed = random.randrange(1 << 30)
+def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks, rows, seed):
     rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
     ends, positions, spans = random_layout(rng, rows, align=64, contents=4)
     assert len(spans) >= 1
@@ -42,8 +49,8 @@ def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks,
     torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5, msg=lambda m: f"seed {seed}: {m}")
 
 
-def test_padding_rows_see_only_themselves():
-    rows, generator = 64, torch.Generator().manual_seed(random.randrange(1 << 30))
+def test_padding_rows_see_only_themselves(seed):
+    rows, generator = 64, torch.Generator().manual_seed(seed)
     ends = torch.arange(1, rows + 1, dtype=torch.int32)
     q, k, v = qkv(rows, 2, 1, 16, generator)
     got = kernel.tree_attention(q, k, v, ends, torch.zeros(rows, dtype=torch.int64), (), scale=0.25, window=None,
@@ -74,8 +81,7 @@ def test_visible_key_blocks_skip_other_contents_and_ended_subtrees():
 
 
 @pytest.mark.parametrize("window", [None, 5])
-def test_block_list_kernel_matches_the_sorted_reference(window):
-    seed = random.randrange(1 << 30)
+def test_block_list_kernel_matches_the_sorted_reference(window, seed):
     rng = random.Random(seed)
     for block_m, block_n in ((32, 16), (64, 32), (16, 16)):
         ends, positions, _ = random_layout(rng, 320, align=32, contents=7)
@@ -90,8 +96,7 @@ def test_block_list_kernel_matches_the_sorted_reference(window):
 
 @pytest.mark.parametrize("window", [None, 6])
 @pytest.mark.parametrize("align, blocks", [(32, (32, 16, 1)), (16, (64, 16, 1))])  # 2nd: query blocks straddle
-def test_bit_identical_alone_and_packed(window, align, blocks):
-    seed = random.randrange(1 << 30)
+def test_same_alone_and_packed(window, align, blocks, seed):
     rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
     rows, dim = 256, 16
     ends, positions, spans = random_layout(rng, rows, align=align, contents=6)
@@ -105,7 +110,8 @@ def test_bit_identical_alone_and_packed(window, align, blocks):
                 m[start : start + b - a] = t[a:b]
             alone = kernel.tree_attention(*moved, alone_ends, alone_positions, alone_spans, scale=0.25,
                                           window=window, blocks=blocks)
-            assert torch.equal(alone[start : start + b - a], packed[a:b]), f"seed {seed}, span {(a, b)} at {start}"
+            torch.testing.assert_close(alone[start : start + b - a], packed[a:b], atol=INVARIANCE_TOL, rtol=0,
+                                       msg=lambda m: f"seed {seed}, span {(a, b)} at {start}: {m}")
 
 
 def test_rejects_bad_shapes():
@@ -119,9 +125,9 @@ def test_rejects_bad_shapes():
                               window=None)
 
 
-def test_a_block_seen_by_one_row_only_is_visited():
+def test_a_block_seen_by_one_row_only_is_visited(seed):
     # One chain of 33 rows: with 32-row query blocks, row 32 alone sees key block 0 (its ends are all 33).
-    rows, generator = 64, torch.Generator().manual_seed(random.randrange(1 << 30))
+    rows, generator = 64, torch.Generator().manual_seed(seed)
     ends = torch.arange(1, rows + 1, dtype=torch.int32)
     ends[:33] = 33
     positions = torch.zeros(rows, dtype=torch.int64)

@@ -12,6 +12,8 @@ from spinfc.runtime.loader import load_model
 from .texts import OTHER, QUESTIONS, SHORT, long_text, make_case
 from .tree_launch import build_launch, transformers_logprobs
 
+pytestmark = pytest.mark.slow  # loads a packaged model
+
 TOLERANCE = 1e-4
 
 

@@ -17,6 +17,8 @@ from spinfc.runtime.generate import Generator, Guarded, Sampling, first_stop, ge
 from spinfc.runtime.loader import load_model
 from spinfc.runtime.models.decode import KVCache
 
+pytestmark = pytest.mark.slow  # loads a packaged model
+
 QUESTION = [{"role": "system", "content": "Answer briefly."},
             {"role": "user", "content": "What is the capital of France?"}]
 

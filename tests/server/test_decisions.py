@@ -13,6 +13,8 @@ from spinfc.runtime.decisions import gini_confidence
 from spinfc.server.app import create_app
 from .live import wait_ready
 
+pytestmark = pytest.mark.slow  # loads a packaged model
+
 STATE = "Customer message: I was charged twice for my order and the parcel still has not arrived. Refund me now!"
 TOPICS = {"billing": "charges, invoices and refunds", "delivery": "parcels, couriers and delays",
           "technical": "the app or the website is broken", "account": "logins and passwords",

@@ -16,6 +16,8 @@ from spinfc.config.limits import LIMIT_NAMES
 from spinfc.server.app import create_app
 from .live import wait_ready
 
+pytestmark = pytest.mark.slow  # loads a packaged model
+
 TRUSTED = {"Authorization": "Bearer front"}
 TEXT = "Customer message: the parcel never arrived and I want my money back."
 BODY = {"messages": [{"role": "user", "content": TEXT}], "scoring": {"queries": [

@@ -16,6 +16,8 @@ import uvicorn
 from spinfc.config import EngineSettings, Settings
 from spinfc.server.app import create_app
 
+pytestmark = pytest.mark.slow  # loads a packaged model
+
 TICKET = "Customer support message:\nI was charged twice for September, please refund one of the charges."
 SCORING = {"queries": [
     {"id": "refund", "template": "\n\nIs the customer asking for a refund?\nAnswer:{?}", "options": [" yes", " no"]},

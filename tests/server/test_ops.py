@@ -15,6 +15,8 @@ from spinfc.config import EngineSettings, ServerSettings, Settings
 from spinfc.server.app import create_app
 from .live import live_server, pausable_loader, wait_until
 
+pytestmark = pytest.mark.slow  # loads a packaged model
+
 TOKEN, TRUSTED = "s3cret-token", "trusted-front-end"
 USER = {"Authorization": f"Bearer {TOKEN}"}
 FRONT = {"Authorization": f"Bearer {TRUSTED}"}

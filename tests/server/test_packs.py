@@ -19,6 +19,8 @@ from spinfc.runtime.pack_scores import score_pack
 from spinfc.server.app import create_app
 from .live import wait_ready
 
+pytestmark = pytest.mark.slow  # loads a packaged model
+
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 

@@ -14,6 +14,8 @@ from spinfc.config import EngineSettings, Limits, Settings
 from spinfc.server.app import create_app
 from .live import wait_ready
 
+pytestmark = pytest.mark.slow  # loads a packaged model
+
 TICKET = "Customer support message:\nI was charged twice for September, please refund one of the charges."
 OTHER = "Customer support message:\nThe app crashes every time I open the settings page."
 

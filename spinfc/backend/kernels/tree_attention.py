@@ -6,13 +6,18 @@ of its rows may see: `visible_key_blocks` lists them per query block on the devi
 `ends` (a block whose keys' subtrees all end before the query block starts is left out, as are all blocks of other
 contents) and, with a window, from per-block position bounds. The loop body has no branch, so its loads pipeline.
 
-Batch invariance. Every content starts at a multiple of `ALIGNMENT`, a multiple of the key block, so the key
-tiles over a content, and the order they are reduced in, are set by the content's own layout. Everything a row
-computes depends on that row alone (its scores, running max, sum and accumulator), never on the other rows of its
-query block. Key blocks of other contents are skipped or fully masked for the row, and a block that is visited but
-masked for a row leaves its state exactly as it was (scale factor exactly 1, weights exactly 0). So a row's result
-is bit-identical wherever its content sits in the pass and whatever else is packed with it, even when a query
-block holds the end of one content and the start of the next.
+Batch invariance (what is promised). Every content starts at a multiple of `ALIGNMENT`, a multiple of both blocks
+`blocks_for` picks, so a query block never holds rows of two contents and the key tiles over a content, and the
+order they are reduced in, are set by the content's own layout. Key blocks of other contents are skipped, and a
+block that is visited but masked for a row leaves its state exactly as it was (scale factor exactly 1, weights
+exactly 0). So on CUDA a row's result is bit-identical wherever its content sits in the pass and whatever else is
+packed with it (checked on the GPU by `benchmarks/gpu_checks.py`, `attention_invariance`).
+
+Not promised: a query block that holds the end of one content and the start of the next (only possible with a
+`blocks` override whose BLOCK_M does not divide the alignment). Its rows then sit at other places inside the tile
+and the visible-block list differs, so the matrix products may round differently (one float32 step under the
+interpreter on some CPUs). Under `TRITON_INTERPRET=1` the products are NumPy on the host CPU, whose rounding
+follows the host's BLAS: interpreter tests compare within a stated tolerance, never bit for bit.
 
 Layout invariants the kernel relies on (the `layout` pass guarantees them): ends[j] never reaches past the end
 of j's own span, and a padding row j has ends[j] = j + 1 (it sees only itself). Under those, the `spans` argument
