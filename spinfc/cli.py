@@ -1,6 +1,7 @@
 """`spinfc`: compile a pack or a request and print any stage, validate packs, serve.
 
-    spinfc compile PACK_OR_REQUEST [--model M] [--token-budget N] [--block N] [--content TEXT ...] --emit STAGE
+    spinfc compile PACK_OR_REQUEST [--model M] [--device D] [--token-budget N] [--block N] [--content TEXT ...]
+                   --emit STAGE
     spinfc packs validate DIR
     spinfc packs list [--packs SOURCE ...] [--model M]
     spinfc serve [MODEL] ...        (spinfc.server.cli)
@@ -14,12 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-import attrs
-
-from spinfc.compiler import STAGES, compile_stage, fixed_shapes, load_source, lower_program
+from spinfc.compiler import ALIASES, STAGES, compile_stage, fixed_shapes, load_source, lower_program
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import Program
 from spinfc.ir.printer import print_ir
+from spinfc.passes import PassContext
+from spinfc.shapes import Shapes, ShapeError
 from spinfc.registry import DEFAULT_MODEL, ModelNotFound, load_tokenizer
 
 try:  # the server's own flags; the compiler must keep working where the server part cannot be imported
@@ -42,11 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     compile_ = commands.add_parser("compile", help="compile a pack or a /v1/score request and print a stage")
     compile_.add_argument("source", help="a pack (.toml) or a /v1/score request body (.json)")
     compile_.add_argument("--model", default=DEFAULT_MODEL, help=f"model whose tokenizer is used (default: {DEFAULT_MODEL})")
-    compile_.add_argument("--token-budget", type=_positive, default=16384, help="rows per pass (default: 16384)")
+    compile_.add_argument("--device", default="cpu",
+                          help="the device whose pass shapes to plan for, as `spinfc serve --device` (default: cpu)")
+    compile_.add_argument("--token-budget", type=_positive, default=None,
+                          help="rows per pass (default: the server's for the device: 2048 on cpu, 16384 on cuda)")
     compile_.add_argument("--block", type=_positive, default=128, help="every content starts on a multiple (default: 128)")
     compile_.add_argument("--content", action="append", default=[], metavar="TEXT",
                           help="a text to ask a pack's questions about (repeatable; without it only the floor)")
-    compile_.add_argument("--emit", choices=list(STAGES), required=True, help="the stage to print")
+    compile_.add_argument("--emit", choices=[*STAGES, *ALIASES], required=True, metavar="STAGE",
+                          help=f"print the program after this pass: {', '.join(STAGES)} "
+                          f"(aliases: {', '.join(f'{a}={p}' for a, p in ALIASES.items())})")
     compile_.set_defaults(run=_compile)
 
     packs = commands.add_parser("packs", help="pack files").add_subparsers(dest="packs_command", required=True)
@@ -81,22 +87,34 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def compile_shapes(device: str, budget: int | None, block: int) -> Shapes:
+    """The shapes a server on `device` runs (`Shapes.for_device`), with its default budget when none is given."""
+    from spinfc.config import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET
+
+    cuda = device.startswith("cuda")
+    try:
+        return Shapes.for_device(device, budget or (CUDA_TOKEN_BUDGET if cuda else CPU_TOKEN_BUDGET), block)
+    except ShapeError as error:
+        raise CompileError(str(error), code="bad_shapes", hint="change --token-budget or --block") from None
+
+
 def _compile(args: argparse.Namespace) -> int:
+    shapes = compile_shapes(args.device, args.token_budget, args.block)
     program = load_source(args.source, args.model, contents=args.content)
-    program = attrs.evolve(program, budget=args.token_budget, block=args.block)
-    program = compile_stage(program, args.emit)
-    tokenizer = load_tokenizer(program.model) if args.emit != "parse" and args.emit != "ir" else None
+    needs_tokenizer = args.emit not in ("parse", "ir", "expand-placeholders", "add-floor")
+    tokenizer = load_tokenizer(program.model) if needs_tokenizer else None
+    program = compile_stage(program, args.emit, PassContext(tokenizer=tokenizer, shapes=shapes))
     sys.stdout.write(print_ir(program, tokenizer))
     if args.emit == "launches":
-        sys.stdout.write(format_launches(program))
+        sys.stdout.write(format_launches(program, shapes))
     return 0
 
 
-def format_launches(program: Program) -> str:
+def format_launches(program: Program, shapes: Shapes | None = None) -> str:
     """The fixed shapes and a summary of each pass lowered with `backend.launch.lower`."""
-    T, R, N = fixed_shapes(program)
+    T, R, N = fixed_shapes(program, shapes)
     lines = [f"launches ({len(program.layouts)}): tokens/positions/ends [{T}], rows [{R}], read_row/read_token [{N}]"]
-    for layout, launch in zip(program.layouts, lower_program(program)):
+    for layout, launch in zip(program.layouts, lower_program(program, shapes)):
         answer_rows, reads = len({r.row for r in layout.reads}), len(layout.reads)
         lines.append(
             f"  launch {layout.index}: tokens {tuple(launch.tokens.shape)} {launch.tokens.dtype}, positions max "

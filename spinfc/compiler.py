@@ -1,8 +1,11 @@
-"""The compiler driver: a pack or a request in, the IR program out, stopped after any stage.
+"""The compiler driver, the one way through for the CLI, the engine and the benchmarks: a pack or a request in,
+the IR program out, stopped after any pass.
 
     source (pack.toml | /v1/score request.json)
       -> frontend    load_source: templates parsed, queries and contents as IR
-      -> passes      expand-placeholders, add-floor, tokenize, dedupe-prefixes, plan-packing, layout
+      -> passes      compile(program, ctx): expand-placeholders, add-floor, tokenize, dedupe-prefixes, segment
+                     (where the engine stops: its scheduler packs the segments of every request in flight),
+                     plan-packing, layout (the scheduler's packer and layout on this program alone)
       -> backend     lower_program: one fixed-shape `Launch` per pass
 """
 
@@ -12,20 +15,19 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from collections.abc import Callable
+
+import attrs
+
 from spinfc import frontend, passes
-from spinfc.backend.launch import Launch, lower
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import Program, SourceLoc
+from spinfc.passes import PASS_NAMES, PassContext
 
-# what `spinfc compile --emit STAGE` prints: the program after this pass (None: as the frontend built it)
-STAGES: dict[str, str | None] = {
-    "parse": None,
-    "ir": "add-floor",
-    "tokens": "tokenize",
-    "dedup": "dedupe-prefixes",
-    "plan": "plan-packing",
-    "launches": "layout",
-}
+# what `spinfc compile --emit STAGE` prints: the program as the frontend built it (`parse`), after a pass (its name),
+# or its launches; the short names of the first version are kept as aliases
+ALIASES = {"ir": "add-floor", "tokens": "tokenize", "dedup": "dedupe-prefixes", "plan": "plan-packing"}
+STAGES: tuple[str, ...] = ("parse", *PASS_NAMES, "launches")
 
 
 def load_source(path_or_json: str | Path | Mapping[str, Any], model: str, contents: Sequence[str] = ()) -> Program:
@@ -59,29 +61,44 @@ def _read_json(path: Path) -> Any:
                            hint="fix the JSON syntax at this place") from None
 
 
-def compile_program(program: Program, until: str | None = None, verify: bool = False) -> Program:
-    """Run the passes on `program`, through the pass `until` (all of them when None); see `spinfc.passes.run`."""
-    return passes.run(program, until=until, verify=verify)
+def compile(program: Program, ctx: PassContext, until: str | None = None, verify: bool = False,
+            check: Callable[[Program], None] | None = None) -> Program:
+    """Run the passes on `program` for the shapes of `ctx`, through the pass `until` (all of them when None); see
+    `spinfc.passes.run`. The program records the budget and block it was compiled for."""
+    program = attrs.evolve(program, budget=ctx.shapes.budget, block=ctx.shapes.block)
+    return passes.run(program, ctx, until=until, verify=verify, check=check)
 
 
-def compile_stage(program: Program, stage: str, verify: bool = False) -> Program:
-    """The program as `--emit stage` shows it (a key of `STAGES`)."""
+def stage_pass(stage: str) -> str | None:
+    """The pass after which `--emit stage` prints (None for `parse`); raises ValueError for an unknown stage."""
+    stage = ALIASES.get(stage, stage)
     if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}: the stages are {', '.join(STAGES)}")
-    until = STAGES[stage]
-    return program if until is None else compile_program(program, until=until, verify=verify)
+        raise ValueError(f"unknown stage {stage!r}: the stages are {', '.join(STAGES)} "
+                         f"(aliases: {', '.join(ALIASES)})")
+    return {"parse": None, "launches": "layout"}.get(stage, stage)
 
 
-def fixed_shapes(program: Program) -> tuple[int, int, int]:
-    """(T, R, N) for this program's launches: the token budget, and the most answer rows and reads of any pass,
-    each rounded up to the block, so that every pass lowers to one shape."""
+def compile_stage(program: Program, stage: str, ctx: PassContext, verify: bool = False) -> Program:
+    """The program as `--emit stage` shows it."""
+    until = stage_pass(stage)
+    return program if until is None else compile(program, ctx, until=until, verify=verify)
+
+
+def fixed_shapes(program: Program, shapes=None) -> tuple[int, int, int]:
+    """(T, R, N) for this program's launches: the shapes' fixed answer rows and reads where they are fixed (CUDA),
+    else the most of any pass rounded up to the block, so that every pass lowers to one shape."""
     block = program.block
     rows = max((len({r.row for r in lay.reads}) for lay in program.layouts), default=0)
     reads = max((len(lay.reads) for lay in program.layouts), default=0)
-    return program.budget, max(block, -(-rows // block) * block), max(block, -(-reads // block) * block)
+    if shapes is not None and shapes.fixed:
+        return shapes.budget, shapes.answer_rows, shapes.reads
+    budget = max((lay.budget for lay in program.layouts), default=program.budget)
+    return budget, max(block, -(-rows // block) * block), max(block, -(-reads // block) * block)
 
 
-def lower_program(program: Program) -> tuple[Launch, ...]:
-    """One `Launch` per pass of a compiled program, all of the shape `fixed_shapes(program)`."""
-    _, rows, reads = fixed_shapes(program)
+def lower_program(program: Program, shapes=None) -> tuple:
+    """One `Launch` per pass of a compiled program, all of the shape `fixed_shapes(program, shapes)`."""
+    from spinfc.backend.launch import lower
+
+    _, rows, reads = fixed_shapes(program, shapes)
     return tuple(lower(layout, rows_padded_to=rows, reads_padded_to=reads) for layout in program.layouts)

@@ -1,8 +1,8 @@
 """How a server runs a model on CUDA: the Triton ops in bf16, one fixed launch shape, each pass replayed from a
 CUDA graph captured at start-up.
 
-The engine launches every pass at the full budget (no trimming) with the answer rows and reads padded to fixed
-counts, so one `LaunchShape` covers every request; `graph_model` compiles every kernel of that shape and captures
+The engine launches every pass at the full budget (no trimming) with the answer rows and reads padded to the fixed
+counts of its `Shapes` (`Shapes.for_device`), so one `LaunchShape` covers every request; `graph_model` compiles every kernel of that shape and captures
 the pass before the server reports ready, and nothing is compiled per request afterwards.
 """
 
@@ -11,14 +11,7 @@ from __future__ import annotations
 import torch
 
 from spinfc.backend.graphs import GraphedModel, LaunchShape
-
-# Every pass's row count must be a multiple of this: the tree attention's query block (and the content alignment).
-ROW_MULTIPLE = 128
-# Answer rows per pass, as a fraction of the budget: the LM head runs on this many rows (padded) in every pass,
-# so it is kept small next to the pass (1/8 of the rows: at most ~1% of a pass's matmuls at Llama-3-8B's vocabulary
-# over hidden size); a content whose questions need more answer rows than this is refused as too long.
-ROWS_FRACTION = 8
-
+from spinfc.shapes import Shapes
 
 def cuda_dtype(configured: str) -> str:
     """The dtype a CUDA server runs in: bfloat16 where the setting is float32 (the CPU default; the Triton path is
@@ -26,15 +19,11 @@ def cuda_dtype(configured: str) -> str:
     return "bfloat16" if configured == "float32" else configured
 
 
-def launch_shape(budget: int) -> LaunchShape:
-    """The one launch shape of a CUDA server with `budget` rows per pass: budget // 8 answer rows and `budget`
-    reads (a read is one float; many options can share an answer row). Raises ValueError for a budget that is not
-    a multiple of ROW_MULTIPLE, saying what to set instead."""
-    if budget % ROW_MULTIPLE:
-        low = max(ROW_MULTIPLE, budget // ROW_MULTIPLE * ROW_MULTIPLE)
-        raise ValueError(f"token_budget {budget} is not a multiple of {ROW_MULTIPLE}, which the CUDA kernels need: "
-                         f"set --token-budget {low} or {low + ROW_MULTIPLE}")
-    return LaunchShape(budget=budget, rows=budget // ROWS_FRACTION, reads=budget)
+def launch_shape(shapes: Shapes) -> LaunchShape:
+    """The one launch shape of a CUDA server with these (fixed) pass shapes."""
+    if not shapes.fixed:
+        raise ValueError(f"a CUDA graph needs fixed pass shapes, not {shapes}: build them with Shapes.for_device")
+    return LaunchShape(budget=shapes.budget, rows=shapes.answer_rows, reads=shapes.reads)
 
 
 def graph_model(model, shape: LaunchShape) -> GraphedModel:
@@ -45,8 +34,3 @@ def graph_model(model, shape: LaunchShape) -> GraphedModel:
     with torch.cuda.device(model.device):
         graphed.warm_up()
     return graphed
-
-
-def engine_options(shape: LaunchShape) -> dict:
-    """The Engine keyword arguments that make every pass `shape`: full passes (no trimming), fixed answer counts."""
-    return {"max_rows": shape.rows, "max_reads": shape.reads, "trim": False}

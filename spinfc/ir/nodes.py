@@ -7,8 +7,14 @@ A `Program` moves through the passes in `spinfc.passes.PIPELINE`; each pass fill
     add-floor           -> contents gains the floor   (the same questions on empty content)
     tokenize            -> tokens on contents, questions and options
     dedupe-prefixes     -> trie                       (the question tree shared by every content)
-    plan-packing        -> plan                       (which content goes in which pass, where)
+    segment             -> segments                   (each content with its tree as rows from 0: what the
+                                                        engine's scheduler packs, across requests)
+    plan-packing        -> plan                       (which segment goes in which pass, where: the scheduler's
+                                                        packer on this program alone)
     layout              -> layouts                    (per pass: ids, positions, end[], answer reads)
+
+The engine compiles a request through `segment`; packing and layout then run in its scheduler over the segments
+of every request in flight, with the same two functions the last two passes call.
 
 Every content of a program is asked the same questions, so one trie serves them all: it hangs below each
 content's last token.
@@ -278,6 +284,29 @@ class PassLayout:
     prompt_rows: tuple[PromptRow, ...] = ()
 
 
+@frozen
+class Segment:
+    """One content with its question tree as rows counted from 0: placed at any multiple of the block, its rows,
+    positions and mask relative to its start are the same, which is why its results do not depend on its neighbours.
+    `ends[j]` never reaches past the segment; `reads` and `prompt_rows` name rows of the segment."""
+
+    content: int  # the content's index in its program
+    tokens: tuple[int, ...]
+    positions: tuple[int, ...]
+    ends: tuple[int, ...]
+    reads: tuple[AnswerRead, ...]
+    prompt_rows: tuple[PromptRow, ...] = ()
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def rows(self) -> int:
+        """Distinct answer rows: what the LM head computes for this segment."""
+        return len({read.row for read in self.reads})
+
+
 # ---- the program ------------------------------------------------------------------------------------------------
 
 
@@ -288,6 +317,7 @@ class Program:
     queries: tuple[Query, ...]
     questions: tuple[Question, ...] = ()
     trie: tuple[TrieNode, ...] | None = None
+    segments: tuple[Segment, ...] | None = None  # one per content, in content order
     plan: Plan | None = None
     layouts: tuple[PassLayout, ...] | None = None
     # how a content is presented: the text around `{content}` (a pack's `presentation`; empty for a request)

@@ -26,6 +26,8 @@ def print_ir(program: Program, tokenizer=None) -> str:
         _questions(out, program)
     if program.trie is not None:
         _trie(out, program)
+    if program.segments is not None:
+        _segments(out, program)
     if program.plan is not None:
         _plan(out, program)
     if program.layouts is not None:
@@ -137,6 +139,15 @@ def _trie(out: _Writer, p: Program) -> None:
             flush()
         chain.append(k)
     flush()
+
+
+def _segments(out: _Writer, p: Program) -> None:
+    tree = len(preorder(p.trie))
+    out.line(f"segments ({len(p.segments)}: each content with its {tree}-row question tree, rows from 0)")
+    for s in p.segments:
+        c = p.contents[s.content]
+        out.line(f"segment c{s.content} {c.id!r}: {s.length} rows ({len(c.tokens)} content + {tree} tree), "
+                 f"{s.rows} answer rows, {len(s.reads)} reads, {len(s.prompt_rows)} prompt rows", 1)
 
 
 def _plan(out: _Writer, p: Program) -> None:

@@ -26,7 +26,7 @@ class IRVerifyError(Exception):
 def verify(program: Program, after: str | None = None) -> Program:
     """Check `program`; return it unchanged, or raise `IRVerifyError` listing every broken invariant."""
     problems: list[str] = []
-    for check in (_program, _contents, _queries, _questions, _tokens, _trie, _plan, _layouts):
+    for check in (_program, _contents, _queries, _questions, _tokens, _trie, _segments, _plan, _layouts):
         found = list(check(program))
         problems += found[:SHOWN] + ([f"... and {len(found) - SHOWN} more like these"] if len(found) > SHOWN else [])
     if problems:
@@ -162,6 +162,25 @@ def _trie(p: Program):
             yield f"trie: the prompt end of question {q} appears {prompts[q]} times, not once"
 
 
+def _segments(p: Program):
+    if p.segments is None:
+        return
+    if [s.content for s in p.segments] != list(range(len(p.contents))):
+        yield f"segments: one per content in content order is required, got {[s.content for s in p.segments]}"
+        return
+    tree = len(preorder(p.trie))
+    for s in p.segments:
+        content = p.contents[s.content].tokens
+        if s.length != len(content) + tree or s.tokens[:len(content)] != content:
+            yield f"segment {s.content}: {s.length} rows, not content {s.content}'s {len(content)} tokens + tree {tree}"
+        if not len(s.positions) == len(s.ends) == s.length:
+            yield f"segment {s.content}: positions/ends lengths {len(s.positions)}/{len(s.ends)}, not {s.length}"
+        if any(not j < end <= s.length for j, end in enumerate(s.ends)):
+            yield f"segment {s.content}: an end reaches outside the segment"
+        if any(not 0 <= r.row < s.length or r.content != s.content for r in (*s.reads, *s.prompt_rows)):
+            yield f"segment {s.content}: a read or prompt row lies outside it or names another content"
+
+
 def _plan(p: Program):
     plan = p.plan
     if plan is None:
@@ -215,7 +234,7 @@ def _layouts(p: Program):
 
 def _layout(p: Program, pss, lay: PassLayout, wanted: dict, seen: Counter, prompts: Counter):
     T, name = lay.budget, f"layout {lay.index}"
-    if lay.index != pss.index or T != p.plan.budget:
+    if lay.index != pss.index or T > p.plan.budget or T % p.plan.block:  # T < budget: trimmed to its used blocks
         yield f"{name}: index/budget {lay.index}/{T} differ from pass {pss.index}/{p.plan.budget}"
     if not len(lay.tokens) == len(lay.positions) == len(lay.ends) == T:
         yield f"{name}: tokens/positions/ends lengths {len(lay.tokens)}/{len(lay.positions)}/{len(lay.ends)}, not {T}"

@@ -1,53 +1,56 @@
-"""layout: each pass as rows: token ids, positions, `end[]` for the tree mask, and the answer rows."""
+"""layout: each pass as rows (token ids, positions, `end[]` for the tree mask, the answer rows), by `assemble`,
+the function the engine's scheduler lays its passes out with."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
-from spinfc.ir.nodes import AnswerRead, PassLayout, Placement, Program, PromptRow, TrieRow, preorder
+from spinfc.ir.nodes import PassLayout, Program, Segment
+from spinfc.passes.context import PassContext
+from spinfc.passes.plan_packing import round_up
+from spinfc.shapes import Shapes
 
 
-def layout(program: Program) -> Program:
-    """Fill `program.layouts`, one `PassLayout` per pass of the plan.
+def pass_rows(segments: Sequence[Segment], shapes: Shapes) -> int:
+    """Rows a pass of `segments` launches: the budget, or with `shapes.trim` the used rows rounded up to the block."""
+    used = 0
+    for segment in segments:
+        used = round_up(used, shapes.block) + segment.length
+    return min(shapes.budget, round_up(max(used, 1), shapes.block)) if shapes.trim else shapes.budget
 
-    A placed content of L tokens at rows [s, s + L) has positions 0..L-1 and `end = stop` (the span's stop, s +
-    its length), so every row of its span sees it. The trie follows in depth-first preorder: a node at depth d
-    (0 for a root) has position L + d and `end = row + its subtree size`, so query i sees key j iff j <= i <
-    end[j] exactly when j is i's ancestor-or-self in the same content. Rows outside every span are padding:
-    token `program.pad`, position 0, end = row + 1 (each sees only itself). `reads` has one `AnswerRead` per
-    trie read per placed content, and `prompt_rows` one row per question per placed content (its prompt's last
-    token), both in row order. Spans are the placements' [start, start + length).
-    """
-    rows = preorder(program.trie)
+
+def assemble(segments: Sequence[Segment], shapes: Shapes, pad: int = 0, index: int = 0) -> PassLayout:
+    """One pass holding `segments` in order, each at the next multiple of the block; padding rows hold `pad`,
+    position 0 and end[j] = j + 1 (each sees only itself). Reads and prompt rows come in segment order, so a model's
+    output splits by segment."""
+    rows = pass_rows(segments, shapes)
+    tokens, positions, ends = [pad] * rows, [0] * rows, list(range(1, rows + 1))
+    spans, reads, prompt_rows, used = [], [], [], 0
+    for segment in segments:
+        start = round_up(used, shapes.block)
+        stop = start + segment.length
+        if stop > rows:
+            raise ValueError(f"segments need more than the pass's {shapes.budget} rows")
+        tokens[start:stop] = segment.tokens
+        positions[start:stop] = segment.positions
+        ends[start:stop] = [end + start for end in segment.ends]
+        reads.extend(attrs.evolve(read, row=read.row + start) for read in segment.reads)
+        prompt_rows.extend(attrs.evolve(row, row=row.row + start) for row in segment.prompt_rows)
+        spans.append((start, stop))
+        used = stop
+    return PassLayout(index=index, budget=rows, tokens=tuple(tokens), positions=tuple(positions), ends=tuple(ends),
+                      spans=tuple(spans), reads=tuple(reads), prompt_rows=tuple(prompt_rows))
+
+
+def layout(program: Program, ctx: PassContext) -> Program:
+    """Fill `program.layouts`, one `PassLayout` per pass of the plan, by `assemble` over the pass's segments.
+    Guarantees: a placed content of L tokens at rows [s, s + L + tree) has positions 0..L-1, `end` = the span's
+    stop, and its tree below it (see the segment pass); rows outside every span are padding; spans are the
+    placements'."""
     layouts = tuple(
-        _layout_pass(program, p.index, p.placements, rows) for p in program.plan.passes
+        assemble([program.segments[p.content] for p in pss.placements], ctx.shapes, program.pad, pss.index)
+        for pss in program.plan.passes
     )
     return attrs.evolve(program, layouts=layouts)
-
-
-def _layout_pass(program: Program, index: int, placements: tuple[Placement, ...], trie: list[TrieRow]) -> PassLayout:
-    budget = program.plan.budget
-    tokens = [program.pad] * budget  # [T]
-    positions = [0] * budget  # [T]
-    ends = list(range(1, budget + 1))  # [T] padding rows see only themselves
-    reads: list[AnswerRead] = []
-    prompt_rows: list[PromptRow] = []
-    for placement in placements:
-        content = program.contents[placement.content].tokens
-        start, length = placement.start, len(content)
-        stop = placement.start + placement.length
-        for k, token in enumerate(content):
-            tokens[start + k], positions[start + k], ends[start + k] = token, k, stop
-        base = start + length
-        for k, row in enumerate(trie):
-            at = base + k
-            tokens[at], positions[at], ends[at] = row.node.token, length + row.depth, at + row.size
-            reads.extend(
-                AnswerRead(at, placement.content, r.question, r.option, r.step, r.token) for r in row.node.reads
-            )
-            prompt_rows.extend(PromptRow(at, placement.content, q) for q in row.node.prompts)
-    spans = tuple((p.start, p.start + p.length) for p in placements)
-    return PassLayout(
-        index=index, budget=budget, tokens=tuple(tokens), positions=tuple(positions), ends=tuple(ends),
-        spans=spans, reads=tuple(reads), prompt_rows=tuple(prompt_rows),
-    )

@@ -1,61 +1,93 @@
-"""plan-packing: which content (with its copy of the question tree) goes in which pass, and where."""
+"""plan-packing: which segment goes in which pass, and where, by the packer the engine's scheduler runs.
+
+`fill` is the scheduler's step: it picks the segments of the next pass from the work waiting, oldest first. The
+pass runs `pack` (fill until nothing is left) over this program's segments in the order the engine queues a
+request's work (the inputs in request order, then the floor), so `spinfc compile --emit plan` shows the
+passes a server runs for the request when it runs alone.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import attrs
 
 from spinfc.errors import CompileError
-from spinfc.ir.nodes import Pass, Placement, Plan, Program
-from spinfc.passes.dedupe_prefixes import trie_size
+from spinfc.ir.nodes import Pass, Placement, Plan, Program, Segment
+from spinfc.passes.context import PassContext
+from spinfc.shapes import Shapes
 
 
-def plan_packing(program: Program) -> Program:
-    """Bin-pack the contents into passes of `program.budget` rows, first-fit decreasing.
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
-    Each content needs `len(content.tokens) + trie size` rows and starts at a multiple of `program.block`, so it
-    occupies its length rounded up to the block. Guarantees: every content is placed exactly once and never split;
-    every placement starts at a multiple of the block and ends within the budget; placements in a pass do not
-    overlap and are ordered by content index, each starting at the first block after the one before. The plan
-    depends only on the lengths (contents are taken longest first, ties by index, each into the first pass with
-    room), so it is deterministic. Stats: passes, rows_used. Raises `CompileError` for a budget that is not a
-    positive multiple of the block, or a content longer than the budget.
-    """
-    budget, block = program.budget, program.block
-    if block < 1 or budget < block or budget % block:
-        raise CompileError(
-            f"the token budget {budget:,} is not a positive multiple of the block {block}",
-            code="bad_budget", hint=f"pass --token-budget as a multiple of {max(block, 1)} (default 16384)",
-        )
-    tree = trie_size(program.trie)
-    lengths = [len(content.tokens) + tree for content in program.contents]
-    for content, length in zip(program.contents, lengths):
-        if length > budget:
+
+def fill(segments: Sequence[Segment], shapes: Shapes) -> list[int]:
+    """The indices of `segments` that go into one pass: first fit in the given order (so older work goes first),
+    each segment at the next multiple of the block. Never exceeds the budget, the answer rows or the reads."""
+    chosen, used, rows, reads = [], 0, 0, 0
+    for i, segment in enumerate(segments):
+        start = round_up(used, shapes.block)
+        if start + segment.length > shapes.budget:
+            continue
+        if shapes.answer_rows is not None and rows + segment.rows > shapes.answer_rows:
+            continue
+        if shapes.reads is not None and reads + len(segment.reads) > shapes.reads:
+            continue
+        chosen.append(i)
+        used, rows, reads = start + segment.length, rows + segment.rows, reads + len(segment.reads)
+    return chosen
+
+
+def admits(segment: Segment, shapes: Shapes) -> bool:
+    """Whether `segment` fits an empty pass at all."""
+    return fill([segment], shapes) == [0]
+
+
+def queue_order(program: Program) -> list[int]:
+    """The order the engine queues a program's segments: the contents in order, then the floor."""
+    floors = [i for i, content in enumerate(program.contents) if content.is_floor]
+    return [i for i, content in enumerate(program.contents) if not content.is_floor] + floors
+
+
+def pack(segments: Sequence[Segment], shapes: Shapes) -> list[list[int]]:
+    """`fill` until every segment is placed: per pass, the indices of `segments` it holds, in order."""
+    waiting, passes = list(range(len(segments))), []
+    while waiting:
+        chosen = fill([segments[i] for i in waiting], shapes)
+        if not chosen:
+            raise ValueError(f"segment {segments[waiting[0]].content} fits no pass ({shapes})")
+        passes.append([waiting[k] for k in chosen])
+        taken = set(chosen)
+        waiting = [i for k, i in enumerate(waiting) if k not in taken]
+    return passes
+
+
+def plan_packing(program: Program, ctx: PassContext) -> Program:
+    """Fill `program.plan`: `pack` over the segments in queue order, each placement at the next multiple of the
+    block after the one before. Guarantees: every content is placed exactly once and never split; placements end
+    within the budget and respect the fixed answer rows and reads of `ctx.shapes`. Stats: passes, rows_used.
+    Raises `CompileError` for a content that does not fit an empty pass, saying what to change."""
+    shapes = ctx.shapes
+    segments = [program.segments[i] for i in queue_order(program)]
+    for segment in segments:
+        if not admits(segment, shapes):
+            content = program.contents[segment.content]
             raise CompileError(
-                f"content {content.id!r} needs {length:,} rows ({len(content.tokens):,} content tokens + {tree:,} "
-                f"question-tree tokens), more than the pass budget of {budget:,}",
+                f"content {content.id!r} needs {segment.length:,} rows ({len(content.tokens):,} content tokens + "
+                f"{segment.length - len(content.tokens):,} question-tree tokens) and {segment.rows} answer rows, "
+                f"more than one pass holds ({shapes})",
                 code="content_too_long",
-                hint=f"raise the budget with --token-budget (a multiple of {block}, at least "
-                f"{-(-length // block) * block}), shorten the content, or ask fewer questions",
+                hint=f"raise the budget with --token-budget (a multiple of {shapes.block}, at least "
+                f"{round_up(segment.length, shapes.block)}), shorten the content, or ask fewer questions",
             )
-    bins: list[list[int]] = []  # content indices per pass
-    free: list[int] = []  # rows left per pass, counted in whole blocks
-    for index in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
-        need = -(-lengths[index] // block) * block
-        target = next((b for b, room in enumerate(free) if room >= need), None)
-        if target is None:
-            bins.append([])
-            free.append(budget)
-            target = len(bins) - 1
-        bins[target].append(index)
-        free[target] -= need
-    passes = tuple(Pass(i, _place(sorted(members), lengths, block)) for i, members in enumerate(bins))
-    program = attrs.evolve(program, plan=Plan(budget, block, passes))
-    return program.with_stat("passes", len(passes)).with_stat("rows_used", sum(lengths))
-
-
-def _place(members: list[int], lengths: list[int], block: int) -> tuple[Placement, ...]:
-    placements, start = [], 0
-    for index in members:
-        placements.append(Placement(index, start, lengths[index]))
-        start += -(-lengths[index] // block) * block
-    return tuple(placements)
+    passes = []
+    for index, members in enumerate(pack(segments, shapes)):
+        placements, start = [], 0
+        for k in members:
+            start = round_up(start, shapes.block)
+            placements.append(Placement(segments[k].content, start, segments[k].length))
+            start += segments[k].length
+        passes.append(Pass(index, tuple(placements)))
+    program = attrs.evolve(program, plan=Plan(shapes.budget, shapes.block, tuple(passes)))
+    return program.with_stat("passes", len(passes)).with_stat("rows_used", sum(s.length for s in segments))

@@ -8,12 +8,14 @@ import attrs
 
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import OptionSlot, Program, Question
-from spinfc.registry import load_tokenizer
+from spinfc.passes.context import PassContext
 
 
-def tokenize(program: Program) -> Program:
-    """Tokenize with `registry.load_tokenizer(program.model)`; see `tokenize_with`."""
-    return tokenize_with(program, load_tokenizer(program.model))
+def tokenize(program: Program, ctx: PassContext) -> Program:
+    """Tokenize with the context's tokenizer (the model's own); see `tokenize_with`."""
+    if ctx.tokenizer is None:
+        raise ValueError("tokenize needs a tokenizer in the pass context (PassContext(tokenizer=...))")
+    return tokenize_with(program, ctx.tokenizer)
 
 
 def tokenize_with(program: Program, tokenizer) -> Program:

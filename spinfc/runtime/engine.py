@@ -1,11 +1,15 @@
-"""The engine: owns the model, compiles requests, and runs every request's contents in shared passes.
+"""The engine: owns the model, its tokenizer and the pass shapes; compiles requests and runs every request's
+contents in shared passes.
 
-    compile  (a compile thread)  body -> frontend -> passes -> `Segment`s, one per content and the floor
+    compile  (a compile thread)  body -> frontend -> compiler.compile(program, ctx, until="segment") -> `Segment`s,
+                                 one per content and the floor (the same driver `spinfc compile` runs)
     submit   (any thread)        a compiled request joins the queue; returns a future of its scores
-    worker   (one thread)        loop: admit new work, fill one pass first-fit from the oldest work, run it, deliver
+    worker   (one thread)        loop: schedule (fill the next pass from the oldest work) / run (the runner stages
+                                 and launches it) / postprocess (the pass before it: its scores to their requests)
 
 A pass holds segments of any number of requests; a segment's rows are the same wherever it lands (scheduler.py),
-so a content's results never depend on its neighbours. The floor (the questions on empty content) is run once per
+so a content's results never depend on its neighbours. On CUDA the runner's launch returns at once, so pass k+1
+is scheduled and staged while pass k runs, and pass k's results are assembled while pass k+1 runs. The floor (the questions on empty content) is run once per
 question set and cached: a request whose floor is cached, or already queued by another request, reuses it. A pass
 that raises is retried with each of its segments alone, so only the request whose segment fails gets the error.
 """
@@ -22,13 +26,15 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 import attrs
-import torch
 
-from spinfc.ir.nodes import OptionSlot, Program
-from spinfc.runtime.results import ContentScores, QueryResult, content_scores, query_results
-from spinfc.runtime.scheduler import (
-    EngineStats, Job, PassShape, Segment, Unit, assemble, cut_segments, fill, floor_key,
-)
+from spinfc import compiler
+from spinfc.ir.nodes import OptionSlot, Program, Segment
+from spinfc.passes import SCHEDULED_FROM, PassContext
+from spinfc.passes.plan_packing import admits
+from spinfc.runtime.results import ContentScores, QueryResult, ScoreMap, query_results
+from spinfc.runtime.runner import Pending, Runner, SegmentArrays
+from spinfc.runtime.scheduler import EngineStats, Job, Unit, floor_key, schedule
+from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
 
@@ -61,10 +67,17 @@ class EngineClosed(Exception):
 class Compiled:
     """A request compiled against the engine's model and pass shape."""
 
-    program: Program  # after every pass
+    program: Program  # through the segment pass
     segments: tuple[Segment, ...]  # one per content, the floor included
     floor: int  # index of the floor content in program.contents
     inputs: tuple[int, ...]  # indices of the request's own contents, in request order
+    arrays: tuple[SegmentArrays, ...]  # the segments as the runner stages them
+    score_map: ScoreMap  # how a segment's reads sum into option logprobs
+
+    @property
+    def tokens(self) -> int:
+        """Rows the request puts into passes when its floor is not cached."""
+        return sum(segment.length for segment in self.segments)
 
 
 @attrs.frozen
@@ -73,6 +86,7 @@ class Scored:
     scores: dict[int, ContentScores]  # content index -> [question][option] logprob
     processed_tokens: int  # rows this request put into passes (a reused floor costs none)
     floor_cached: bool
+    placements: tuple = ()  # (pass, content index, start row, rows) of each of its segments, in the order run
 
     def results(self) -> list[list[QueryResult]]:
         """Per input (request order), per query: the seed's result shape."""
@@ -81,18 +95,18 @@ class Scored:
 
 
 class Engine:
-    def __init__(self, model, *, budget: int, block: int = 128, device: str = "cpu", floor_cache_size: int = 256,
-                 max_rows: int | None = None, max_reads: int | None = None, trim: bool | None = None,
+    def __init__(self, model, shapes: Shapes, *, device: str = "cpu", tokenizer=None, floor_cache_size: int = 256,
                  on_pass: Callable[[int, int, float], None] | None = None):
-        """`model.forward(launch) -> [N] logprobs` (a stack, or a GraphedModel on CUDA); `budget` rows per pass,
-        contents at multiples of `block`; `max_rows`/`max_reads` fix the answer shapes (a GraphedModel's
-        LaunchShape); `trim` (default: on the CPU) launches only the blocks a pass uses instead of the whole
-        budget; `on_pass(tokens_used, rows_launched, seconds)` is called after each pass (metrics)."""
+        """`model.forward(launch) -> [N] logprobs` (a stack, or a GraphedModel of `shapes` on CUDA); `shapes` the
+        pass shapes chosen at start-up (`Shapes.for_device`); `tokenizer` the model's (default: `model.tokenizer`);
+        `on_pass(tokens_used, rows_launched, seconds)` is called after each pass (metrics)."""
         self.model = model
-        self.on_pass = on_pass
+        self.shapes = shapes
         self.device = device
-        trim = str(device).startswith("cpu") if trim is None else trim
-        self.shape = PassShape(budget=budget, block=block, max_rows=max_rows, max_reads=max_reads, trim=trim)
+        self.tokenizer = tokenizer if tokenizer is not None else model.tokenizer
+        self.context = PassContext(tokenizer=self.tokenizer, shapes=shapes)
+        self.runner = Runner(model, shapes, device, pad=self.tokenizer.pad_token_id or 0)
+        self.on_pass = on_pass
         self.stats = EngineStats()
         self._floor_cache: OrderedDict[str, ContentScores] = OrderedDict()
         self._floor_cache_size = floor_cache_size
@@ -119,17 +133,16 @@ class Engine:
             self._compiler.shutdown(wait=False, cancel_futures=True)
 
     def compile(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
-        """Compile a /v1/score body. `check(program)` sees the program once tokenized and deduplicated (before it
-        is packed and laid out) and may raise to refuse it (the server's limits). Raises CompileError (from the
-        frontend, the passes or `check`) or Refused."""
+        """Compile a /v1/score body. `check(program)` sees the program once compiled (before it is queued) and may
+        raise to refuse it (the server's limits). Raises CompileError (from the frontend, the passes or `check`)
+        or Refused."""
         from spinfc.frontend import program_from_request
 
         return self.compile_program(program_from_request(body, model=self.model.name), check)
 
     def compile_program(self, program: Program, check: Callable[[Program], None] | None = None) -> Compiled:
-        """Compile a program the frontend built (a request's queries, a pack's, or both), as `compile` does."""
-        from spinfc.passes import PIPELINE
-
+        """Compile a program the frontend built (a request's queries, a pack's, or both), as `compile` does: the
+        compiler driver through the segment pass; packing is the scheduler's, across every request in flight."""
         for i, query in enumerate(program.queries):
             if not isinstance(query.slot, OptionSlot):
                 kind = query.template.slot.kind if query.template.slot else "generate"
@@ -139,22 +152,20 @@ class Engine:
                     "available yet in this version of spinfc; ask with an option slot <?> and a list of options",
                     param=f"scoring.queries[{i}].template",
                 )
-        program = attrs.evolve(program, budget=self.shape.budget, block=self.shape.block)
-        for name, transform in PIPELINE:
-            program = transform(program)
-            if name == "dedupe-prefixes" and check is not None:
-                check(program)
-        by_content = {segment.content: segment for segment in cut_segments(program.layouts)}
+        program = compiler.compile(program, self.context, until=SCHEDULED_FROM, check=check)
         floors = [i for i, content in enumerate(program.contents) if content.is_floor]
-        if len(floors) != 1 or set(by_content) != set(range(len(program.contents))):
-            raise ValueError(f"compiled program has floors {floors} and laid out contents {sorted(by_content)}")
-        segments = tuple(by_content[i] for i in range(len(program.contents)))
-        for segment in segments:
-            if not self.shape.admits(segment):
+        if len(floors) != 1:
+            raise ValueError(f"compiled program has floors {floors}")
+        for segment in program.segments:
+            if not admits(segment, self.shapes):
                 raise Refused("content_too_long", f"a content with its questions needs {segment.length} rows and "
-                              f"{segment.rows} answer rows: more than one pass holds ({self.shape})")
+                              f"{segment.rows} answer rows: more than one pass holds ({self.shapes}); shorten the "
+                              "content, ask fewer questions, or start the server with a larger --token-budget")
         inputs = tuple(i for i in range(len(program.contents)) if i != floors[0])
-        return Compiled(program=program, segments=segments, floor=floors[0], inputs=inputs)
+        first = program.segments[floors[0]]
+        return Compiled(program=program, segments=program.segments, floor=floors[0], inputs=inputs,
+                        arrays=tuple(SegmentArrays.of(segment) for segment in program.segments),
+                        score_map=ScoreMap(program.questions, first.reads))
 
     async def compile_async(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
         """`compile` on the engine's compile thread, off the event loop (tokenizers are not shared across threads)."""
@@ -180,7 +191,7 @@ class Engine:
     async def score(self, compiled: Compiled) -> Scored:
         """Run a compiled request in shared passes; raises PassFailed or EngineClosed."""
         job = await asyncio.wrap_future(self.submit(compiled))
-        return Scored(compiled, dict(job.scores), job.processed_tokens, job.floor_cached)
+        return Scored(compiled, dict(job.scores), job.processed_tokens, job.floor_cached, tuple(job.placements))
 
     async def warm_up(self) -> Scored:
         """Compile and run one small request: the first pass pays for lazy initialisation, not a user."""
@@ -189,15 +200,24 @@ class Engine:
     # ---- the worker thread -----------------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        in_flight: tuple[list[Unit], Pending] | None = None  # launched, not yet collected (CUDA)
         while True:
             try:
-                if not self._admit(block=not self._units):
+                if not self._admit(block=not self._units and in_flight is None):
                     break
                 self._units = [u for u in self._units if u.wanted() or self._forget(u)]
-                if self._units:
-                    self._run_one_pass()
+                launched = self._run(self._schedule()) if self._units else None
+                if in_flight is not None:
+                    self._postprocess(*in_flight)
+                in_flight = launched
+                if in_flight is not None and not self.runner.asynchronous:
+                    self._postprocess(*in_flight)
+                    in_flight = None
             except Exception:  # the loop must survive anything; the requests involved were told already
                 log.exception("engine loop error")
+                in_flight = None
+        if in_flight is not None:
+            self._postprocess(*in_flight)
         for unit in self._units:
             unit.fail(EngineClosed("the engine shut down before this request ran"))
         self._units = []
@@ -230,8 +250,9 @@ class Engine:
 
     def _admit_job(self, job: Job) -> None:
         compiled = job.compiled
-        questions = compiled.program.questions
         key = floor_key(self.model, compiled.program, compiled.floor)
+        for c in compiled.inputs:  # the inputs, then the floor: the queue order `--emit plan` shows
+            self._units.append(self._unit(compiled, c, job))
         cached = self._floor_cache.get(key)
         if cached is not None:
             self._floor_cache.move_to_end(key)
@@ -243,77 +264,90 @@ class Engine:
             self._floors_queued[key].consumers.append((job, compiled.floor))
         else:
             self.stats.floor_misses += 1
-            unit = Unit(compiled.segments[compiled.floor], questions, [(job, compiled.floor)], floor_key=key)
+            unit = self._unit(compiled, compiled.floor, job, key)
             self._floors_queued[key] = unit
             self._units.append(unit)
-            job.processed_tokens += unit.segment.length
-        for c in compiled.inputs:
-            self._units.append(Unit(compiled.segments[c], questions, [(job, c)]))
-            job.processed_tokens += compiled.segments[c].length
         job.remaining = len(compiled.segments) - len(job.scores)
         if job.remaining == 0:
             job.finish()
 
+    def _unit(self, compiled: Compiled, content: int, job: Job, key: str | None = None) -> Unit:
+        segment = compiled.segments[content]
+        job.processed_tokens += segment.length
+        with self.stats.lock:
+            self.stats.queued_tokens += segment.length
+        return Unit(segment, compiled.arrays[content], compiled.score_map, [(job, content)], floor_key=key)
+
     def _forget(self, unit: Unit) -> bool:
         if unit.floor_key is not None and self._floors_queued.get(unit.floor_key) is unit:
             del self._floors_queued[unit.floor_key]
+        with self.stats.lock:
+            self.stats.queued_tokens -= unit.segment.length
         return False
 
-    def _run_one_pass(self) -> None:
-        if self._units[0].solo:
-            chosen = [0]
-        else:
-            candidates = [i for i, unit in enumerate(self._units) if not unit.solo]
-            chosen = [candidates[k] for k in fill([self._units[i].segment for i in candidates], self.shape)]
-            chosen = chosen or [0]  # compile admits only segments that fit a pass; if one does not, it fails alone
-        units = [self._units[i] for i in chosen]
+    # ---- schedule / run / postprocess ------------------------------------------------------------------------
+
+    def _schedule(self) -> list[Unit]:
+        """The units of the next pass, taken off the queue."""
+        chosen = schedule(self._units, self.shapes)
         taken = set(chosen)
+        units = [self._units[i] for i in chosen]
         self._units = [unit for i, unit in enumerate(self._units) if i not in taken]
+        return units
+
+    def _run(self, units: list[Unit]) -> tuple[list[Unit], Pending] | None:
+        """Launch the pass of `units`; a launch that raises puts them back to be run one by one."""
         try:
-            logprobs = self._forward([unit.segment for unit in units])
+            pending = self.runner.launch([unit.arrays for unit in units])
         except Exception as error:
-            if len(units) > 1:  # find the culprit: run each alone, ahead of newer work
-                log.warning("a pass of %d contents failed (%r); retrying each alone", len(units), error)
-                for unit in units:
-                    unit.solo = True
-                self._units = units + self._units
-                return
-            log.exception("a pass failed")
-            self._forget(units[0])
-            units[0].fail(PassFailed(f"the forward pass failed: {type(error).__name__}: {error}"))
+            self._failed(units, error)
+            return None
+        pending.started = time.perf_counter()
+        pending.index = self.stats.passes
+        self.stats.passes += 1
+        return units, pending
+
+    def _failed(self, units: list[Unit], error: Exception) -> None:
+        if len(units) > 1:  # find the culprit: run each alone, ahead of newer work
+            log.warning("a pass of %d contents failed (%r); retrying each alone", len(units), error)
+            for unit in units:
+                unit.solo = True
+            self._units = units + self._units
             return
+        log.exception("a pass failed", exc_info=error)
+        self._forget(units[0])
+        units[0].fail(PassFailed(f"the forward pass failed: {type(error).__name__}: {error}"))
+
+    def _postprocess(self, units: list[Unit], pending: Pending) -> None:
+        """Collect a launched pass and deliver each unit's scores."""
+        try:
+            logprobs = self.runner.collect(pending)
+        except Exception as error:
+            self._failed(units, error)
+            return
+        seconds = time.perf_counter() - pending.started
+        used = sum(unit.segment.length for unit in units)
+        self.stats.rows_used += used
+        self.stats.rows_total += pending.rows
+        self.stats.reads += pending.reads
+        self.stats.observe_pass(pending.rows, seconds)
+        if self.on_pass is not None:
+            try:  # an observer (metrics) that fails must not turn a good pass into a failed one
+                self.on_pass(used, pending.rows, seconds)
+            except Exception:
+                log.exception("the on_pass observer failed")
         offset = 0
-        for unit in units:
-            n = len(unit.segment.reads)
+        for unit, start in zip(units, pending.starts):
+            n = len(unit.arrays.read_row)
+            for job, content in unit.consumers:
+                job.placements.append((pending.index, content, start, unit.segment.length))
             self._deliver(unit, logprobs[offset:offset + n])
             offset += n
 
-    def _forward(self, segments: list[Segment]) -> list[float]:
-        """Run one pass of `segments`; one logprob per read, in segment order."""
-        from spinfc.backend.launch import lower
-
-        started = time.perf_counter()
-        layout = assemble(segments, self.shape, index=self.stats.passes)
-        launch = lower(layout, rows_padded_to=self.shape.max_rows, reads_padded_to=self.shape.max_reads)
-        with torch.inference_mode():
-            out = self.model.forward(launch.to(self.device))  # [N] float32 (N padded to max_reads when fixed)
-        n, used = len(layout.reads), sum(segment.length for segment in segments)
-        logprobs = out[:n].float().cpu().tolist()
-        self.stats.passes += 1
-        self.stats.rows_used += used
-        self.stats.rows_total += layout.budget
-        self.stats.reads += n
-        if self.on_pass is not None:
-            try:  # an observer (metrics) that fails must not turn a good pass into a failed one
-                self.on_pass(used, layout.budget, time.perf_counter() - started)
-            except Exception:
-                log.exception("the on_pass observer failed")
-        return logprobs
-
-    def _deliver(self, unit: Unit, logprobs: list[float]) -> None:
+    def _deliver(self, unit: Unit, logprobs) -> None:
         self._forget(unit)
         try:
-            scores = content_scores(unit.questions, unit.segment.reads, logprobs)
+            scores = unit.score_map.scores(logprobs)
         except Exception as error:
             log.exception("results of a pass could not be assembled")
             unit.fail(PassFailed(f"results could not be assembled: {error}"))

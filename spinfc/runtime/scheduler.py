@@ -1,144 +1,24 @@
-"""Packing work from many requests into shared passes.
+"""The engine's units of work and its scheduler: which waiting segments, of any number of requests, go into the
+next pass.
 
-The compiler lays out each request on its own (`passes.run` -> `PassLayout`s). Every placed content is a
-self-contained block of rows: its positions restart at 0, its `end[]` never points outside it, and its answer reads
-fall inside it. So the engine can cut a request's passes back into `Segment`s (one content with its question tree,
-rows counted from 0) and place segments from any number of requests into one pass, each at a multiple of the block.
-A segment's rows, positions and mask relative to its own start are the same wherever it lands, which is why a
-content's results do not depend on its neighbours.
+A compiled request is one `Segment` per content (the compiler's `segment` pass). Every segment is a self-contained
+block of rows (positions from 0, `end[]` never outside it, its reads inside it), so segments of any requests can
+share a pass, each at a multiple of the block: a segment's rows, positions and mask relative to its own start are
+the same wherever it lands, which is why a content's results do not depend on its neighbours. The scheduler picks
+with `passes.plan_packing.fill`, the packer `spinfc compile --emit plan` shows.
 """
 
 from __future__ import annotations
 
-import bisect
 import concurrent.futures
 import hashlib
 import threading
-from collections.abc import Sequence
 
 import attrs
 
-from spinfc.ir.nodes import AnswerRead, PassLayout, Program, Question
-
-PAD_TOKEN = 0  # padding rows see only themselves and are never read, so any id will do
-
-
-def round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
-
-@attrs.frozen
-class Segment:
-    """One content and its question tree, cut out of a compiled pass; rows, `ends` and read rows count from 0."""
-
-    content: int  # the content's index in its program
-    tokens: tuple[int, ...]
-    positions: tuple[int, ...]
-    ends: tuple[int, ...]
-    reads: tuple[AnswerRead, ...]
-
-    @property
-    def length(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def rows(self) -> int:
-        """Distinct answer rows: what the LM head computes for this segment."""
-        return len({read.row for read in self.reads})
-
-
-def cut_segments(layouts: Sequence[PassLayout]) -> list[Segment]:
-    """Every placed content of `layouts` as a `Segment`, in the order of the passes and their spans.
-
-    Guarantees: each segment holds exactly the rows of its span and every read of its span, shifted to start at 0;
-    raises ValueError when a span's mask reaches outside it or its reads name more than one content (a layout bug)."""
-    segments = []
-    for layout in layouts:
-        starts = [start for start, _ in layout.spans]
-        by_span: list[list[AnswerRead]] = [[] for _ in layout.spans]
-        for read in layout.reads:
-            k = bisect.bisect_right(starts, read.row) - 1
-            if k < 0 or read.row >= layout.spans[k][1]:
-                raise ValueError(f"pass {layout.index}: answer row {read.row} lies in no content span")
-            by_span[k].append(read)
-        for (start, stop), reads in zip(layout.spans, by_span):
-            ends = tuple(end - start for end in layout.ends[start:stop])
-            if any(not (j < end <= stop - start) for j, end in enumerate(ends)):
-                raise ValueError(f"pass {layout.index}: the mask of span [{start}, {stop}) reaches outside it")
-            contents = {read.content for read in reads}
-            if len(contents) != 1:
-                raise ValueError(f"pass {layout.index}: span [{start}, {stop}) reads contents {sorted(contents)}")
-            segments.append(Segment(
-                content=contents.pop(),
-                tokens=tuple(layout.tokens[start:stop]),
-                positions=tuple(layout.positions[start:stop]),
-                ends=ends,
-                reads=tuple(attrs.evolve(read, row=read.row - start) for read in reads),
-            ))
-    return segments
-
-
-@attrs.frozen
-class PassShape:
-    """The limits of one pass: rows (the token budget), the block every segment starts on, and optional fixed
-    counts of answer rows and reads (for launches of one fixed shape). With `trim` a pass launches only the
-    blocks it uses (for the CPU, where an empty row costs as much as a full one and shapes need not be fixed)."""
-
-    budget: int
-    block: int = 128
-    max_rows: int | None = None
-    max_reads: int | None = None
-    trim: bool = False
-
-    def admits(self, segment: Segment) -> bool:
-        """Whether `segment` fits an empty pass of this shape at all."""
-        return fill([segment], self) == [0]
-
-
-def fill(segments: Sequence[Segment], shape: PassShape) -> list[int]:
-    """The indices of `segments` that go into one pass: first fit in the given order (so older work goes first),
-    each segment at the next multiple of the block. Never exceeds the budget, the answer rows or the reads."""
-    chosen, used, rows, reads = [], 0, 0, 0
-    for i, segment in enumerate(segments):
-        start = round_up(used, shape.block)
-        if start + segment.length > shape.budget:
-            continue
-        if shape.max_rows is not None and rows + segment.rows > shape.max_rows:
-            continue
-        if shape.max_reads is not None and reads + len(segment.reads) > shape.max_reads:
-            continue
-        chosen.append(i)
-        used, rows, reads = start + segment.length, rows + segment.rows, reads + len(segment.reads)
-    return chosen
-
-
-def assemble(segments: Sequence[Segment], shape: PassShape, index: int = 0) -> PassLayout:
-    """One pass holding `segments` in order, each at the next multiple of the block; padding rows hold PAD_TOKEN,
-    position 0 and end[j] = j + 1. The reads come in segment order, so a model's output splits by segment.
-    The pass has `shape.budget` rows, or with `shape.trim` the used rows rounded up to the block."""
-    used = 0
-    for segment in segments:
-        used = round_up(used, shape.block) + segment.length
-    rows = min(shape.budget, round_up(max(used, 1), shape.block)) if shape.trim else shape.budget
-    tokens = [PAD_TOKEN] * rows
-    positions = [0] * rows
-    ends = list(range(1, rows + 1))
-    spans, reads, used = [], [], 0
-    for segment in segments:
-        start = round_up(used, shape.block)
-        stop = start + segment.length
-        if stop > rows:
-            raise ValueError(f"segments need more than the pass's {shape.budget} rows")
-        tokens[start:stop] = segment.tokens
-        positions[start:stop] = segment.positions
-        ends[start:stop] = [end + start for end in segment.ends]
-        reads.extend(attrs.evolve(read, row=read.row + start) for read in segment.reads)
-        spans.append((start, stop))
-        used = stop
-    return PassLayout(
-        index=index, budget=rows, tokens=tuple(tokens), positions=tuple(positions), ends=tuple(ends),
-        spans=tuple(spans), reads=tuple(reads),
-    )
+from spinfc.ir.nodes import Program, Segment
+from spinfc.passes.plan_packing import fill
+from spinfc.shapes import Shapes
 
 
 @attrs.define
@@ -155,6 +35,8 @@ class EngineStats:
     floor_hits: int = 0
     floor_misses: int = 0
     queued: int = 0  # requests submitted and not yet answered (or given up)
+    queued_tokens: int = 0  # rows of work admitted by the worker and not yet run (what admission bounds)
+    rate: float | None = None  # rows per second of pass time, smoothed over recent passes (None before the first)
     lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
 
     def settled(self, future: concurrent.futures.Future) -> None:
@@ -165,6 +47,12 @@ class EngineStats:
                 self.requests_failed += 1
             elif not future.cancelled():
                 self.requests_done += 1
+
+    def observe_pass(self, rows: int, seconds: float, smoothing: float = 0.3) -> None:
+        """Count a pass of `rows` launched rows that took `seconds` (the measured rate admission's Retry-After uses)."""
+        if seconds > 0:
+            rate = rows / seconds
+            self.rate = rate if self.rate is None else self.rate + smoothing * (rate - self.rate)
 
     @property
     def fill_ratio(self) -> float:
@@ -195,6 +83,7 @@ class Job:
     remaining: int = 0
     processed_tokens: int = 0
     floor_cached: bool = False
+    placements: list = attrs.field(factory=list)  # (pass index, content index, start row, rows) of its segments
 
     @property
     def done(self) -> bool:
@@ -220,7 +109,8 @@ class Unit:
     for a floor shared by requests with the same question set."""
 
     segment: Segment
-    questions: tuple[Question, ...]
+    arrays: object  # runner.SegmentArrays
+    score_map: object  # results.ScoreMap of the segment's program
     consumers: list[tuple[Job, int]]
     floor_key: str | None = None
     solo: bool = False  # run alone: it was in a pass that failed
@@ -240,3 +130,12 @@ class Unit:
     def fail(self, error: Exception) -> None:
         for job, _ in self.consumers:
             job.fail(error)
+
+
+def schedule(units: list[Unit], shapes: Shapes) -> list[int]:
+    """The indices of `units` in the next pass: a unit marked solo (its last pass failed) alone, else `fill` over
+    the others, oldest first. Never empty when `units` is not (compile admits only segments that fit a pass)."""
+    if units[0].solo:
+        return [0]
+    candidates = [i for i, unit in enumerate(units) if not unit.solo]
+    return [candidates[k] for k in fill([units[i].segment for i in candidates], shapes)] or [0]

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping
 from spinfc.config import Limits
 from spinfc.errors import CompileError, RequestError
 from spinfc.ir.nodes import Program
-from spinfc.registry import load_tokenizer
 from spinfc.runtime.decisions.validate import _path
 from spinfc.runtime.engine import Compiled, Engine, Refused
 from spinfc.server.limits import check_limits, processed_tokens
@@ -44,13 +43,12 @@ def written_pieces(question_id: str, question: Mapping) -> list[tuple[str, str]]
     return pieces
 
 
-def round_check(body: Mapping, limits: Limits, content_field: str) -> Callable[[Program], None]:
+def round_check(body: Mapping, limits: Limits, content_field: str, tokenizer) -> Callable[[Program], None]:
     """The limits check of one round's program (runs on the engine's compile thread, where the tokenizer is)."""
     def check(program: Program) -> None:
         where = {query.id: question_param(query.id) for query in program.queries}
         check_limits(program, limits, many_inputs=False, where=where, options_field="criteria",
                      skip=("max_query_tokens", "max_prompts_per_input"), content_field=content_field)
-        tokenizer = load_tokenizer(program.model)
         for query in program.queries:
             for param, text in written_pieces(query.id, body["questions"][query.id]):
                 tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -67,7 +65,7 @@ async def compile_rounds(engine: Engine, body: Mapping, messages: list[dict], qu
                          limits: Limits) -> list[Compiled]:
     """The rounds that answer `queries` (from `decision_queries`) about `messages`, checked against `limits`."""
     content_field = "messages" if body.get("messages") is not None else "state"
-    check = round_check(body, limits, content_field)
+    check = round_check(body, limits, content_field, engine.tokenizer)
 
     async def compile_group(group: list[dict]) -> list[Compiled]:
         request = {"messages": messages, "scoring": {"queries": group}}

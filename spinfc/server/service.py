@@ -32,6 +32,7 @@ from spinfc.runtime.engine import Engine
 from spinfc.runtime.generate import Generator
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
+from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.server")
 
@@ -116,11 +117,10 @@ class Service:
         config = self.settings.engine
         try:
             device = config.resolved_device()
-            budget = config.resolved_budget()
             on_cuda = device.startswith("cuda")
+            shapes = Shapes.for_device(device, config.resolved_budget())  # shapes the kernels cannot run fail here
             # On CUDA: the Triton ops in half precision, every pass one fixed shape replayed from a CUDA graph.
             dtype_name = serving.cuda_dtype(config.dtype) if on_cuda else config.dtype
-            shape = serving.launch_shape(budget) if on_cuda else None  # a budget the kernels cannot run fails here
             started = time.perf_counter()
             self.source = await asyncio.to_thread(resolve, config.model)
             model = await asyncio.to_thread(self._load_model, config.model, getattr(torch, dtype_name), device)
@@ -130,15 +130,14 @@ class Service:
             self.metrics.set_info(version=__version__, model=self.source.name, device=device,
                                   fingerprint=self.fingerprint)
             self.status = "warming"
-            options = {}
             if on_cuda:  # compile every kernel of the one launch shape and capture the pass, before /readyz
                 started = time.perf_counter()
-                model = await asyncio.to_thread(serving.graph_model, model, shape)
-                options = serving.engine_options(shape)
-                log.info("captured the pass %s in %.1f s", shape, time.perf_counter() - started)
+                model = await asyncio.to_thread(serving.graph_model, model, serving.launch_shape(shapes))
+                log.info("captured the pass (%s) in %.1f s", shapes, time.perf_counter() - started)
             self.generator = Generator(model)  # the engine gets the guarded model: passes and generation take turns
-            self.engine = Engine(self.generator.guarded, budget=budget, device=device,
-                                 on_pass=self.metrics.observe_pass, **options).start()
+            tokenizer = await asyncio.to_thread(lambda: model.tokenizer)
+            self.engine = Engine(self.generator.guarded, shapes, device=device, tokenizer=tokenizer,
+                                 on_pass=self.metrics.observe_pass).start()
             if config.warmup != "none":
                 started = time.perf_counter()
                 await self.engine.warm_up()

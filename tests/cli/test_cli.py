@@ -28,14 +28,17 @@ def test_moderation_plan_processes_fewer_tokens_than_one_sequence_per_question(c
     baseline = int(re.search(r"^one sequence per question: (\d+)", out, re.M).group(1))
     ratio = float(re.search(r"^saving: ([\d.]+)x fewer tokens", out, re.M).group(1))
     assert processed < baseline and ratio == pytest.approx(baseline / processed, abs=0.005)
-    assert re.search(r"^plan \(1 pass of 16384 rows, block 128, \d+ rows used of 16384: [\d.]+% full\)", out, re.M)
+    assert re.search(r"^plan \(1 pass of 2048 rows, block 128, \d+ rows used of 2048: [\d.]+% full\)", out, re.M)
+    _, on_cuda, _ = run(capsys, "compile", MODERATION, "--emit", "plan", "--device", "cuda", "--content", "Hi.")
+    assert re.search(r"^plan \(1 pass of 16384 rows, block 128", on_cuda, re.M)  # the server's CUDA budget
 
 
 def test_a_content_longer_than_the_budget_names_the_flag(capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     code, out, err = run(capsys, "compile", MODERATION, "--emit", "plan", "--token-budget", "256")
     assert code == 2 and out == ""
-    assert "error: content 'floor' needs" in err and "pass budget of 256" in err and "--token-budget" in err
+    assert "error: content 'floor' needs" in err and "more than one pass holds (256 rows per pass" in err
+    assert "--token-budget" in err
     assert "Traceback" not in err
 
 
@@ -80,10 +83,16 @@ def test_a_missing_source_is_an_error(capsys, tmp_path):
 
 def test_launches_show_the_fixed_shapes(capsys, monkeypatch):
     monkeypatch.chdir(REPO)
-    code, out, _ = run(capsys, "compile", MODERATION, "--emit", "launches", "--token-budget", "1024")
+    code, out, _ = run(capsys, "compile", MODERATION, "--emit", "launches", "--token-budget", "1024", "--device", "cuda")
     assert code == 0
-    assert "launches (1): tokens/positions/ends [1024], rows [128], read_row/read_token [128]" in out
+    assert "launches (1): tokens/positions/ends [1024], rows [128], read_row/read_token [1024]" in out
     assert re.search(r"launch 0: tokens \(1024,\) torch.int64, .* rows \(128,\) \(\d+ answer rows", out)
+
+
+def test_a_block_the_cuda_kernels_cannot_run_is_refused_with_the_flag(capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code, out, err = run(capsys, "compile", MODERATION, "--emit", "plan", "--device", "cuda", "--block", "96")
+    assert code == 2 and out == "" and "--block 96 is not a multiple of 64" in err
 
 
 def test_serve_is_a_subcommand_with_the_servers_flags():

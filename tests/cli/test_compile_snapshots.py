@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from spinfc.cli import main
-from spinfc.compiler import STAGES, compile_program, load_source
-from spinfc.registry import DEFAULT_MODEL
+from spinfc.cli import compile_shapes
+from spinfc.compiler import STAGES, compile, load_source
+from spinfc.passes import PassContext
+from spinfc.registry import DEFAULT_MODEL, load_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 PACKS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "packs").glob("*.toml"))
@@ -49,5 +51,6 @@ def test_pack_plan_with_messages(source, capsys, monkeypatch, snapshot):
 def test_every_source_verifies_after_every_pass(source, monkeypatch):
     monkeypatch.chdir(REPO)
     contents = MESSAGES if source.endswith(".toml") else ()
-    program = compile_program(load_source(source, DEFAULT_MODEL, contents), verify=True)
+    ctx = PassContext(tokenizer=load_tokenizer(DEFAULT_MODEL), shapes=compile_shapes("cpu", None, 128))
+    program = compile(load_source(source, DEFAULT_MODEL, contents), ctx, verify=True)
     assert program.layouts and all(lay.reads for lay in program.layouts)

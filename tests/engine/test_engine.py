@@ -11,6 +11,7 @@ import torch
 from spinfc.registry import load_tokenizer
 from spinfc.runtime.engine import Engine, PassFailed, Refused
 from spinfc.runtime.loader import load_model
+from spinfc.shapes import Shapes
 
 pytestmark = pytest.mark.slow  # loads a packaged model
 
@@ -51,14 +52,14 @@ def option_logprobs(job, content: int) -> list[float]:
 
 
 def test_requests_share_passes_and_results_do_not_depend_on_neighbours(model) -> None:
-    alone = Engine(model, budget=BUDGET)
+    alone = Engine(model, Shapes.for_device("cpu", BUDGET))
     try:
         _, (solo,) = run(alone, body(TICKET))
         assert alone.stats.passes == 1  # the content and its floor
     finally:
         alone.close()
 
-    packed = Engine(model, budget=BUDGET)
+    packed = Engine(model, Shapes.for_device("cpu", BUDGET))
     try:
         # request a: two contents, the ticket second; request b: the ticket with two questions (its own floor)
         (ca, cb), (a, b) = run(packed, body(OTHER, TICKET), body(TICKET, queries=(REFUND, TOPIC)))
@@ -74,7 +75,7 @@ def test_requests_share_passes_and_results_do_not_depend_on_neighbours(model) ->
 
 
 def test_the_floor_runs_once_per_question_set(model) -> None:
-    engine = Engine(model, budget=BUDGET)
+    engine = Engine(model, Shapes.for_device("cpu", BUDGET))
     try:
         # two requests with the same questions meet in the queue: one floor segment serves both
         (c1, c2), (j1, j2) = run(engine, body(TICKET), body(OTHER))
@@ -100,7 +101,7 @@ class Poisoned:
 
     def __init__(self, model, token: int):
         self.model, self.token = model, token
-        self.name, self.weights_hash = model.name, model.weights_hash
+        self.name, self.weights_hash, self.tokenizer = model.name, model.weights_hash, model.tokenizer
 
     def forward(self, launch):
         if bool((launch.tokens == self.token).any()):
@@ -110,7 +111,7 @@ class Poisoned:
 
 def test_a_failing_pass_fails_only_the_request_that_caused_it(model) -> None:
     poison = load_tokenizer("gemma3-270m")(" zebra", add_special_tokens=False)["input_ids"][-1]
-    engine = Engine(Poisoned(model, poison), budget=BUDGET)
+    engine = Engine(Poisoned(model, poison), Shapes.for_device("cpu", BUDGET))
     try:
         (_, cgood), (bad, good) = run(engine, body("A zebra escaped from the zoo."), body(TICKET))
         assert isinstance(bad, PassFailed) and "poisoned pass" in str(bad)
@@ -121,7 +122,7 @@ def test_a_failing_pass_fails_only_the_request_that_caused_it(model) -> None:
 
 
 def test_a_withdrawn_request_is_dropped_before_it_runs(model) -> None:
-    engine = Engine(model, budget=BUDGET)
+    engine = Engine(model, Shapes.for_device("cpu", BUDGET))
     try:
         async def go():
             withdrawn = engine.submit(engine.compile(body(OTHER, THIRD, queries=(TOPIC,))))
@@ -140,7 +141,7 @@ def test_a_withdrawn_request_is_dropped_before_it_runs(model) -> None:
 
 @pytest.mark.parametrize("template", ["\n\nWhich month?\nA: \"<*>\"", "Amount: <$>", "Count: {n}", "Say: <gen>"])
 def test_extraction_slots_are_refused_with_a_code(model, template: str) -> None:
-    engine = Engine(model, budget=BUDGET)
+    engine = Engine(model, Shapes.for_device("cpu", BUDGET))
     with pytest.raises(Refused) as refused:
         engine.compile(body(TICKET, queries=(REFUND, {"id": "month", "template": template})))
     assert refused.value.code == "extraction_not_available"
@@ -153,7 +154,7 @@ def test_a_failing_pass_observer_does_not_fail_the_pass(model) -> None:
     def observer(tokens: int, rows: int, seconds: float) -> None:
         raise ValueError("metrics are broken")
 
-    engine = Engine(model, budget=BUDGET, on_pass=observer)
+    engine = Engine(model, Shapes.for_device("cpu", BUDGET), on_pass=observer)
     try:
         _, jobs = run(engine, body(TICKET))
     finally:
@@ -175,7 +176,7 @@ def test_a_request_that_cannot_be_admitted_fails_alone_and_does_not_hang(model, 
         return real(*args)
 
     monkeypatch.setattr(engine_module, "floor_key", first_fails)
-    engine = Engine(model, budget=BUDGET)
+    engine = Engine(model, Shapes.for_device("cpu", BUDGET))
     try:
         _, jobs = run(engine, body(TICKET), body(OTHER))
     finally:

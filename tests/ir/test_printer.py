@@ -5,10 +5,10 @@ from __future__ import annotations
 import attrs
 
 from spinfc.ir import print_ir
-from spinfc.passes import dedupe_prefixes, layout, plan_packing, run
+from spinfc.passes import run
 from spinfc.registry import load_tokenizer
 
-from passes.programs import tokenized
+from passes.programs import ctx_of, laid_out, tokenized
 from passes.test_pipeline import program as gemma_program
 
 SMALL = [[7, 8, 9], [7]], [([1, 2], [[3], [4, 5]]), ([1, 6], [[3]]), ([1, 2, 9], None)]
@@ -27,6 +27,9 @@ trie (5 nodes, 8 tokens before dedupe)
     6  @1
       prompt end: q1 q1
       read q1 option 0 'o0' step 0 -> 3
+segments (2: each content with its 5-row question tree, rows from 0)
+  segment c0 'c0': 8 rows (3 content + 5 tree), 3 answer rows, 4 reads, 3 prompt rows
+  segment c1 'c1': 6 rows (1 content + 5 tree), 3 answer rows, 4 reads, 3 prompt rows
 plan (1 pass of 32 rows, block 16, 14 rows used of 32: 43.8% full)
   pass 0: 2 contents, 14 rows (43.8%)
     [0, 8) c0 'c0': 3 content + 5 tree tokens
@@ -47,12 +50,12 @@ layout pass 0: 32 rows, 2 spans, 8 reads on 6 answer rows, 6 prompt rows
     [16, 17) content positions 0..0 end=22
     [17, 22) tree laid out as c0's (5 rows, same ends and positions relative to its first row)
   [22, 32) padding token=0 position=0 end=row+1
-stats tree_tokens_before=8 tree_tokens=5 passes=1 rows_used=14
+stats tree_tokens_before=8 tree_tokens=5 segment_rows=14 passes=1 rows_used=14
 """
 
 
 def small():
-    return layout(plan_packing(dedupe_prefixes(tokenized(*SMALL, budget=32, block=16))))
+    return laid_out(tokenized(*SMALL, budget=32, block=16))
 
 
 def test_the_whole_text_of_a_small_program():
@@ -72,13 +75,15 @@ def test_printing_is_stable():
 
 
 def test_layout_of_16k_rows_is_summarised():
-    program = run(attrs.evolve(gemma_program(), budget=16384, block=128), verify=True)
+    program = attrs.evolve(gemma_program(), budget=16384, block=128)
+    program = run(program, ctx_of(program, load_tokenizer("gemma3-270m")), verify=True)
     layout_lines = print_ir(program).split("layout pass 0")[1].splitlines()
     assert len(layout_lines) < 20
     assert "[134, 16384) padding token=0 position=0 end=row+1" in layout_lines[-2]
 
 
 def test_a_tokenizer_shows_the_text_of_each_token():
-    text = print_ir(run(gemma_program(), until="dedupe-prefixes"), load_tokenizer("gemma3-270m"))
+    tokenizer = load_tokenizer("gemma3-270m")
+    text = print_ir(run(gemma_program(), ctx_of(gemma_program(), tokenizer), until="dedupe-prefixes"), tokenizer)
     assert "2 '<bos>'" in text and "11262 ' yes'" in text
     assert "'\\n\\nRefund? Answer:'" in text  # a chain of trie nodes prints its decoded text

@@ -7,16 +7,15 @@ import pytest
 
 from spinfc.ir import IRVerifyError, verify
 from spinfc.ir.nodes import Content, Option, OptionSlot, Pass, Placement, Read, TrieNode
-from spinfc.passes import dedupe_prefixes, layout, plan_packing
 
-from passes.programs import option_query, tokenized
+from passes.programs import laid_out, option_query, tokenized
 
 
 def compiled():
     """Two contents (the second is the floor), a shared stem, a two-token option and a text slot."""
     program = tokenized([[7, 8, 9], [7]], [([1, 2], [[3], [4, 5]]), ([1, 6], [[3]]), ([1, 2, 9], None)],
                         budget=64, block=16)
-    return verify(layout(plan_packing(dedupe_prefixes(program))))
+    return verify(laid_out(program))
 
 
 def problems(program) -> list[str]:

@@ -13,10 +13,9 @@ import torch
 from spinfc.backend import reference, triton_ops
 from spinfc.backend.launch import lower
 from spinfc.ir.nodes import Content, Option, OptionSlot, Program, Question
-from spinfc.passes.dedupe_prefixes import dedupe_prefixes
-from spinfc.passes.layout import layout
-from spinfc.passes.plan_packing import plan_packing
 from spinfc.runtime.models import build_model
+
+from passes.programs import laid_out
 from spinfc.runtime.weights.config import ModelConfig
 
 pytestmark = pytest.mark.slow  # kernels through the interpreter on whole models
@@ -62,8 +61,8 @@ def _launch(vocab: int, seed: int):
     first = rng.randrange(1, vocab)
     slot = OptionSlot((Option("x", (first,)), Option("y", (first, rng.randrange(1, vocab))), Option("z", tokens(1))))
     questions = tuple(Question(f"q{j}", (), "", slot, tokens(rng.randint(2, 5))) for j in range(3))
-    program = layout(plan_packing(dedupe_prefixes(Program(model="random", contents=contents, queries=(),
-                                                          questions=questions, budget=128, block=64))))
+    program = laid_out(Program(model="random", contents=contents, queries=(), questions=questions, budget=128,
+                               block=64))
     assert len(program.layouts) == 1
     return lower(program.layouts[0])
 

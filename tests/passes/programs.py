@@ -5,6 +5,8 @@ from __future__ import annotations
 import attrs
 from hypothesis import strategies as st
 
+from spinfc.passes import PassContext, dedupe_prefixes, layout, plan_packing, segment
+from spinfc.shapes import Shapes
 from spinfc.ir.nodes import (
     Content, Option, OptionSlot, Program, Query, Question, SlotRef, SourceLoc, Template, Text, TextSlot,
 )
@@ -63,3 +65,23 @@ def random_programs(draw) -> Program:
     longest = -(-(max(len(c) for c in contents) + tree) // block) * block
     budget = longest + block * draw(st.integers(0, 4))
     return attrs.evolve(program, budget=budget)
+
+
+def ctx_of(program: Program, tokenizer=None) -> PassContext:
+    """The pass context for `program`'s own budget and block (and a tokenizer, for programs not yet tokenized)."""
+    return PassContext(tokenizer=tokenizer, shapes=Shapes(program.budget, program.block))
+
+
+def segmented(program: Program) -> Program:
+    """A tokenized program through dedupe-prefixes and segment."""
+    return segment(dedupe_prefixes(program), ctx_of(program))
+
+
+def planned(program: Program) -> Program:
+    """... and plan-packing."""
+    return plan_packing(segmented(program), ctx_of(program))
+
+
+def laid_out(program: Program) -> Program:
+    """... and layout: every pass after tokenize."""
+    return layout(planned(program), ctx_of(program))

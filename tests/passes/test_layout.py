@@ -7,14 +7,16 @@ from hypothesis import given, settings
 
 from spinfc.ir import verify
 from spinfc.ir.nodes import AnswerRead, OptionSlot, TrieNode
-from spinfc.passes import dedupe_prefixes, layout, plan_packing
+from spinfc.passes import dedupe_prefixes, layout, plan_packing, segment
 
-from .programs import random_programs, tokenized
+from .programs import ctx_of, random_programs, tokenized
 
 
 def compile_tokenized(program):
-    for transform in (dedupe_prefixes, plan_packing, layout):
-        program = verify(transform(program))
+    ctx = ctx_of(program)
+    program = verify(dedupe_prefixes(program))
+    for transform in (segment, plan_packing, layout):
+        program = verify(transform(program, ctx))
     return program
 
 

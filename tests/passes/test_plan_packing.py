@@ -7,17 +7,18 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from spinfc.errors import CompileError
+from spinfc.shapes import Shapes, ShapeError
 from spinfc.ir import verify
-from spinfc.passes import dedupe_prefixes, plan_packing
+from spinfc.passes import dedupe_prefixes, plan_packing, segment
 
-from .programs import tokenized
+from .programs import ctx_of, planned, tokenized
 
 
 def packed(lengths: list[int], budget: int, block: int, tree: int = 1):
     """Contents of the given lengths (tree included) under a one-question trie of `tree` tokens."""
     prompt = list(range(1, tree + 1))
     program = tokenized([[9] * (n - tree) for n in lengths], [(prompt, [[1]])], budget=budget, block=block)
-    return plan_packing(dedupe_prefixes(program))
+    return planned(program)
 
 
 @st.composite
@@ -51,14 +52,14 @@ def test_packing_invariants(job):
             assert all(used[earlier] + need > budget for earlier in range(later))
 
 
-def test_plan_is_deterministic_and_fills_first_fit_decreasing():
-    lengths = [100, 300, 250, 120, 40]
+def test_plan_is_deterministic_and_fills_first_fit_in_queue_order():
+    lengths = [100, 300, 250, 120, 40]  # the last (content 4) is the floor: the engine queues it last
     first = packed(lengths, budget=512, block=128).plan
     assert first == packed(lengths, budget=512, block=128).plan
-    # by length: 300 (3 blocks) -> pass 0; 250 (2 blocks) -> pass 1; 120 -> pass 0 fits? 3+1 = 4 blocks, yes;
-    # 100 -> pass 1; 40 -> pass 1 (2+1+1 = 4 blocks)
-    assert [[pl.content for pl in pss.placements] for pss in first.passes] == [[1, 3], [0, 2, 4]]
-    assert [[pl.start for pl in pss.placements] for pss in first.passes] == [[0, 384], [0, 128, 384]]
+    # queue order 0..4: 100 at 0, 300 at 128 (ends 428), 250 does not fit, 120 does not (512 + 120), 40 neither:
+    # pass 0 holds 0, 1; then 250 at 0, 120 at 256, 40 at 384: pass 1 (what the scheduler's `fill` picks)
+    assert [[pl.content for pl in pss.placements] for pss in first.passes] == [[0, 1], [2, 3, 4]]
+    assert [[pl.start for pl in pss.placements] for pss in first.passes] == [[0, 128], [0, 256, 384]]
 
 
 def test_content_too_long_names_content_length_limit_and_flag():
@@ -72,9 +73,8 @@ def test_content_too_long_names_content_length_limit_and_flag():
 
 @pytest.mark.parametrize("budget, block", [(500, 128), (64, 128), (0, 128), (128, 0)])
 def test_budget_must_be_a_positive_multiple_of_the_block(budget, block):
-    program = dedupe_prefixes(tokenized([[5]], [([1], [[2]])]))
-    with pytest.raises(CompileError, match="--token-budget"):
-        plan_packing(attrs.evolve(program, budget=budget, block=block))
+    with pytest.raises(ShapeError, match="--token-budget"):  # the shapes refuse it where they are made
+        Shapes(budget=budget, block=block)
 
 
 def test_stats_count_passes_and_rows_used():

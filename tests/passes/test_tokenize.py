@@ -11,7 +11,14 @@ from spinfc.ir.nodes import Content, Option, OptionSlot, Program
 from spinfc.passes import add_floor, expand_placeholders, tokenize
 from spinfc.registry import load_tokenizer
 
+from spinfc.passes import PassContext
+
 from .programs import option_query, text_query
+
+
+def tokenized_by_model(program: Program) -> Program:
+    """tokenize with the program's model's own tokenizer."""
+    return tokenize(program, PassContext(tokenizer=load_tokenizer(program.model)))
 
 
 def program(model: str, before: str = "Message:\n", after: str = "") -> Program:
@@ -24,7 +31,7 @@ def program(model: str, before: str = "Message:\n", after: str = "") -> Program:
 
 def test_gemma_contents_get_bos_and_questions_and_options_none():
     tokenizer = load_tokenizer("gemma3-270m")
-    out = verify(tokenize(program("gemma3-270m", after="\n--")))
+    out = verify(tokenized_by_model(program("gemma3-270m", after="\n--")))
     content, floor = out.contents
     assert content.tokens == tuple(tokenizer("Message:\nCharged twice in September.\n--").input_ids)
     assert content.tokens[0] == tokenizer.bos_token_id
@@ -44,7 +51,7 @@ def test_gemma_contents_get_bos_and_questions_and_options_none():
 
 
 def test_smollm2_adds_no_bos_so_an_unpresented_floor_is_empty():
-    out = verify(tokenize(program("smollm2-135m", before="", after="")))
+    out = verify(tokenized_by_model(program("smollm2-135m", before="", after="")))
     assert out.contents[1].is_floor and out.contents[1].tokens == ()
     assert out.contents[0].tokens == tuple(load_tokenizer("smollm2-135m")("Charged twice in September.").input_ids)
 
@@ -53,7 +60,7 @@ def test_a_question_with_nothing_before_its_slot_is_an_error():
     p = program("gemma3-270m")
     p = attrs.evolve(p, questions=(attrs.evolve(p.questions[0], prompt=""),))
     with pytest.raises(CompileError, match="no text before its slot") as caught:
-        tokenize(p)
+        tokenized_by_model(p)
     assert caught.value.code == "empty_prompt" and str(caught.value).startswith("<test>:1:1: error:")
 
 
@@ -61,4 +68,4 @@ def test_an_option_without_tokens_is_an_error():
     p = program("gemma3-270m")
     question = attrs.evolve(p.questions[0], slot=OptionSlot((Option(" yes"), Option(""))))
     with pytest.raises(CompileError, match="encodes to no tokens"):
-        tokenize(attrs.evolve(p, questions=(question,)))
+        tokenized_by_model(attrs.evolve(p, questions=(question,)))

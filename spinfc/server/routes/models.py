@@ -16,7 +16,7 @@ def list_models(service: ServiceDep) -> ModelList:
         id=service.model_name, object="model", created=service.created, owned_by="spinfc",
         aliases=service.aliases, ready=service.status == "ready",
         features={"scoring": True, "extraction": False, "generation": generation_available(service)},
-        limits={"token_budget": service.engine.shape.budget if service.engine else settings.engine.resolved_budget(),
+        limits={"token_budget": service.engine.shapes.budget if service.engine else settings.engine.resolved_budget(),
                 **settings.limits.as_dict(), "max_completion_tokens": MAX_COMPLETION_TOKENS},
     )
     return ModelList(object="list", data=[card])

@@ -1,0 +1,40 @@
+"""segment: each content with its copy of the question tree, as rows counted from 0 (`Segment`)."""
+
+from __future__ import annotations
+
+import attrs
+
+from spinfc.ir.nodes import AnswerRead, Program, PromptRow, Segment, preorder
+from spinfc.passes.context import PassContext
+
+
+def segment(program: Program, ctx: PassContext) -> Program:
+    """Fill `program.segments`, one per content in content order.
+
+    A content of L tokens takes rows [0, L) with positions 0..L-1 and `end` = the segment's length, so every row of
+    the segment sees it. The trie follows in depth-first preorder: a node at depth d (0 for a root) has position
+    L + d and `end = row + its subtree size`, so query i sees key j iff j <= i < end[j] exactly when j is i's
+    ancestor-or-self. `reads` has one `AnswerRead` per trie read, `prompt_rows` one row per question (its prompt's
+    last token), both in row order. The trie's rows are the same for every content but for the offset L, so they
+    are laid out once. Guarantees: no `end` reaches past the segment. Stats: segment_rows (all segments' rows).
+    """
+    rows = preorder(program.trie)
+    tree_tokens = tuple(row.node.token for row in rows)
+    depths = [row.depth for row in rows]
+    sizes = [row.size for row in rows]
+    reads = [(k, r) for k, row in enumerate(rows) for r in row.node.reads]
+    prompts = [(k, q) for k, row in enumerate(rows) for q in row.node.prompts]
+    segments = []
+    for index, content in enumerate(program.contents):
+        length = len(content.tokens)
+        total = length + len(rows)
+        segments.append(Segment(
+            content=index,
+            tokens=content.tokens + tree_tokens,
+            positions=tuple(range(length)) + tuple(length + d for d in depths),
+            ends=(total,) * length + tuple(length + k + size for k, size in enumerate(sizes)),
+            reads=tuple(AnswerRead(length + k, index, r.question, r.option, r.step, r.token) for k, r in reads),
+            prompt_rows=tuple(PromptRow(length + k, index, q) for k, q in prompts),
+        ))
+    program = attrs.evolve(program, segments=tuple(segments))
+    return program.with_stat("segment_rows", sum(s.length for s in segments))

@@ -1,0 +1,167 @@
+"""The runner: segments in, one forward pass, one log-probability per read out. It owns the host side of a pass.
+
+    stage    the chosen segments written into preallocated host buffers (NumPy views of pinned memory on CUDA),
+             each at the next multiple of the block, padding elsewhere; copied to the device with non_blocking
+    launch   model.forward on the staged pass (a CUDA graph replay on CUDA): returns at once on CUDA, the output
+             copied back into pinned memory behind it, with an event recorded
+    collect  waits for that event: the pass's logprobs as a NumPy array, in segment order
+
+On CUDA the engine stages and launches pass k+1 before it collects pass k, so the host's work (scheduling,
+staging, results) overlaps the GPU's and the GPU waits for nothing but the copies. Two sets of host buffers
+alternate: a set is written again only after the pass that read it was collected. On the CPU a pass runs when it
+is launched (the reference ops are synchronous), with buffers trimmed to the blocks the pass uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+import torch
+
+from spinfc.backend.launch import Launch
+from spinfc.ir.nodes import Segment
+from spinfc.passes.layout import pass_rows
+from spinfc.passes.plan_packing import round_up
+from spinfc.shapes import Shapes
+
+
+@attrs.frozen(eq=False)
+class SegmentArrays:
+    """A segment's rows as arrays, made once on the compile thread: what staging copies."""
+
+    tokens: np.ndarray  # [L] int64
+    positions: np.ndarray  # [L] int64
+    ends: np.ndarray  # [L] int32, from 0
+    answer_rows: np.ndarray  # [r] int64 distinct answer rows, ascending
+    read_row: np.ndarray  # [n] int64 index into answer_rows, one per read in the segment's read order
+    read_token: np.ndarray  # [n] int64
+
+    @classmethod
+    def of(cls, segment: Segment) -> "SegmentArrays":
+        read_rows = np.fromiter((r.row for r in segment.reads), np.int64, len(segment.reads))
+        answer_rows, read_row = np.unique(read_rows, return_inverse=True)
+        return cls(
+            tokens=np.asarray(segment.tokens, np.int64), positions=np.asarray(segment.positions, np.int64),
+            ends=np.asarray(segment.ends, np.int32), answer_rows=answer_rows.astype(np.int64),
+            read_row=read_row.astype(np.int64).reshape(-1),
+            read_token=np.fromiter((r.token for r in segment.reads), np.int64, len(segment.reads)),
+        )
+
+
+@attrs.define(eq=False)
+class Pending:
+    """A launched pass: its output (on the host once `event` fired), how many reads are real, and where each
+    segment was placed (start rows, for the debug plan)."""
+
+    output: torch.Tensor  # [N] float32 on the host (pinned on CUDA)
+    reads: int
+    starts: list[int]
+    rows: int  # rows launched
+    event: torch.cuda.Event | None = None
+    slot: int = 0
+    index: int = 0  # the engine's pass number
+    started: float = 0.0  # when it was launched (perf_counter)
+
+
+class _HostBuffers:
+    """One set of host buffers of the fixed shape: NumPy views of (pinned) tensors."""
+
+    def __init__(self, T: int, R: int, N: int, pin: bool) -> None:
+        def make(n, dtype):
+            return torch.empty(n, dtype=dtype, pin_memory=pin)
+
+        self.tensors = {"tokens": make(T, torch.int64), "positions": make(T, torch.int64),
+                        "ends": make(T, torch.int32), "rows": make(R, torch.int64),
+                        "read_row": make(N, torch.int64), "read_token": make(N, torch.int64)}
+        self.output = make(N, torch.float32)
+        self.views = {name: t.numpy() for name, t in self.tensors.items()}
+
+
+class Runner:
+    def __init__(self, model, shapes: Shapes, device: str = "cpu", pad: int = 0) -> None:
+        """`model.forward(launch) -> [N] logprobs` (a stack, or a GraphedModel replaying the fixed shape on CUDA)."""
+        self.model, self.shapes, self.device, self.pad = model, shapes, str(device), pad
+        self.on_cuda = self.device.startswith("cuda")
+        self.asynchronous = self.on_cuda  # launch returns before the pass has run
+        self._buffers: list[_HostBuffers] = []
+        if shapes.fixed:
+            self._buffers = [_HostBuffers(shapes.budget, shapes.answer_rows, shapes.reads, pin=self.on_cuda)
+                             for _ in range(2)]
+        self._next = 0
+
+    def stage(self, arrays: Sequence[SegmentArrays]) -> tuple[Launch, Pending]:
+        """The pass of `arrays` (in order, each at the next multiple of the block) as a Launch on the device."""
+        shapes = self.shapes
+        starts, used = [], 0
+        for a in arrays:
+            start = round_up(used, shapes.block)
+            starts.append(start)
+            used = start + len(a.tokens)
+        if used > shapes.budget:
+            raise ValueError(f"segments of {used} rows do not fit a pass of {shapes.budget}")
+        T = shapes.budget if shapes.fixed else pass_rows([_Len(len(a.tokens)) for a in arrays], shapes)
+        R = sum(len(a.answer_rows) for a in arrays)
+        N = sum(len(a.read_row) for a in arrays)
+        if shapes.fixed:
+            if R > shapes.answer_rows or N > shapes.reads:
+                raise ValueError(f"{R} answer rows and {N} reads do not fit the fixed {shapes}")
+            slot = self._next
+            self._next ^= 1
+            host = self._buffers[slot]
+            views, output = host.views, host.output
+        else:
+            slot = 0
+            views = {"tokens": np.empty(T, np.int64), "positions": np.empty(T, np.int64),
+                     "ends": np.empty(T, np.int32), "rows": np.empty(R, np.int64),
+                     "read_row": np.empty(N, np.int64), "read_token": np.empty(N, np.int64)}
+            output = torch.empty(N, dtype=torch.float32)
+        tokens, positions, ends = views["tokens"], views["positions"], views["ends"]
+        tokens[:T] = self.pad
+        positions[:T] = 0
+        ends[:T] = np.arange(1, T + 1, dtype=np.int32)  # padding rows see only themselves
+        rows, read_row, read_token = views["rows"], views["read_row"], views["read_token"]
+        rows[:] = 0  # padding answer rows and reads score token 0 at row 0; they are dropped
+        read_row[:] = 0
+        read_token[:] = 0
+        r = n = 0
+        for a, start in zip(arrays, starts):
+            stop = start + len(a.tokens)
+            tokens[start:stop] = a.tokens
+            positions[start:stop] = a.positions
+            ends[start:stop] = a.ends + start
+            rows[r:r + len(a.answer_rows)] = a.answer_rows + start
+            read_row[n:n + len(a.read_row)] = a.read_row + r
+            read_token[n:n + len(a.read_token)] = a.read_token
+            r, n = r + len(a.answer_rows), n + len(a.read_row)
+        spans = tuple((start, start + len(a.tokens)) for a, start in zip(arrays, starts))
+        move = (lambda name: torch.from_numpy(views[name]).to(self.device, non_blocking=True)) if self.on_cuda \
+            else (lambda name: torch.from_numpy(views[name]))
+        launch = Launch(tokens=move("tokens"), positions=move("positions"), ends=move("ends"), spans=spans,
+                        rows=move("rows"), read_row=move("read_row"), read_token=move("read_token"))
+        return launch, Pending(output=output, reads=n, starts=starts, rows=T, slot=slot)
+
+    def launch(self, arrays: Sequence[SegmentArrays]) -> Pending:
+        """Stage and run one pass; on CUDA returns once the pass and the copy back are queued."""
+        launch, pending = self.stage(arrays)
+        with torch.inference_mode():
+            out = self.model.forward(launch)  # [N] float32 on the device
+        if self.on_cuda:
+            pending.output.copy_(out, non_blocking=True)
+            pending.event = torch.cuda.Event()
+            pending.event.record()
+        else:
+            pending.output = out.float()
+        return pending
+
+    def collect(self, pending: Pending) -> np.ndarray:
+        """The pass's logprobs, one per real read in segment order (waits for the GPU on CUDA)."""
+        if pending.event is not None:
+            pending.event.synchronize()
+        return pending.output[:pending.reads].numpy().copy()
+
+
+@attrs.frozen
+class _Len:
+    length: int
