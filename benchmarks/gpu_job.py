@@ -16,8 +16,8 @@ import torch
 from spinfc.backend.launch import Launch, lower
 from spinfc.ir.nodes import AnswerRead, Content, Option, OptionSlot, Program, Question
 from spinfc.passes.dedupe_prefixes import dedupe_prefixes
-from spinfc.passes.layout import layout
-from spinfc.passes.plan_packing import plan_packing
+from spinfc.passes import PassContext, layout, plan_packing, segment
+from spinfc.shapes import Shapes
 from spinfc.runtime.weights.config import ModelConfig
 
 
@@ -59,9 +59,10 @@ def make_program(contents: list[Content], questions: list[Question], budget: int
 
 
 def compile_job(program: Program, rows: int | None = None, reads: int | None = None) -> Job:
-    """dedupe-prefixes, plan-packing and layout, then lower every pass to one shape (answer rows and reads padded
-    to the largest pass's counts, or to `rows`/`reads`)."""
-    program = layout(plan_packing(dedupe_prefixes(program)))
+    """dedupe-prefixes, segment, plan-packing and layout (the compiler's passes, the engine's packer), then lower
+    every pass to one shape (answer rows and reads padded to the largest pass's counts, or to `rows`/`reads`)."""
+    ctx = PassContext(shapes=Shapes(program.budget, program.block))
+    program = layout(plan_packing(segment(dedupe_prefixes(program), ctx), ctx), ctx)
     rows = rows or max(len({r.row for r in l.reads}) for l in program.layouts)
     reads = reads or max(len(l.reads) for l in program.layouts)
     launches = [lower(l, rows_padded_to=rows, reads_padded_to=reads) for l in program.layouts]

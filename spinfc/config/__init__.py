@@ -1,7 +1,7 @@
 """The server's settings: one frozen struct, layered flags > `SPINFC_*` variables > TOML file > defaults.
 
-    [engine]    model, device, dtype, token_budget, warmup
-    [server]    host, port, token, trusted_token, queue, debug, log_level
+    [engine]    model, device, dtype, token_budget, block, warmup
+    [server]    host, port, token, trusted_token, queue, max_queued_tokens, debug, log_level
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
     [limits]    max_content_tokens, max_query_tokens, ... (see `Limits`)
 
@@ -39,6 +39,8 @@ class EngineSettings:
                          choices=("float32", "bfloat16", "float16"))
     token_budget: int | None = setting(None, f"packed tokens per forward pass; unset: {CUDA_TOKEN_BUDGET} on CUDA, "
                                        f"{CPU_TOKEN_BUDGET} on the CPU", "optional_int", minimum=128)
+    block: int = setting(128, "every content starts at a multiple of this many rows (on CUDA a multiple of 64, the "
+                         "attention kernel's alignment); smaller wastes fewer rows per content", "int", minimum=16)
     warmup: str = setting("full", "what runs before /readyz turns 200: full (a pass of every launch shape), short "
                           "(one small pass) or none (first calls pay it)", "choice", choices=("full", "short", "none"))
 
@@ -67,8 +69,13 @@ class ServerSettings:
                                         "`limits` and `features`, sees engine internals and may drain",
                                         "optional_str", env=("SPINFC_ENGINE_TOKEN", "SPINFC_TRUSTED_TOKEN"),
                                         metavar="TOKEN", secret=True)
-    queue: int = setting(4, "requests accepted while one is running; beyond it 429 concurrency_limit with "
-                         "Retry-After", "int", minimum=0)
+    queue: int | None = setting(None, "a cap on requests accepted while one is running (unset: no cap; admission "
+                                "is by queued work, --max-queued-tokens); beyond it 429 concurrency_limit with "
+                                "Retry-After", "optional_int", minimum=0)
+    max_queued_tokens: int | None = setting(None, "work admitted and not yet run, in tokens, beyond which a new "
+                                            "request is 429 queue_full with Retry-After from the queued work and the "
+                                            "measured rate (unset: four passes, 4 x --token-budget)",
+                                            "optional_int", minimum=1, metavar="TOKENS")
     debug: bool = setting(False, "engine internals (the plan of the request) in every response", "bool")
     log_level: str = setting("info", "log level", "choice",
                              choices=("critical", "error", "warning", "info", "debug"))

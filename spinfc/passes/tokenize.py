@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import functools
-
 import attrs
 
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import OptionSlot, Program, Question
-from spinfc.passes.context import PassContext
+from spinfc.passes.context import MEMO_ENTRIES, PassContext
 
 
 def tokenize(program: Program, ctx: PassContext) -> Program:
     """Tokenize with the context's tokenizer (the model's own); see `tokenize_with`."""
     if ctx.tokenizer is None:
         raise ValueError("tokenize needs a tokenizer in the pass context (PassContext(tokenizer=...))")
-    return tokenize_with(program, ctx.tokenizer)
+    if len(ctx.memo) > MEMO_ENTRIES:
+        ctx.memo.clear()
+    return tokenize_with(program, ctx.tokenizer, ctx.memo)
 
 
-def tokenize_with(program: Program, tokenizer) -> Program:
+def tokenize_with(program: Program, tokenizer, memo: dict | None = None) -> Program:
     """Tokenize piecewise with a transformers tokenizer.
 
     Guarantees: each content's `tokens` are `present_before + text + present_after` encoded with the tokenizer's
@@ -28,12 +28,16 @@ def tokenize_with(program: Program, tokenizer) -> Program:
     tokenizer's pad id (0 when it has none). Stats: contents, content_tokens, questions, prompt_tokens,
     option_tokens. Raises `CompileError` for a prompt or an option that encodes to no tokens.
     """
-    @functools.lru_cache(maxsize=None)  # the same options (" yes", " no") come back for every question of a grid
+    memo = {} if memo is None else memo  # prompts and options come back request after request (contents do not)
+
     def encode(text: str, special: bool) -> tuple[int, ...]:
-        return tuple(tokenizer(text, add_special_tokens=special)["input_ids"])
+        key = (text, special)
+        if key not in memo:
+            memo[key] = tuple(tokenizer(text, add_special_tokens=special)["input_ids"])
+        return memo[key]
 
     contents = tuple(
-        attrs.evolve(c, tokens=encode(program.present_before + c.text + program.present_after, True))
+        attrs.evolve(c, tokens=tuple(tokenizer(program.present_before + c.text + program.present_after)["input_ids"]))
         for c in program.contents
     )
     queries = {query.id: query for query in program.queries}

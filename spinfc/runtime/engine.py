@@ -30,6 +30,7 @@ import attrs
 from spinfc import compiler
 from spinfc.ir.nodes import OptionSlot, Program, Segment
 from spinfc.passes import SCHEDULED_FROM, PassContext
+from spinfc.passes.layout import pass_rows
 from spinfc.passes.plan_packing import admits
 from spinfc.runtime.results import ContentScores, QueryResult, ScoreMap, query_results
 from spinfc.runtime.runner import Pending, Runner, SegmentArrays
@@ -37,6 +38,8 @@ from spinfc.runtime.scheduler import EngineStats, Job, Unit, floor_key, schedule
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
+
+FULL = 0.85  # a pass this full is launched behind the one in flight; a less full one waits for it to end
 
 SLOT_SPELLING = {"text": "<*>", "number": "<n>", "amount": "<$>", "generate": "<gen>"}
 
@@ -116,6 +119,8 @@ class Engine:
         self._compiler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spinfc-compile")
         self._worker = threading.Thread(target=self._loop, name="spinfc-engine", daemon=True)
         self._closed = False
+        self._compiling = 0  # requests on (or waiting for) the compile thread
+        self._compiling_lock = threading.Lock()
 
     # ---- the caller's side --------------------------------------------------------------------------------
 
@@ -169,11 +174,20 @@ class Engine:
 
     async def compile_async(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
         """`compile` on the engine's compile thread, off the event loop (tokenizers are not shared across threads)."""
-        return await asyncio.get_running_loop().run_in_executor(self._compiler, self.compile, body, check)
+        return await self._on_compile_thread(self.compile, body, check)
 
     async def compile_program_async(self, program: Program, check: Callable[[Program], None] | None = None) -> Compiled:
         """`compile_program` on the engine's compile thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._compiler, self.compile_program, program, check)
+        return await self._on_compile_thread(self.compile_program, program, check)
+
+    async def _on_compile_thread(self, fn, *args) -> Compiled:
+        with self._compiling_lock:  # the worker holds a part-empty pass a moment while compiles are pending
+            self._compiling += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._compiler, fn, *args)
+        finally:
+            with self._compiling_lock:
+                self._compiling -= 1
 
     def submit(self, compiled: Compiled) -> concurrent.futures.Future:
         """Queue a compiled request; the future resolves to its `Job` or raises PassFailed / EngineClosed.
@@ -206,7 +220,12 @@ class Engine:
                 if not self._admit(block=not self._units and in_flight is None):
                     break
                 self._units = [u for u in self._units if u.wanted() or self._forget(u)]
-                launched = self._run(self._schedule()) if self._units else None
+                # While a pass runs, the next is launched behind it only if it is full; a part-filled one waits
+                # for the pass in flight to end, so requests arriving meanwhile fill it.
+                if in_flight is None and self._units and self._compiling and not self._full(self._units):
+                    self._gather()
+                units = self._schedule(full_only=in_flight is not None) if self._units else None
+                launched = self._run(units) if units else None
                 if in_flight is not None:
                     self._postprocess(*in_flight)
                 in_flight = launched
@@ -287,13 +306,37 @@ class Engine:
 
     # ---- schedule / run / postprocess ------------------------------------------------------------------------
 
-    def _schedule(self) -> list[Unit]:
-        """The units of the next pass, taken off the queue."""
+    def _schedule(self, full_only: bool = False) -> list[Unit] | None:
+        """The units of the next pass, taken off the queue; with `full_only`, None unless they fill FULL of the
+        budget (or the answer rows or reads) — the pass would otherwise run part-empty."""
         chosen = schedule(self._units, self.shapes)
+        if full_only and not self._full([self._units[i] for i in chosen]):
+            return None
         taken = set(chosen)
         units = [self._units[i] for i in chosen]
         self._units = [unit for i, unit in enumerate(self._units) if i not in taken]
         return units
+
+    def _gather(self) -> None:
+        """The GPU is idle and the next pass is part-empty while requests are still compiling: wait for them a
+        little (up to a quarter of a pass's time, as measured), so the pass fills instead of running near-empty."""
+        rate = self.stats.rate
+        deadline = time.perf_counter() + (0.25 * self.shapes.budget / rate if rate else 0.05)
+        while self._compiling and not self._full(self._units) and time.perf_counter() < deadline:
+            try:
+                job = self._inbox.get(timeout=max(0.0, min(0.005, deadline - time.perf_counter())))
+            except queue.Empty:
+                continue
+            self._inbox.put(job)  # _admit takes it, and whatever else came, in order
+            if not self._admit(block=False):
+                return
+
+    def _full(self, units: list[Unit]) -> bool:
+        shapes, rows = self.shapes, pass_rows([unit.segment for unit in units], attrs.evolve(self.shapes, trim=True))
+        answer_rows = sum(unit.segment.rows for unit in units)
+        reads = sum(len(unit.segment.reads) for unit in units)
+        return rows >= FULL * shapes.budget or (shapes.answer_rows is not None and answer_rows >= FULL * shapes.answer_rows) \
+            or (shapes.reads is not None and reads >= FULL * shapes.reads)
 
     def _run(self, units: list[Unit]) -> tuple[list[Unit], Pending] | None:
         """Launch the pass of `units`; a launch that raises puts them back to be run one by one."""

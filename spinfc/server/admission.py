@@ -1,13 +1,16 @@
-"""Which requests the engine takes: at most `--queue` waiting beside the one running, none while draining.
+"""Which requests the engine takes: admission by queued work, none while draining.
 
-    admit()     a request that will use the engine (score, decisions, chat) enters; beyond queue + 1 requests
-                at once it is 429 concurrency_limit with Retry-After; while draining it is 503 draining
+    admit()     a request that will use the engine (score, decisions, chat) enters while the work queued in the
+                engine (tokens admitted and not yet run) is under `--max-queued-tokens` (default: four passes);
+                beyond it 429 queue_full with Retry-After; beyond `--queue` requests at once (when set)
+                429 concurrency_limit; while draining 503 draining
     drain()     POST /v0/drain: /readyz turns 503 and new work is refused; requests already admitted finish
     undrain()   DELETE /v0/drain: back to normal
 
-The engine packs the contents of every admitted request into shared passes, so "running" is not one request on
-the GPU but whatever the current pass holds; the cap counts requests admitted and not yet answered. Retry-After is
-the mean time recent requests took (rounded up, at least 1 s): about when a place frees.
+The engine packs the contents of every admitted request into shared passes, so many small requests fill passes as
+well as one large one: the bound counts tokens, not requests. Retry-After is the queued work over the measured
+rate (rows per second of pass time, from the warm-up pass on), about when the queue has room again; before any pass
+was measured, a cautious estimate.
 """
 
 from __future__ import annotations
@@ -15,46 +18,63 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from spinfc.server.errors import ApiError
 
-SMOOTHING = 0.2  # weight of the newest request in the running mean of request time
+UNMEASURED_SECONDS = 5  # Retry-After before any pass was measured (no warm-up): a cautious guess, not 1 s
+MAX_RETRY_AFTER = 600
 
 
 class Admission:
-    def __init__(self, queue: int) -> None:
-        self.capacity = queue + 1  # the one running and `queue` waiting
+    def __init__(self, queue: int | None, max_queued_tokens: int | None = None) -> None:
+        """`queue`: requests accepted while one is running (None: no cap); `max_queued_tokens`: the work bound
+        (None until the engine's budget is known: `bind`)."""
+        self.capacity = None if queue is None else queue + 1  # the one running and `queue` waiting
+        self.max_queued_tokens = max_queued_tokens
         self.active = 0
         self.draining = False
-        self.mean_seconds = 1.0
+        self._work: Callable[[], tuple[int, float | None]] = lambda: (0, None)
         self._lock = threading.Lock()
 
+    def bind(self, work: Callable[[], tuple[int, float | None]], budget: int) -> None:
+        """Read the queued work from the engine: `work()` -> (tokens queued, rows per second or None); the default
+        bound is four passes of `budget` rows."""
+        self._work = work
+        if self.max_queued_tokens is None:
+            self.max_queued_tokens = 4 * budget
+
     def retry_after(self) -> str:
-        return str(max(1, math.ceil(self.mean_seconds)))
+        """Seconds until the queued work has run at the measured rate (at least 1)."""
+        queued, rate = self._work()
+        if not rate:
+            return str(UNMEASURED_SECONDS)
+        return str(min(MAX_RETRY_AFTER, max(1, math.ceil(queued / rate))))
 
     @contextlib.contextmanager
     def admit(self) -> Iterator[None]:
-        """Hold a place for one request while the block runs; raises 503 draining or 429 concurrency_limit."""
+        """Hold a place for one request while the block runs; raises 503 draining or 429 queue_full /
+        concurrency_limit."""
         with self._lock:
             if self.draining:
                 raise ApiError(503, "draining", "this server is draining (POST /v0/drain) and takes no new work: "
                                "send the request to another server", headers={"Retry-After": self.retry_after()})
-            if self.active >= self.capacity:
+            queued, _ = self._work()
+            if self.max_queued_tokens is not None and queued >= self.max_queued_tokens and self.active:
+                raise ApiError(429, "queue_full", f"{queued:,} tokens of work are queued, at the server's bound of "
+                               f"{self.max_queued_tokens:,} (--max-queued-tokens): retry after Retry-After seconds",
+                               headers={"Retry-After": self.retry_after()})
+            if self.capacity is not None and self.active >= self.capacity:
                 raise ApiError(429, "concurrency_limit", f"{self.active} requests are already running or waiting "
                                f"(--queue {self.capacity - 1}): retry after Retry-After seconds, and send more "
                                "contents per request rather than more requests",
                                headers={"Retry-After": self.retry_after()})
             self.active += 1
-        started = time.monotonic()
         try:
             yield
         finally:
-            seconds = time.monotonic() - started
             with self._lock:
                 self.active -= 1
-                self.mean_seconds += SMOOTHING * (seconds - self.mean_seconds)
 
     def drain(self) -> None:
         self.draining = True

@@ -55,7 +55,7 @@ class Service:
         self.settings = settings
         self.packs = packs if packs is not None else PackRegistry(settings.engine.model, {})
         self.metrics = metrics or Metrics()
-        self.admission = Admission(settings.server.queue)
+        self.admission = Admission(settings.server.queue, settings.server.max_queued_tokens)
         self.status = "loading"
         self.error: str | None = None
         self.engine: Engine | None = None
@@ -118,7 +118,7 @@ class Service:
         try:
             device = config.resolved_device()
             on_cuda = device.startswith("cuda")
-            shapes = Shapes.for_device(device, config.resolved_budget())  # shapes the kernels cannot run fail here
+            shapes = Shapes.for_device(device, config.resolved_budget(), config.block)  # shapes the kernels cannot run fail here
             # On CUDA: the Triton ops in half precision, every pass one fixed shape replayed from a CUDA graph.
             dtype_name = serving.cuda_dtype(config.dtype) if on_cuda else config.dtype
             started = time.perf_counter()
@@ -138,6 +138,8 @@ class Service:
             tokenizer = await asyncio.to_thread(lambda: model.tokenizer)
             self.engine = Engine(self.generator.guarded, shapes, device=device, tokenizer=tokenizer,
                                  on_pass=self.metrics.observe_pass).start()
+            stats = self.engine.stats
+            self.admission.bind(lambda: (stats.queued_tokens, stats.rate), shapes.budget)
             if config.warmup != "none":
                 started = time.perf_counter()
                 await self.engine.warm_up()

@@ -28,7 +28,7 @@ def test_no_flags_no_environment_no_file_gives_the_defaults():
     settings = load_settings(parse(), environ={})
     assert settings == Settings()
     assert settings.engine.model == "gemma3-270m"
-    assert (settings.server.host, settings.server.port, settings.server.queue) == ("0.0.0.0", 8000, 4)
+    assert (settings.server.host, settings.server.port, settings.server.queue) == ("0.0.0.0", 8000, None)
     assert settings.engine.warmup == "full" and settings.features.extraction and settings.features.generation
     assert settings.limits.max_content_tokens == 4096 and settings.limits.max_body_bytes == 2_000_000
 
