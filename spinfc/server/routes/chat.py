@@ -41,12 +41,10 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     ctx = call_context(request, data.limits, data.features)
     refuse_unsupported(data)
     scoring = data.scoring is not None or bool(data.packs)
-    if not scoring:  # what can be checked without the model is checked first
-        if not data.messages:
-            raise ApiError(400, "empty_list", "`messages` is empty: give at least one, e.g. "
-                           '[{"role": "user", "content": "..."}]', param="messages")
+    if not scoring:  # what can be checked without the model is checked first (an empty `messages` is body.py's)
         sampling = sampling_of(data, ctx)
-        messages = [{"role": m.role, "content": text_of(m.content)} for m in data.messages]
+        messages = [{"role": m.role, "content": text_of(m.content, f"messages[{i}]")}
+                    for i, m in enumerate(data.messages)]
     service.ready_engine()
     service.check_model(data.model)
     if scoring:
@@ -153,12 +151,16 @@ def stop_strings(stop: str | list[str] | None) -> tuple[str, ...]:
     return tuple(stops)
 
 
-def text_of(content) -> str:
-    """A message's text: the string, or its text parts joined with a blank line (as /v1/score reads them)."""
+def text_of(content, at: str = "messages") -> str:
+    """A message's text: the string, or its text parts joined with a blank line (as /v1/score reads them); `at` is
+    the message's JSON path."""
     if isinstance(content, str):
         return content
-    for part in content:
+    for j, part in enumerate(content):
         if part.type != "text":
             raise ApiError(400, "unsupported_content", f"a content part of type {part.type!r}: this server reads "
-                           "text parts only ({\"type\": \"text\", \"text\": ...})", param="messages")
+                           "text parts only ({\"type\": \"text\", \"text\": ...})", param=f"{at}.content[{j}].type")
+        if part.text is None:
+            raise ApiError(400, "missing_field", f"missing `text` in `{at}.content[{j}]`: add it, e.g. "
+                           '{"type": "text", "text": "..."}', param=f"{at}.content[{j}].text")
     return "\n\n".join(part.text for part in content)
