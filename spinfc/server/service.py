@@ -32,6 +32,7 @@ from spinfc.runtime.engine import Engine
 from spinfc.runtime.generate import Generator
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
+from spinfc.server.prechecks import model_longest_token
 
 log = logging.getLogger("spinfc.server")
 
@@ -62,6 +63,7 @@ class Service:
         self.source: ModelSource | None = None
         self.created = int(time.time())
         self.fingerprint = ""
+        self.longest_token: int | None = None  # characters one token covers at most (server/prechecks.py)
         self._load_model = load_model
         self._task: asyncio.Task | None = None
 
@@ -127,6 +129,7 @@ class Service:
             log.info("loaded %s on %s in %s in %.1f s", self.source.name, device, dtype_name,
                      time.perf_counter() - started)
             self.fingerprint = fingerprint(model, dtype_name, device)
+            self.longest_token = await asyncio.to_thread(model_longest_token, self.source.name)
             self.metrics.set_info(version=__version__, model=self.source.name, device=device,
                                   fingerprint=self.fingerprint)
             self.status = "warming"

@@ -24,6 +24,8 @@ from litestar.response import ServerSentEvent
 from spinfc.runtime.generate import Sampling
 from spinfc.server.chat_stream import stream_answer
 from spinfc.server.context import CallContext, call_context
+from spinfc.server.openapi import BODY_ROUTE, errors
+from spinfc.server.prechecks import Prechecks
 from spinfc.server.errors import ApiError
 from spinfc.server.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage, StreamOptions
 from spinfc.server.scoring import score_body
@@ -34,7 +36,7 @@ MAX_COMPLETION_TOKENS = 2048  # a CPU generates a few dozen tokens a second with
 MAX_STOP_STRINGS = 16
 
 
-@post("/v1/chat/completions", status_code=200)
+@post("/v1/chat/completions", status_code=200, responses=errors(*BODY_ROUTE))
 async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat completion request")],
                            service: ServiceDep, request: Request) -> ChatCompletion:
     """A ChatCompletion; with `stream: true`, the answer as server-sent events (server/chat_stream.py)."""
@@ -49,6 +51,7 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     service.check_model(data.model)
     if scoring:
         return await scored(data, service, ctx)
+    Prechecks(ctx.limits, service.longest_token).messages(messages, "messages")  # before the prompt is tokenized
     stream = (data.stream_options or StreamOptions()) if data.stream else None
     return await generated(messages, service, ctx, sampling, stream)
 
@@ -85,6 +88,7 @@ async def scored(data: ChatRequest, service, ctx: CallContext) -> ChatCompletion
         body["scoring"] = msgspec.to_builtins(data.scoring)
     if data.packs:
         body["packs"] = msgspec.to_builtins(data.packs)
+    Prechecks(ctx.limits, service.longest_token).score_body(body)  # sizes and counts before any parsing
     outcome = await score_body(service, ctx, body, [ref.id for ref in data.packs or []])
     tokens = outcome.scored.processed_tokens
     usage = ChatUsage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens, questions=outcome.questions)
