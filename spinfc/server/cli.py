@@ -23,6 +23,7 @@ def main(args: argparse.Namespace) -> int:
 
     from spinfc.packsrc import PackSourceError
     from spinfc.server.app import create_app
+    from spinfc.server.logs import log_config
 
     try:
         settings = load_settings(args)
@@ -32,7 +33,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"spinfc serve: {error}", file=sys.stderr)
         return 2
     server = settings.server
-    uvicorn.run(app, host=server.host, port=server.port, log_level=server.log_level)
+    uvicorn.run(app, host=server.host, port=server.port, log_level=server.log_level,
+                log_config=log_config())  # no query string values (a token sent there) in the access log
     return 0
 
 

@@ -107,11 +107,11 @@ def handle(request: Request, error: Exception) -> Response:
 def routing_error(request: Request, error: ApiError) -> ApiError:
     where = f"{request.method} {request.url.path}"
     if error.code == "not_found":
-        return ApiError(404, "not_found", f"no route {where}: the routes are listed in docs/api.md and "
-                        "GET /schema/openapi.json", headers=error.headers)
+        return ApiError(404, "not_found", f"no route {where}: see docs/api.md or GET /schema/openapi.json "
+                        "for the routes", headers=error.headers)
     allowed = error.headers.get("allow", error.headers.get("Allow", ""))
     answers = allowed or "other methods"
-    return ApiError(405, "method_not_allowed", f"{where} is not allowed: this route answers {answers}",
+    return ApiError(405, "method_not_allowed", f"{where} is not allowed: use one of {answers}",
                     headers=error.headers)
 
 

@@ -71,11 +71,18 @@ class Service:
 
     @property
     def model_name(self) -> str:
+        """The name responses carry: the first --served-model-name, else the model's own name."""
+        served = self.settings.engine.served_model_name
+        if served:
+            return served[0]
         return self.source.name if self.source else self.settings.engine.model
 
     @property
     def aliases(self) -> list[str]:
-        return list(self.source.aliases) if self.source else []
+        """Other names a request's `model` may give: the other served names, the model's own name and aliases."""
+        own = [self.source.name, *self.source.aliases] if self.source else [self.settings.engine.model]
+        names = [*self.settings.engine.served_model_name[1:], *own]
+        return [name for name in dict.fromkeys(names) if name != self.model_name]
 
     @property
     def draining(self) -> bool:
