@@ -30,6 +30,8 @@ _STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')  # deleted: all b
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\.\.\.)\]")
 _LOOSE = msgspec.json.Decoder(float_hook=Decimal)  # locating only: a number past float range is still a value
+UNREAD = object()  # the value is not needed to word the mistake: the body is not decoded a second time
+_WORDED_WITHOUT_VALUES = ("Object contains unknown field", "Object missing required field")
 
 
 def nesting_depth(raw: bytes) -> int:
@@ -62,10 +64,12 @@ def decode_body(raw: bytes, kind: type, source: str = "<request>") -> Any:
     try:
         return msgspec.json.decode(raw, type=kind, strict=True)
     except msgspec.ValidationError as error:
-        try:  # decoded again, untyped, only to find the value at fault; malformed JSON further on wins
-            obj = _LOOSE.decode(raw)
-        except msgspec.DecodeError as later:
-            raise malformed(str(later), raw, source) from None
+        obj = UNREAD
+        if _needs_values(str(error)):  # decoded again, untyped, to find the value at fault
+            try:
+                obj = _LOOSE.decode(raw)
+            except msgspec.DecodeError as later:  # malformed JSON further on is the first thing to fix
+                raise malformed(str(later), raw, source) from None
         raise located(error, obj, kind, source) from None
     except msgspec.DecodeError as error:
         raise malformed(str(error), raw, source) from None
@@ -86,6 +90,12 @@ def convert_body(obj: Any, kind: type, source: str = "<request>") -> Any:
         return msgspec.convert(obj, kind, strict=True)
     except msgspec.ValidationError as error:
         raise located(error, obj, kind, source) from None
+
+
+def _needs_values(text: str) -> bool:
+    """Whether wording msgspec's `text` needs the values: a key behind `[...]`, or a value to show."""
+    wrong_type = text.startswith("Expected `") and ", got `" in text
+    return "[...]" in text or not (wrong_type or text.startswith(_WORDED_WITHOUT_VALUES))
 
 
 def malformed(reason: str, raw: bytes, source: str) -> RequestError:
@@ -124,7 +134,7 @@ def _located(error: msgspec.ValidationError, obj: Any, kind: type, source: str) 
         message, hint = mistakes.missing_field(names[0], param, _example(_field_type(annotation, names[0])))
         code, param = mistakes.MISSING_FIELD, mistakes.json_path([*parts, names[0]])
     elif what.startswith("Expected") and ", got" in what:
-        message, hint = mistakes.wrong_type(param, _expected(names[0]), value)
+        message, hint = mistakes.wrong_type(param, _expected(names[0]), _JSON_KINDS.get(names[1], names[1]))
         code = mistakes.WRONG_TYPE
     elif "of length >= 1" in what and isinstance(value, list):
         item = _example(typing.get_args(annotation)[0]) if typing.get_args(annotation) else None
@@ -143,14 +153,14 @@ def _walk(obj: Any, kind: Any, path: str) -> tuple[list, Any, Any]:
     parts: list = []
     value, annotation = obj, kind
     for name, index, any_key in _SEGMENT.findall(path):
-        annotation = _branch(annotation, value)
+        annotation = _branch(annotation, value if value is not UNREAD else ({} if name else []))
         origin, args = typing.get_origin(annotation), typing.get_args(annotation)
         try:
             if name:
-                value, annotation = value[name], _field_type(annotation, name)
+                value, annotation = value if value is UNREAD else value[name], _field_type(annotation, name)
                 parts.append(name)
             elif index:
-                value, annotation = value[int(index)], args[0]
+                value, annotation = value if value is UNREAD else value[int(index)], args[0]
                 parts.append(int(index))
             elif origin is dict or (isinstance(value, Mapping) and args):
                 inner = args[-1]
@@ -159,7 +169,7 @@ def _walk(obj: Any, kind: Any, path: str) -> tuple[list, Any, Any]:
                 parts.append(key)
         except (KeyError, IndexError, TypeError, StopIteration):
             break  # the located part is as far as it can be followed
-    return parts, value, _branch(annotation, value)
+    return parts, value, _branch(annotation, value if value is not UNREAD else {})
 
 
 def _branch(annotation: Any, value: Any) -> Any:

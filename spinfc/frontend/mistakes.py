@@ -71,10 +71,11 @@ def missing_field(key: str, at: str = "", example: str | None = None) -> tuple[s
     return f"missing `{key}`{inside}", f"add it, e.g. \"{key}\": {example}" if example else f"add `{key}`"
 
 
-def wrong_type(path: str, expected: str, value: Any, example: str | None = None) -> tuple[str, str]:
-    """(message, hint) for `value` at `path`, which must be `expected` ("an integer", "a string or a list")."""
-    message = f"{where(path)} must be {expected}, not {kind_of(value)}"
-    if isinstance(value, str) and expected in ("an integer", "a number", "true or false"):
+def wrong_type(path: str, expected: str, got: str, example: str | None = None) -> tuple[str, str]:
+    """(message, hint) for a value of kind `got` ("a string", see `kind_of`) at `path`, which must be `expected`
+    ("an integer", "a string or a list")."""
+    message = f"{where(path)} must be {expected}, not {got}"
+    if got == "a string" and expected in ("an integer", "a number", "true or false"):
         return message, f"write it without quotes, e.g. {EXAMPLES[expected]}"
     example = example or EXAMPLES.get(expected.split(" or ")[0])
     return message, f"write it as {expected}" + (f", e.g. {example}" if example else "")

@@ -52,22 +52,24 @@ class Prechecks:
                             for m in messages), param)
 
     def queries(self, queries: Sequence[Mapping], at: str = "scoring.queries") -> None:
-        """Each query's template, placeholder values and options; the questions of all queries together."""
-        questions = 0
+        """Counts first (questions: queries x placeholder values; options per query), then each template,
+        placeholder value and option in characters."""
+        questions = sum(math.prod(len(v) for v in (q.get("placeholders") or {}).values()) for q in queries)
+        self.limits.check("max_prompts_per_input", questions, at)
+        for k, query in enumerate(queries):
+            self.limits.check("max_options", len(query.get("options") or []), f"{at}[{k}].options")
         for k, query in enumerate(queries):
             where = f"{at}[{k}]"
             self.text("max_query_tokens", len(query.get("template") or ""), f"{where}.template")
-            grid = 1
             for name, values in (query.get("placeholders") or {}).items():
-                grid *= len(values)
-                for j, value in enumerate(values):
-                    self.text("max_query_tokens", len(value), f"{where}.placeholders.{name}[{j}]")
-            questions += grid
-            options = query.get("options") or []
-            self.limits.check("max_options", len(options), f"{where}.options")
-            for j, option in enumerate(options):
-                self.text("max_option_tokens", len(option), f"{where}.options[{j}]")
-        self.limits.check("max_prompts_per_input", questions, at)
+                self.longest_of("max_query_tokens", values, f"{where}.placeholders.{name}")
+            self.longest_of("max_option_tokens", query.get("options") or [], f"{where}.options")
+
+    def longest_of(self, name: str, texts: Sequence[str], param: str) -> None:
+        """`text` for the longest of `texts` (param `param[j]`): one pass in C, however many there are."""
+        if texts:
+            chars = max(map(len, texts))
+            self.text(name, chars, f"{param}[{next(j for j, t in enumerate(texts) if len(t) == chars)}]")
 
     def score_body(self, body: Mapping) -> None:
         """A /v1/score-shaped body (also chat's scoring mode): contents, then queries."""

@@ -1,15 +1,13 @@
 """The HTTP boundary under hostile input (no model needed): every POST route gets a corpus of bad bodies (deep
 nesting, huge numbers, wrong types, wrong media types, malformed JSON, huge texts, nulls) and must answer each with a
 4xx in OpenAI's envelope, an OpenAI error type, `param` naming the field where one is at fault, and a message that
-says what to do. The server's engine is `Unreachable`: a body that got past the boundary checks to the engine would
-be a 500 here, so these also prove that the checks run before the engine, in the routes the real server runs.
+says what to do. The engine is unready.py's `Unreachable`: a body that got past the boundary checks to the engine
+would be a 500 here, so these also prove that the checks run before the engine, in the routes the real server runs.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from types import SimpleNamespace
 
 import pytest
 from litestar.testing import TestClient
@@ -17,43 +15,22 @@ from litestar.testing import TestClient
 from spinfc.config import ServerSettings, Settings
 from spinfc.server.app import create_app
 
+from .unready import no_model, ready_client
+
 POST_ROUTES = ("/v1/score", "/v1/chat/completions", "/v1/decisions", "/v1/systemone")
 OPENAI_TYPES = {"invalid_request_error", "authentication_error", "permission_error", "not_found_error",
                 "rate_limit_error", "server_error"}
 # a message says what to do next: one of these words (or a did-you-mean)
 REMEDIES = ("send", "add", "write", "give", "remove", "split", "use", "shorten", "start", "ask", "omit", "make",
             "check", "did you mean", "wait", "poll", "see ", "retry", "name")
-LONGEST_TOKEN = 31  # Gemma 3's longest vocabulary entry, in characters (what the real server reads at start)
 HELLO = [{"role": "user", "content": "Hello"}]
 QUERY = {"id": "q", "template": "\n\nIs it?\nAnswer:<?>", "options": [" yes", " no"]}
 
 
-class Unreachable:
-    """Stands for the engine: it has a model name (the frontend names the program's model), and any use of it
-    fails the request with a 500, which these tests never accept."""
-
-    model = SimpleNamespace(name="gemma3-270m")
-
-    def __getattr__(self, name):
-        raise AssertionError(f"a hostile request reached the engine (engine.{name})")
-
-
-def no_model(name, dtype, device):
-    raise FileNotFoundError(f"no weights for {name} (this test needs none)")
-
-
 @pytest.fixture(scope="module")
 def client():
-    app = create_app(Settings(server=ServerSettings(trusted_token="front")), load_model=no_model)
-    with TestClient(app) as client:
-        service = app.state.service
-        deadline = time.monotonic() + 30
-        while service.status != "failed":  # the loader fails at once; then the service is made ready by hand
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        service.status, service.engine, service.longest_token = "ready", Unreachable(), LONGEST_TOKEN
+    with ready_client(Settings(server=ServerSettings(trusted_token="front"))) as client:
         yield client
-        service.engine = None  # nothing to close
 
 
 def deep(levels: int, opener: bytes = b"[", closer: bytes = b"]") -> bytes:
