@@ -50,8 +50,8 @@ def _compile_error(error) -> ApiError:
     """A frontend/pass error (spinfc.errors.CompileError): its code, and a message with where and what to do."""
     message = str(getattr(error, "message", None) or error)
     loc, param = getattr(error, "loc", None), getattr(error, "param", None)
-    # a JSON path the message already names, or the bare body, adds nothing; a place in a template does
-    says_where = (param and f"`{param}`" in message) or (loc is not None and loc.file == "<request>")
+    # a place in a template (line, column) says where; a JSON path alone is the `param`, so it is not repeated
+    says_where = loc is not None and loc.file.startswith("<request>") and (loc.line, loc.column) == (1, 1)
     if loc is not None and str(loc) not in message and not says_where:
         message = f"{loc}: {message}"
     hint = getattr(error, "hint", None)
