@@ -82,6 +82,9 @@ def to_api_error(error: Exception) -> ApiError:
         return ApiError(400, "invalid_request", f"{error.detail}: see docs/api.md for this route's parameters")
     if isinstance(error, HTTPException):
         status = error.status_code
+        if status == 500 and "disconnected" in str(error.detail):  # Litestar, reading a body the client cut off
+            return ApiError(400, "incomplete_body", "the connection closed before the whole body arrived: send "
+                            "the whole body (as many bytes as Content-Length says)")
         if status == 413:  # Litestar refuses a body over request_max_body_size (the max_body_bytes limit)
             return ApiError(413, "max_body_bytes_exceeded", "the body is larger than the server's limit "
                             "(max_body_bytes): split the request into several, or start the server with a higher "

@@ -1,10 +1,12 @@
 """The conventions users bring from vLLM, TEI and the OpenAI API (no model needed): /health, HEAD on the health
 routes, --api-key as --token, --served-model-name, OpenAI's error types, an OpenAPI schema whose errors are the
-envelope the server sends, and an access log without the query string's values."""
+envelope the server sends, HTTP framing errors in the envelope, and an access log without the query string's
+values."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import threading
 import time
 
@@ -15,6 +17,7 @@ from litestar.testing import TestClient
 
 from spinfc.config import EngineSettings, ServerSettings, Settings, add_arguments, load_settings
 from spinfc.server.app import create_app
+from spinfc.server.framing import envelope_protocol
 from spinfc.server.logs import log_config
 
 from .unready import no_model, ready_client
@@ -126,3 +129,38 @@ def test_the_help_names_both_flags(flag, capsys) -> None:
     with pytest.raises(SystemExit):
         parser.parse_args(["--help"])
     assert "--token TOKEN, --api-key TOKEN" in capsys.readouterr().out
+
+
+def test_http_framing_errors_are_answered_in_the_envelope(capfd) -> None:
+    import socket
+
+    app = create_app(load_model=no_model)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
+                                           http=envelope_protocol()))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline
+            time.sleep(0.05)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        replies = []
+        for raw in (b"GARBAGE\r\n\r\n", b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+                    b"POST /v1/score HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(raw)
+                replies.append(b"".join(iter(lambda: sock.recv(65536), b"")))
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # a body cut off: no traceback
+            sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{\"messages\"")
+        time.sleep(0.5)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    for reply in replies:
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"application/json" in head, reply
+        assert json.loads(body)["error"]["code"] == "invalid_http"
+    logged = "".join(capfd.readouterr())
+    assert "unhandled error" not in logged and "Exception in ASGI application" not in logged, logged
