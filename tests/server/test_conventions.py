@@ -151,10 +151,11 @@ def test_http_framing_errors_are_answered_in_the_envelope(capfd) -> None:
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
                 sock.sendall(raw)
                 replies.append(b"".join(iter(lambda: sock.recv(65536), b"")))
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # a body cut off: no traceback
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # a body cut off: a 400
             sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 100\r\n\r\n{\"messages\"")
         time.sleep(0.5)
+        counted = httpx.get(f"http://127.0.0.1:{port}/metrics").text
     finally:
         server.should_exit = True
         thread.join(timeout=30)
@@ -164,3 +165,4 @@ def test_http_framing_errors_are_answered_in_the_envelope(capfd) -> None:
         assert json.loads(body)["error"]["code"] == "invalid_http"
     logged = "".join(capfd.readouterr())
     assert "unhandled error" not in logged and "Exception in ASGI application" not in logged, logged
+    assert 'route="/v1/score",status="400"' in counted and 'status="500"' not in counted, counted
