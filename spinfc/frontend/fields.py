@@ -156,7 +156,8 @@ class Fields:
         """A non-empty list of non-blank, distinct strings (`unique` is the code of a repeated one)."""
         items = self.value(key, list, what, example)
         if not items:
-            self.fail(key, f"`{key}` is empty", code=mistakes.EMPTY_LIST, hint=f"give at least one {what}, e.g. {example}")
+            self.fail(key, f"`{key}` is empty", code=mistakes.EMPTY_LIST,
+                      hint=f"give at least one {what}, e.g. {example}")
         seen: dict[str, int] = {}
         for index, item in enumerate(items):
             if not isinstance(item, str):

@@ -51,7 +51,8 @@ def _category(c: Fields, queries: dict[str, Query | None]) -> Category:
     description = c.string("description", "description", '"..."', default="")
     combine = c.string("combine", "combiner", '"noisy_or"')
     if combine not in COMBINERS:
-        c.fail("combine", f"unknown combiner {combine!r}", code="invalid_value", hint=f"use one of: {', '.join(COMBINERS)}")
+        c.fail("combine", f"unknown combiner {combine!r}", code="invalid_value",
+               hint=f"use one of: {', '.join(COMBINERS)}")
     baseline = c.string("baseline", "baseline", '"floor"', default="none")
     if baseline not in BASELINES:
         c.fail(

@@ -136,7 +136,10 @@ class Service:
             log.info("loaded %s on %s in %s in %.1f s", self.source.name, device, dtype_name,
                      time.perf_counter() - started)
             self.fingerprint = fingerprint(model, dtype_name, device)
-            self.longest_token = await asyncio.to_thread(model_longest_token, self.source.name)
+            try:  # for the cheap limits before tokenizing (prechecks.py); without it they count tokens only
+                self.longest_token = await asyncio.to_thread(model_longest_token, self.source.name)
+            except Exception as error:  # noqa: BLE001
+                log.warning("no character bound on the token limits: %s", error)
             self.metrics.set_info(version=__version__, model=self.source.name, device=device,
                                   fingerprint=self.fingerprint)
             self.status = "warming"

@@ -51,7 +51,8 @@ RAW_CORPUS = {  # name -> (body bytes, content type)
     "a number past float range": (b'{"messages": [], "temperature": 1e400}', "application/json"),
     "text/plain": (b'{"messages": []}', "text/plain"),
     "no Content-Type": (b'{"messages": []}', None),
-    "multipart": (b'--x\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--x--', "multipart/form-data; boundary=x"),
+    "multipart": (b'--x\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--x--',
+                  "multipart/form-data; boundary=x"),
     "XML": (b"<messages/>", "application/xml"),
     "form": (b"messages=1", "application/x-www-form-urlencoded"),
     "empty body": (b"", "application/json"),
@@ -172,7 +173,8 @@ def test_the_media_type_and_the_body_size_are_named(client) -> None:
     error = check_refusal(client.post("/v1/score", content=b"{}", headers={"Content-Type": "text/plain"}))
     assert client.post("/v1/score", content=b"{}", headers={"Content-Type": "text/plain"}).status_code == 415
     assert error["code"] == "unsupported_media_type" and "Content-Type: application/json" in error["message"]
-    ok = client.post("/v1/score", content=b'{"messages": 1}', headers={"Content-Type": "application/json; charset=utf-8"})
+    ok = client.post("/v1/score", content=b'{"messages": 1}',
+                     headers={"Content-Type": "Application/JSON; charset=utf-8"})
     assert ok.json()["error"]["code"] == "wrong_type"  # a charset parameter is fine
     big = client.post("/v1/score", content=b"x" * 10, headers={"Content-Type": "application/json",
                                                                 "Content-Length": str(3_000_000)})

@@ -65,7 +65,8 @@ def test_the_generated_requests_reached_every_operation_and_none_failed(base_url
     counted = [(s.labels["route"], int(s.labels["status"]), s.value) for s in family.samples
                if s.name == "spinfc_requests_total"]
     print(sorted(counted))
-    assert all(status < 500 for _, status, _ in counted)
+    # /readyz answers 503 warming_up to live_server's polls while the model loads: by design, not a failure
+    assert all(status < 500 for route, status, _ in counted if route != "/readyz"), counted
     routes = {route for route, _, _ in counted}
     assert {"/v1/score", "/v1/packs", "/v1/models", "/v0/drain", "/metrics"} <= routes
     assert routes & {"/v1/decisions", "/v1/systemone"}
