@@ -2,10 +2,12 @@
 (`ErrorResponse`), never Litestar's default `{status_code, detail, extra}` (which the server never sends).
 
     responses=errors(400, 401, 413)    on a route handler: those statuses, described, with the envelope's schema
+    forbid_unknown_fields(app, ...)    request objects say `additionalProperties: false`, as the server refuses them
 """
 
 from __future__ import annotations
 
+import msgspec
 from litestar.openapi.datastructures import ResponseSpec
 
 from spinfc.server.schemas import ErrorResponse
@@ -32,3 +34,14 @@ def error_spec(description: str) -> ResponseSpec:
 def errors(*statuses: int) -> dict[int, ResponseSpec]:
     """The error responses of a route: `statuses`, each with its description and the envelope's schema."""
     return {status: error_spec(WHEN[status]) for status in statuses}
+
+
+def forbid_unknown_fields(app, modules) -> None:
+    """Say in the schema what the server enforces: each struct of `modules` that forbids unknown fields is an object
+    with `additionalProperties: false` (Litestar leaves it out). Run before the schema is first served."""
+    components = app.openapi_schema.components.schemas or {}
+    structs = {v for module in modules for v in vars(module).values()
+               if isinstance(v, type) and issubclass(v, msgspec.Struct)}
+    for struct in structs:
+        if struct.__struct_config__.forbid_unknown_fields and struct.__name__ in components:
+            components[struct.__name__].additional_properties = False

@@ -69,3 +69,28 @@ def test_hostile_bodies_leave_memory_as_they_found_it(client) -> None:
             assert client.post(route, content=body, headers={"Content-Type": "application/json"}).status_code == 400
     grown = rss_bytes() - before
     assert grown < 64 * 2**20, f"RSS grew {grown / 2**20:.0f} MB over 40 hostile bodies"
+
+
+@pytest.mark.slow
+def test_the_real_server_refuses_a_hostile_template_before_tokenizing() -> None:
+    """On gemma3-270m: the bound comes from its own vocabulary (31 characters), read when the model loads."""
+    from litestar.testing import TestClient
+
+    from spinfc.config import EngineSettings, Settings
+    from spinfc.server.app import create_app
+
+    from .live import wait_ready
+
+    settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="none"))
+    app = create_app(settings)
+    with TestClient(app, timeout=600) as client:
+        wait_ready(client)
+        assert app.state.service.longest_token == 31
+        route, body = ENCODED["a template of 1.9 MB"]
+        client.post(route, content=body, headers={"Content-Type": "application/json"})  # first-call imports
+        started = time.perf_counter()
+        response = client.post(route, content=body, headers={"Content-Type": "application/json"})
+        seconds = time.perf_counter() - started
+    error = response.json()["error"]
+    assert error["code"] == "max_query_tokens_exceeded" and "31" in error["message"], error
+    assert seconds < 0.1, f"refused in {seconds * 1000:.0f} ms"

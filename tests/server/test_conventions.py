@@ -98,6 +98,10 @@ def test_the_schema_documents_every_error_as_the_envelope() -> None:
     assert set(schema["paths"]["/v0/drain"]) >= {"post", "delete"}
     assert "403" in schema["paths"]["/v0/drain"]["delete"]["responses"]
     assert "head" in schema["paths"]["/healthz"] and "/health" in schema["paths"]
+    components = schema["components"]["schemas"]
+    for name in ("ScoreRequest", "ScoringQuery", "Message", "ChatRequest", "DecisionRequest", "DecisionQuestion"):
+        assert components[name]["additionalProperties"] is False, name  # as body.py refuses an unknown field
+    assert components["ChatRequest"]["properties"]["messages"]["minItems"] == 1
 
 
 def test_a_token_in_the_query_string_stays_out_of_the_access_log(capfd) -> None:
