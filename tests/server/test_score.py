@@ -223,5 +223,5 @@ def test_limits_are_400s_that_name_the_limit_and_the_field(client) -> None:
             "scoring": SEED["scoring"]}
     err = error(client, long)
     assert err["code"] == "max_content_tokens_exceeded" and err["param"] == "inputs[1].messages"
-    err = error(client, {**SEED, "messages": [{"role": "user", "content": "x" * 25_000}]})
+    err = error(client, {**SEED, "messages": [{"role": "user", "content": "x" * 25_000}]}, status=413)
     assert err["code"] == "max_body_bytes_exceeded"
