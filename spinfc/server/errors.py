@@ -50,8 +50,10 @@ def _compile_error(error) -> ApiError:
     """A frontend/pass error (spinfc.errors.CompileError): its code, and a message with where and what to do."""
     message = str(getattr(error, "message", None) or error)
     loc, param = getattr(error, "loc", None), getattr(error, "param", None)
-    # a place in a template (line, column) says where; a JSON path alone is the `param`, so it is not repeated
-    says_where = loc is not None and loc.file.startswith("<request>") and (loc.line, loc.column) == (1, 1)
+    # a place in a template (line, column) says where; a JSON path alone is the `param`, so it is not repeated,
+    # and a place in the body's text (invalid_json) is in the message already
+    says_where = loc is not None and (loc.file == "<request>" or loc.file.startswith("<request>:")
+                                      and (loc.line, loc.column) == (1, 1))
     if loc is not None and str(loc) not in message and not says_where:
         message = f"{loc}: {message}"
     hint = getattr(error, "hint", None)
