@@ -11,7 +11,6 @@ the IR program out, stopped after any pass.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -53,12 +52,10 @@ def load_source(path_or_json: str | Path | Mapping[str, Any], model: str, conten
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise CompileError(f"the request is not valid JSON: {error.msg}",
-                           SourceLoc(str(path), error.lineno, error.colno), code="bad_json",
-                           hint="fix the JSON syntax at this place") from None
+    """The file's JSON, read as the server reads a body (depth bounded, invalid_json with line and column)."""
+    from spinfc.frontend.json_body import read_json
+
+    return read_json(path.read_bytes(), source=str(path))
 
 
 def compile(program: Program, ctx: PassContext, until: str | None = None, verify: bool = False,

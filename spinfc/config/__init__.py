@@ -1,6 +1,6 @@
 """The server's settings: one frozen struct, layered flags > `SPINFC_*` variables > TOML file > defaults.
 
-    [engine]    model, device, dtype, token_budget, block, warmup
+    [engine]    model, device, dtype, token_budget, block, served_model_name, warmup
     [server]    host, port, token, trusted_token, queue, max_queued_tokens, debug, log_level
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
     [limits]    max_content_tokens, max_query_tokens, ... (see `Limits`)
@@ -41,6 +41,9 @@ class EngineSettings:
                                        f"{CPU_TOKEN_BUDGET} on the CPU", "optional_int", minimum=128)
     block: int = setting(128, "every content starts at a multiple of this many rows (on CUDA a multiple of 64, the "
                          "attention kernel's alignment); smaller wastes fewer rows per content", "int", minimum=16)
+    served_model_name: tuple[str, ...] = setting([], "the name(s) the server answers with and accepts in `model`, "
+                                                 "repeatable (the first is reported; unset: the model's own name)",
+                                                 "list", flag="--served-model-name", metavar="NAME")
     warmup: str = setting("full", "what runs before /readyz turns 200: full (a pass of every launch shape), short "
                           "(one small pass) or none (first calls pay it)", "choice", choices=("full", "short", "none"))
 
@@ -63,8 +66,10 @@ class EngineSettings:
 class ServerSettings:
     host: str = setting("0.0.0.0", "address to listen on", "str", metavar="ADDRESS")
     port: int = setting(8000, "port to listen on", "int", minimum=1, maximum=65535)
-    token: str | None = setting(None, "require `Authorization: Bearer <token>` on every route but health",
-                                "optional_str", metavar="TOKEN", secret=True)
+    token: str | None = setting(None, "require `Authorization: Bearer <token>` on every route but health "
+                                "(--api-key is the same setting, as in vLLM and TEI)", "optional_str",
+                                env=("SPINFC_TOKEN", "SPINFC_API_KEY"), aliases=("--api-key",), metavar="TOKEN",
+                                secret=True)
     trusted_token: str | None = setting(None, "token of a trusted caller (your own front end): it may send per-call "
                                         "`limits` and `features`, sees engine internals and may drain",
                                         "optional_str", env=("SPINFC_ENGINE_TOKEN", "SPINFC_TRUSTED_TOKEN"),
@@ -138,19 +143,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         env = env_names(f.name, f)[0]
         help_text = f"{meta['help']} (default: {describe_default(f)}; {env}; [{group}] {f.name})"
         help_text = help_text.replace("%", "%%")
-        flag = flag_name(f.name, f)
+        flags = (flag_name(f.name, f), *meta["aliases"])
         if meta["kind"] == "bool" and f.default is False:
-            parser.add_argument(flag, dest=f.name, action="store_const", const=True, default=None, help=help_text)
+            parser.add_argument(*flags, dest=f.name, action="store_const", const=True, default=None, help=help_text)
         elif meta["kind"] == "bool":
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+            parser.add_argument(*flags, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
                                 help=help_text)
         elif meta["kind"] == "list":
-            parser.add_argument(flag, dest=f.name, action="append", default=None, metavar=meta["metavar"],
+            parser.add_argument(*flags, dest=f.name, action="append", default=None, metavar=meta["metavar"],
                                 help=help_text)
         elif meta["kind"] == "choice":
-            parser.add_argument(flag, dest=f.name, choices=meta["rules"]["choices"], default=None, help=help_text)
+            parser.add_argument(*flags, dest=f.name, choices=meta["rules"]["choices"], default=None, help=help_text)
         else:
-            parser.add_argument(flag, dest=f.name, type=int if "int" in meta["kind"] else str, default=None,
+            parser.add_argument(*flags, dest=f.name, type=int if "int" in meta["kind"] else str, default=None,
                                 metavar=meta["metavar"] or ("N" if "int" in meta["kind"] else "TEXT"), help=help_text)
     parser.add_argument("--no-warmup", dest="warmup", action="store_const", const="none", default=None,
                         help="the same as --warmup none")

@@ -72,12 +72,15 @@ class LimitExceeded(RequestError):
 
     status = 400
 
-    def __init__(self, name: str, value: int, limit: int, param: str | None = None) -> None:
+    def __init__(self, name: str, value: int, limit: int, param: str | None = None, *,
+                 estimate: str | None = None) -> None:
+        """`estimate`: `value` is a lower bound found before counting (server/prechecks.py), and this says how."""
         what = attrs.fields_dict(Limits)[name].metadata["help"].removeprefix("most ")
         flag = "--" + name.replace("_", "-")
         where = f"{param}: " if param else ""
+        counted = f"at least {value:,} {what} ({estimate})" if estimate else f"{value:,} {what}"
         super().__init__(
-            f"{where}{value:,} {what}, over the server's limit of {limit:,} ({name})",
+            f"{where}{counted}, over the server's limit of {limit:,} ({name})",
             code=ERROR_CODES[name], param=param,
             hint=f"make the request smaller (split it into several), or start the server with a higher {flag} "
             f"(SPINFC_{name.upper()}, [limits] {name})",

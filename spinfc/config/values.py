@@ -14,12 +14,12 @@ KIND_WORDS = {
 
 
 def setting(default, help: str, kind: str, *, env: tuple[str, ...] = (), flag: str | None = None,
-            metavar: str | None = None, secret: bool = False, **rules):
+            aliases: tuple[str, ...] = (), metavar: str | None = None, secret: bool = False, **rules):
     """A settings field: `kind` is int, str, optional_str, optional_int, bool, list or choice; `rules` are
-    minimum, maximum, choices; `env` replaces the default variable name SPINFC_<KEY>; a `secret` is masked in
-    the settings' repr."""
-    metadata = {"help": help, "kind": kind, "env": env, "flag": flag, "rules": rules, "secret": secret,
-                "metavar": metavar}
+    minimum, maximum, choices; `env` replaces the default variable name SPINFC_<KEY> (the first given wins);
+    `aliases` are other flags for the same setting; a `secret` is masked in the settings' repr."""
+    metadata = {"help": help, "kind": kind, "env": env, "flag": flag, "aliases": aliases, "rules": rules,
+                "secret": secret, "metavar": metavar}
     value = default if not isinstance(default, list) else tuple(default)
     return attrs.field(default=value, metadata=metadata, repr=_masked if secret else True)
 

@@ -7,12 +7,12 @@ same readers serve pack files and requests, so both give the same messages for t
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from spinfc.errors import CompileError
+from spinfc.frontend import mistakes
 from spinfc.frontend.template import Locate, parse_template
 from spinfc.frontend.tomlpos import TomlPositions
 from spinfc.ir.nodes import SourceLoc, Template
@@ -78,7 +78,7 @@ class Fields:
             self.fail(
                 None,
                 f"{dotted(path) or 'the body'} must be {noun}, not {_kind(data)}",
-                code="wrong_type",
+                code=mistakes.WRONG_TYPE,
                 hint=f"write it as a {noun} of keys and values",
             )
         self.data: Mapping[str, Any] = data
@@ -110,19 +110,13 @@ class Fields:
         known = tuple(known)
         for key in self.data:
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                guess = f"did you mean `{close[0]}`? " if close else ""
-                self.fail(
-                    key,
-                    f"unknown key `{key}`",
-                    code="unknown_key",
-                    at_key=True,
-                    hint=f"{guess}the keys here are: {', '.join(known)}",
-                )
+                message, hint = mistakes.unknown_field(key, known, dotted(self.path))
+                self.fail(key, message, code=mistakes.UNKNOWN_FIELD, at_key=True, hint=hint)
 
     def require(self, key: str, what: str, example: str) -> Any:
         if key not in self.data:
-            self.fail(None, f"missing `{key}` ({what})", code="missing_key", hint=f"add it, e.g. {key} = {example}")
+            self.fail(None, f"missing `{key}` ({what})", code=mistakes.MISSING_FIELD,
+                      hint=f"add it, e.g. {key} = {example}")
         return self.data[key]
 
     # -- values -------------------------------------------------------------------------------------------------
@@ -137,7 +131,7 @@ class Fields:
             self.fail(
                 key,
                 f"`{key}` must be {expected}, not {_kind(value)}",
-                code="wrong_type",
+                code=mistakes.WRONG_TYPE,
                 hint=f"write it as {key} = {example}",
             )
         return value
@@ -150,7 +144,7 @@ class Fields:
             self.fail(
                 key,
                 f"`{key}` = {value!r} is not a valid {what}",
-                code="bad_value",
+                code=mistakes.INVALID_VALUE,
                 hint=f"write it like {key} = {example}",
             )
         return value
@@ -162,14 +156,15 @@ class Fields:
         """A non-empty list of non-blank, distinct strings (`unique` is the code of a repeated one)."""
         items = self.value(key, list, what, example)
         if not items:
-            self.fail(key, f"`{key}` is empty", code="empty_list", hint=f"give at least one {what}, e.g. {example}")
+            self.fail(key, f"`{key}` is empty", code=mistakes.EMPTY_LIST,
+                      hint=f"give at least one {what}, e.g. {example}")
         seen: dict[str, int] = {}
         for index, item in enumerate(items):
             if not isinstance(item, str):
                 self.fail(
                     (key, index),
                     f"{what} {index + 1} must be a string, not {_kind(item)}",
-                    code="wrong_type",
+                    code=mistakes.WRONG_TYPE,
                     hint=f"quote it, e.g. {example}",
                 )
             if item in seen:

@@ -51,13 +51,14 @@ def _category(c: Fields, queries: dict[str, Query | None]) -> Category:
     description = c.string("description", "description", '"..."', default="")
     combine = c.string("combine", "combiner", '"noisy_or"')
     if combine not in COMBINERS:
-        c.fail("combine", f"unknown combiner {combine!r}", code="bad_value", hint=f"use one of: {', '.join(COMBINERS)}")
+        c.fail("combine", f"unknown combiner {combine!r}", code="invalid_value",
+               hint=f"use one of: {', '.join(COMBINERS)}")
     baseline = c.string("baseline", "baseline", '"floor"', default="none")
     if baseline not in BASELINES:
         c.fail(
             "baseline",
             f"unknown baseline {baseline!r}",
-            code="bad_value",
+            code="invalid_value",
             hint='use "none" (members count p) or "floor" (members count their lift over floor_p)',
         )
     members = c.tables("members", "member", '[{ question = "threat", option = " yes" }]')
@@ -81,7 +82,7 @@ def _member(m: Fields, combine: str, queries: dict[str, Query | None]) -> Member
         m.fail(
             "weight",
             f"weight {weight:g} is out of range for {combine}",
-            code="bad_value",
+            code="invalid_value",
             hint=f"a {combine} weight is {span} (docs/packs.md, Combiners)",
         )
     if name not in queries:

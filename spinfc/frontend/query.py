@@ -112,7 +112,7 @@ def _slot(f: Fields, template: Template, ref: SlotRef) -> Slot:
             f.fail(
                 "max_tokens",
                 f"max_tokens = {max_tokens} is out of range",
-                code="bad_value",
+                code="invalid_value",
                 hint=f"give a count from 1 to {MAX_TOKENS_LIMIT}",
             )
         return _EXTRACTORS[kind](stop=after, max_tokens=max_tokens)

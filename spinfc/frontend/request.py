@@ -7,6 +7,7 @@
                               "placeholders": {"name": ["v1", "v2"]}}]}}
 
 A content is its messages' texts joined with a blank line; contents are `input-0`, `input-1`, ... in order.
+Fields and types are those of `request_schema.ScoreRequest`, checked by json_body.py with the server's words.
 Errors are `RequestError`s whose `param` (and `loc.file`) is the JSON path of the field, e.g.
 `<request>:scoring.queries[2].options`; inside a template, line and column count within the template.
 Other top-level keys (model, packs, stream, ...) are the server's and are not read here.
@@ -19,7 +20,9 @@ from typing import Any
 
 from spinfc.errors import RequestError
 from spinfc.frontend.fields import Fields, JsonWhere
+from spinfc.frontend.json_body import convert_body
 from spinfc.frontend.query import read_query
+from spinfc.frontend.request_schema import ScoreRequest
 from spinfc.ir.nodes import Content, Program, Query
 
 MESSAGE_EXAMPLE = '[{"role": "user", "content": "..."}]'
@@ -27,7 +30,9 @@ MESSAGE_EXAMPLE = '[{"role": "user", "content": "..."}]'
 
 def program_from_request(body: Mapping[str, Any], model: str, source: str = "<request>") -> Program:
     """The program asking every query of `body` about each of its contents; raise `RequestError` (or
-    `TemplateError`) at the first mistake. A body naming `packs` may have no queries of its own."""
+    `TemplateError`) at the first mistake. A body naming `packs` may have no queries of its own. The body's
+    fields and types are checked first against `ScoreRequest`, as the server checks them (json_body.py)."""
+    convert_body(body, ScoreRequest, source)
     f = Fields(body, (), JsonWhere(source), RequestError, "a JSON object")
     contents = _contents(f)
     return Program(model=model, contents=contents, queries=_queries(f))

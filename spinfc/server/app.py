@@ -18,9 +18,12 @@ from spinfc import __version__
 from spinfc.config import Settings
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry, registry_from_settings
+from spinfc.server import decision_schemas, schemas
 from spinfc.server.auth import require_token
+from spinfc.server.body import BodyRequest
 from spinfc.server.errors import exception_handlers
 from spinfc.server.observe import RequestMetrics
+from spinfc.server.openapi import forbid_unknown_fields
 from spinfc.server.routes import ROUTES
 from spinfc.server.service import Service, load_default
 
@@ -35,6 +38,7 @@ def create_app(settings: Settings | None = None, load_model: Callable = load_def
     service = Service(settings, load_model=load_model, packs=packs, metrics=metrics)
     app = Litestar(
         request_max_body_size=settings.limits.max_body_bytes,
+        request_class=BodyRequest,  # every body: media type, depth, strict types (body.py)
         route_handlers=ROUTES,
         dependencies={"service": Provide(lambda: service, use_cache=True, sync_to_thread=False)},
         exception_handlers=exception_handlers(),
@@ -43,6 +47,7 @@ def create_app(settings: Settings | None = None, load_model: Callable = load_def
         lifespan=[service.lifespan],
         openapi_config=OpenAPIConfig(title="spinfc", version=__version__),
     )
+    forbid_unknown_fields(app, (schemas, decision_schemas))  # the schema says what body.py refuses
     app.state.service = service
     app.state.metrics = metrics
     return app

@@ -23,6 +23,8 @@ def main(args: argparse.Namespace) -> int:
 
     from spinfc.packsrc import PackSourceError
     from spinfc.server.app import create_app
+    from spinfc.server.framing import envelope_protocol
+    from spinfc.server.logs import log_config
 
     try:
         settings = load_settings(args)
@@ -32,7 +34,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"spinfc serve: {error}", file=sys.stderr)
         return 2
     server = settings.server
-    uvicorn.run(app, host=server.host, port=server.port, log_level=server.log_level)
+    uvicorn.run(app, host=server.host, port=server.port, log_level=server.log_level,
+                log_config=log_config(),  # no query string values (a token sent there) in the access log
+                http=envelope_protocol())  # HTTP framing errors in the envelope too
     return 0
 
 

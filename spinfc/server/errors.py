@@ -3,7 +3,8 @@
     {"error": {"message": "...", "type": "invalid_request_error", "code": "model_not_served", "param": "model"}}
 
 Routes raise `ApiError` (or let a `CompileError`, `Refused` or `PassFailed` through); `exception_handlers()` maps
-every exception, Litestar's own included (malformed JSON, wrong types, unknown fields, 404, 405), to the envelope.
+every exception, Litestar's own included (a body over the limit, no body, 404, 405), to the envelope. `type` is one
+of OpenAI's error types (ERROR_TYPES); `code` says which mistake, `param` the JSON path of the field at fault.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from spinfc.server.schemas import ErrorBody, ErrorResponse
 
 log = logging.getLogger("spinfc.server")
 
-ERROR_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-    405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
-    503: "service_unavailable_error",
+ERROR_TYPES = {  # OpenAI's types; any other 4xx is an invalid request, any 5xx a server error
+    401: "authentication_error", 403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
 }
-GENERIC_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 429: "rate_limited"}
+GENERIC_CODES = {404: "not_found", 405: "method_not_allowed", 429: "rate_limited"}
+
+
+def error_type(status: int) -> str:
+    return ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
 
 
 class ApiError(Exception):
@@ -38,7 +41,7 @@ class ApiError(Exception):
 
 def error_response(error: ApiError) -> Response:
     body = ErrorResponse(ErrorBody(
-        message=error.message, type=ERROR_TYPES.get(error.status, "server_error"), code=error.code, param=error.param,
+        message=error.message, type=error_type(error.status), code=error.code, param=error.param,
     ))
     return Response(body, status_code=error.status, headers=error.headers, media_type=MediaType.JSON)
 
@@ -46,8 +49,12 @@ def error_response(error: ApiError) -> Response:
 def _compile_error(error) -> ApiError:
     """A frontend/pass error (spinfc.errors.CompileError): its code, and a message with where and what to do."""
     message = str(getattr(error, "message", None) or error)
-    loc = getattr(error, "loc", None)
-    if loc is not None and str(loc) not in message:
+    loc, param = getattr(error, "loc", None), getattr(error, "param", None)
+    # a place in a template (line, column) says where; a JSON path alone is the `param`, so it is not repeated,
+    # and a place in the body's text (invalid_json) is in the message already
+    says_where = loc is not None and (loc.file == "<request>" or loc.file.startswith("<request>:")
+                                      and (loc.line, loc.column) == (1, 1))
+    if loc is not None and str(loc) not in message and not says_where:
         message = f"{loc}: {message}"
     hint = getattr(error, "hint", None)
     if hint and hint not in message:
@@ -69,20 +76,21 @@ def to_api_error(error: Exception) -> ApiError:
         return _compile_error(error)
     if isinstance(error, Refused):
         return ApiError(400, error.code, error.message, error.param)
-    if isinstance(error, ValidationException):
+    if isinstance(error, ValidationException):  # Litestar's: the body is missing (every field is checked later)
         problems = error.extra if isinstance(error.extra, list) else []
         if any(p.get("message") == "'data'" for p in problems if isinstance(p, dict)):
-            return ApiError(400, "missing_body", "the request has no body: send a JSON object")
-        first = problems[0] if problems and isinstance(problems[0], dict) else {}
-        key = first.get("key")
-        param = None if key in (None, "data") else str(key)
-        where = f" at `{param}`" if param else ""
-        return ApiError(400, "invalid_request_body", f"{first.get('message', error.detail)}{where}", param)
+            return ApiError(400, "missing_body", "the request has no body: send a JSON object with the header "
+                            "Content-Type: application/json (docs/api.md shows each route's body)")
+        return ApiError(400, "invalid_request", f"{error.detail}: see docs/api.md for this route's parameters")
     if isinstance(error, HTTPException):
         status = error.status_code
+        if status == 500 and "disconnected" in str(error.detail):  # Litestar, reading a body the client cut off
+            return ApiError(400, "incomplete_body", "the connection closed before the whole body arrived: send "
+                            "the whole body (as many bytes as Content-Length says)")
         if status == 413:  # Litestar refuses a body over request_max_body_size (the max_body_bytes limit)
-            return ApiError(400, "max_body_bytes_exceeded", f"the body is larger than the server's limit "
-                            "(max_body_bytes): split the request, or start the server with a higher --max-body-bytes")
+            return ApiError(413, "max_body_bytes_exceeded", "the body is larger than the server's limit "
+                            "(max_body_bytes): split the request into several, or start the server with a higher "
+                            "--max-body-bytes (SPINFC_MAX_BODY_BYTES, [limits] max_body_bytes)")
         if status == 400:  # Litestar's only plain 400 is a body it could not decode
             return ApiError(400, "invalid_json", f"the body is not valid JSON ({error.detail}): send one JSON object")
         return ApiError(status, GENERIC_CODES.get(status, "http_error"), str(error.detail), headers=error.headers)
@@ -95,7 +103,21 @@ def to_api_error(error: Exception) -> ApiError:
 
 
 def handle(request: Request, error: Exception) -> Response:
-    return error_response(to_api_error(error))
+    api = to_api_error(error)
+    if api.code in ("not_found", "method_not_allowed"):  # Litestar's bare "Not Found": say what exists instead
+        api = routing_error(request, api)
+    return error_response(api)
+
+
+def routing_error(request: Request, error: ApiError) -> ApiError:
+    where = f"{request.method} {request.url.path}"
+    if error.code == "not_found":
+        return ApiError(404, "not_found", f"no route {where}: see docs/api.md or GET /schema/openapi.json "
+                        "for the routes", headers=error.headers)
+    allowed = error.headers.get("allow", error.headers.get("Allow", ""))
+    answers = allowed or "other methods"
+    return ApiError(405, "method_not_allowed", f"{where} is not allowed: use one of {answers}",
+                    headers=error.headers)
 
 
 def exception_handlers() -> dict:

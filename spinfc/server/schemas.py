@@ -1,7 +1,9 @@
 """The HTTP boundary: msgspec structs for request and response bodies (these are also the OpenAPI schema).
 
-Request structs forbid unknown fields, so a misspelt field is a 400 naming it rather than a silent default.
-`omit_defaults` keeps a request's dict form (what the frontend reads) free of fields the client did not send.
+/v1/score's request format is the frontend's (spinfc/frontend/request_schema.py, re-exported here), so
+`spinfc compile` checks a request file with the same structs. Every request struct forbids unknown fields, so a
+misspelt field is a 400 naming it rather than a silent default; bodies are checked strictly (no string is read as
+a number) by spinfc/server/body.py.
 """
 
 from __future__ import annotations
@@ -10,59 +12,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from spinfc.frontend.request_schema import (  # noqa: F401  (the request format is the frontend's; re-exported)
+    ContentPart, Message, PackRef, ScoreInput, ScoreRequest, Scoring, ScoringQuery,
+)
 from spinfc.runtime.results import QueryResult
-
-
-class ContentPart(msgspec.Struct, forbid_unknown_fields=True):
-    type: str  # "text"; other kinds are refused by the frontend with `unsupported_content`
-    text: str
-
-
-class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """A message; a content of several messages is their texts joined with a blank line."""
-
-    role: str  # "user", "system", ...: every message's text is read, whatever its role
-    content: str | list[ContentPart]
-    name: str | None = None
-
-
-class ScoringQuery(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    id: str
-    template: str  # one slot: <?> (or {?}) with `options`; <*> <n> <$> <gen> are refused until extraction lands
-    options: list[str] | None = None
-    placeholders: dict[str, list[str]] | None = None  # name -> values; one question per combination
-    max_tokens: int | None = None  # for extraction slots
-    generate: bool | None = None  # true turns a <*> slot into generated free text
-
-
-class Scoring(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    queries: list[ScoringQuery]
-
-
-class ScoreInput(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    messages: list[Message]
-
-
-class PackRef(msgspec.Struct, forbid_unknown_fields=True):
-    id: str  # an enabled pack (GET /v1/packs), e.g. "spinfc/moderation"
-
-
-class ScoreRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """One content (`messages`) or many (`inputs`), asked every query of `scoring` and of every named pack."""
-
-    scoring: Scoring | None = None
-    model: str | None = None  # the served model, one of its aliases, or omitted
-    messages: list[Message] | None = None
-    inputs: list[ScoreInput] | None = None
-    packs: list[PackRef] | None = None  # enabled packs whose questions are asked too (server/request_packs.py)
-    # trusted callers only: this call's limits (name -> positive integer; spinfc.config.Limits) and features
-    # (name -> boolean); values are checked by the server (400 invalid_limits / invalid_features, naming the key)
-    limits: dict[str, Any] | None = None
-    features: dict[str, Any] | None = None
-
-    def to_body(self) -> dict:
-        """The request as the frontend reads it: plain JSON types, without fields the client left out."""
-        return msgspec.to_builtins(self)
 
 
 class PackResult(msgspec.Struct):
@@ -176,6 +129,7 @@ class PackList(msgspec.Struct):
 # ---- /v1/chat/completions (OpenAI's chat completion, with an optional `scoring` block) ---------------------------
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+Seed = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]  # a 64-bit integer, as OpenAI's `seed`
 
 
 class StreamOptions(msgspec.Struct, forbid_unknown_fields=True):
@@ -186,7 +140,7 @@ class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     """OpenAI's chat completion request. With `scoring` or `packs` (as in /v1/score; the `openai` SDK sends them
     through `extra_body`) the messages are scored and nothing is generated; without either, an answer is generated."""
 
-    messages: list[Message]
+    messages: Annotated[list[Message], msgspec.Meta(min_length=1)]
     model: str | None = None
     scoring: Scoring | None = None
     packs: list[PackRef] | None = None  # enabled packs whose questions are asked too, as in /v1/score
@@ -196,7 +150,7 @@ class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     max_completion_tokens: PositiveInt | None = None  # OpenAI's newer name for max_tokens
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None  # 0: greedy; default 1
     top_p: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None  # nucleus sampling; default 1
-    seed: int | None = None  # fixes the draws of a sampled answer
+    seed: Seed | None = None  # fixes the draws of a sampled answer
     stop: str | list[str] | None = None  # up to 16 stop strings; the answer ends before the first
     stream: bool | None = None  # true: the answer as server-sent events (generation only)
     stream_options: StreamOptions | None = None  # only with stream

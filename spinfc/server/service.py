@@ -33,6 +33,7 @@ from spinfc.runtime.generate import Generator
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
 from spinfc.shapes import Shapes
+from spinfc.server.prechecks import model_longest_token
 
 log = logging.getLogger("spinfc.server")
 
@@ -63,6 +64,7 @@ class Service:
         self.source: ModelSource | None = None
         self.created = int(time.time())
         self.fingerprint = ""
+        self.longest_token: int | None = None  # characters one token covers at most (server/prechecks.py)
         self._load_model = load_model
         self._task: asyncio.Task | None = None
 
@@ -70,11 +72,18 @@ class Service:
 
     @property
     def model_name(self) -> str:
+        """The name responses carry: the first --served-model-name, else the model's own name."""
+        served = self.settings.engine.served_model_name
+        if served:
+            return served[0]
         return self.source.name if self.source else self.settings.engine.model
 
     @property
     def aliases(self) -> list[str]:
-        return list(self.source.aliases) if self.source else []
+        """Other names a request's `model` may give: the other served names, the model's own name and aliases."""
+        own = [self.source.name, *self.source.aliases] if self.source else [self.settings.engine.model]
+        names = [*self.settings.engine.served_model_name[1:], *own]
+        return [name for name in dict.fromkeys(names) if name != self.model_name]
 
     @property
     def draining(self) -> bool:
@@ -118,7 +127,8 @@ class Service:
         try:
             device = config.resolved_device()
             on_cuda = device.startswith("cuda")
-            shapes = Shapes.for_device(device, config.resolved_budget(), config.block)  # shapes the kernels cannot run fail here
+            # a budget or block the kernels cannot run fails here, naming the flag
+            shapes = Shapes.for_device(device, config.resolved_budget(), config.block)
             # On CUDA: the Triton ops in half precision, every pass one fixed shape replayed from a CUDA graph.
             dtype_name = serving.cuda_dtype(config.dtype) if on_cuda else config.dtype
             started = time.perf_counter()
@@ -127,6 +137,10 @@ class Service:
             log.info("loaded %s on %s in %s in %.1f s", self.source.name, device, dtype_name,
                      time.perf_counter() - started)
             self.fingerprint = fingerprint(model, dtype_name, device)
+            try:  # for the cheap limits before tokenizing (prechecks.py); without it they count tokens only
+                self.longest_token = await asyncio.to_thread(model_longest_token, self.source.name)
+            except Exception as error:  # noqa: BLE001
+                log.warning("no character bound on the token limits: %s", error)
             self.metrics.set_info(version=__version__, model=self.source.name, device=device,
                                   fingerprint=self.fingerprint)
             self.status = "warming"

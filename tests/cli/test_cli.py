@@ -73,7 +73,7 @@ def test_a_request_that_is_not_json_points_at_the_place(capsys, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{\n  "messages": [,]\n}\n')
     code, _, err = run(capsys, "compile", str(bad), "--emit", "parse")
-    assert code == 2 and err.startswith(f"{bad}:2:16: error: the request is not valid JSON")
+    assert code == 2 and err.startswith(f"{bad}:2:16: error: the body is not valid JSON")
 
 
 def test_a_missing_source_is_an_error(capsys, tmp_path):

@@ -194,6 +194,6 @@ def test_server_fields_pass_when_named():
     from spinfc.runtime.decisions import DecisionError
 
     body = {**BODY, "limits": {"max_options": 2000}}
-    with pytest.raises(DecisionError, match="limits: unknown field"):
+    with pytest.raises(DecisionError, match="unknown field `limits`"):
         decision_queries(body)
     assert len(decision_queries(body, extra_keys=("limits", "features"))) == 3

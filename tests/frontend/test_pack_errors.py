@@ -75,11 +75,11 @@ def test_toml_syntax_error(tmp_path):
 
 
 def test_missing_and_wrong_header_keys(tmp_path):
-    assert at(error_in(tmp_path, HEADER.replace('version = "1.0.0"\n', "") + QUESTION)) == ("missing_key", 1, 1)
-    assert at(error_in(tmp_path, HEADER.replace('"acme/test"', '"no-namespace"') + QUESTION)) == ("bad_value", 1, 6)
+    assert at(error_in(tmp_path, HEADER.replace('version = "1.0.0"\n', "") + QUESTION)) == ("missing_field", 1, 1)
+    assert at(error_in(tmp_path, HEADER.replace('"acme/test"', '"no-namespace"') + QUESTION)) == ("invalid_value", 1, 6)
     assert at(error_in(tmp_path, HEADER.replace('"1.0.0"', "1") + QUESTION)) == ("wrong_type", 2, 11)
     error = error_in(tmp_path, HEADER + 'descripton = "typo"\n' + QUESTION)
-    assert at(error) == ("unknown_key", 6, 1)
+    assert at(error) == ("unknown_field", 6, 1)
     assert "description" in error.hint
 
 
@@ -144,8 +144,8 @@ def test_category_errors(tmp_path):
     error = error_in(tmp_path, body)
     assert at(error) == ("unknown_option", 15, col(body, 15, '"yes"'))
     assert "leading space" in error.hint
-    assert at(error_in(tmp_path, base + CATEGORY.replace("0.5", "1.5"))) == ("bad_value", 15, 59)
-    assert at(error_in(tmp_path, base + CATEGORY.replace('"noisy_or"', '"median"'))) == ("bad_value", 14, 11)
+    assert at(error_in(tmp_path, base + CATEGORY.replace("0.5", "1.5"))) == ("invalid_value", 15, 59)
+    assert at(error_in(tmp_path, base + CATEGORY.replace('"noisy_or"', '"median"'))) == ("invalid_value", 14, 11)
     assert (
         error_in(
             tmp_path,
@@ -178,10 +178,10 @@ def test_decision_errors(tmp_path):
     assert load_pack(write(tmp_path, base + DECISION)).decision.rules[0].conditions[0].threshold == 0.8
     assert at(error_in(tmp_path, base + DECISION.replace("junk >=", "jnk >="))) == ("unknown_category", 22, 8)
     assert at(error_in(tmp_path, base + DECISION.replace("junk >= 0.8", "junk is high"))) == ("bad_condition", 22, 8)
-    assert error_in(tmp_path, base + DECISION.replace("any =", "every =")).code == "unknown_key"
+    assert error_in(tmp_path, base + DECISION.replace("any =", "every =")).code == "unknown_field"
     both = base + DECISION + 'all = ["junk < 0.1"]\n'
     assert at(error_in(tmp_path, both)) == ("bad_rule", 20, 1)
-    assert error_in(tmp_path, base + DECISION.replace('default = "allow"\n', "")).code == "missing_key"
+    assert error_in(tmp_path, base + DECISION.replace('default = "allow"\n', "")).code == "missing_field"
 
 
 def test_validate_lists_every_error_of_every_file(tmp_path):

@@ -54,8 +54,9 @@ def pausable_loader(holder: list):
 
 
 @contextlib.contextmanager
-def live_server(app, timeout: float = 600) -> Iterator[str]:
-    """Serve `app` on 127.0.0.1 (a free port) until the block ends; yields the base URL once /readyz is 200."""
+def live_server(app, timeout: float = 600, ready: bool = True) -> Iterator[str]:
+    """Serve `app` on 127.0.0.1 (a free port) until the block ends; yields the base URL once /readyz is 200 (or,
+    with `ready` false, once it listens: a server whose model does not load)."""
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()
@@ -67,7 +68,7 @@ def live_server(app, timeout: float = 600) -> Iterator[str]:
     port = server.servers[0].sockets[0].getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     try:
-        while httpx.get(f"{url}/readyz", timeout=30).status_code != 200:
+        while ready and httpx.get(f"{url}/readyz", timeout=30).status_code != 200:
             assert time.monotonic() < deadline, httpx.get(f"{url}/readyz").text
             time.sleep(0.2)
         yield url

@@ -147,9 +147,9 @@ def test_decision_errors_name_the_field(client) -> None:
          "invalid_score_criteria", "questions.q.criteria"),
         ({**one, "messages": [{"role": "user", "content": "x"}]}, "state_and_messages", "state"),
         ({"questions": one["questions"]}, "missing_field", "state"),
-        ({**one, "questions": {}}, "invalid_type", "questions"),
-        ({**one, "messages": None, "state": None, "stat": STATE}, "invalid_request_body", None),
-        ({**one, "state": 5}, "invalid_request_body", "state"),
+        ({**one, "questions": {}}, "wrong_type", "questions"),
+        ({**one, "messages": None, "state": None, "stat": STATE}, "unknown_field", "stat"),
+        ({**one, "state": 5}, "wrong_type", "state"),
         ({**one, "model": "smollm2-135m"}, "model_not_served", "model"),
         ({"messages": [{"role": "user", "content": [{"type": "image_url", "text": "x"}]}],
           "questions": one["questions"]}, "unsupported_content", "messages[0].content[0]"),
@@ -162,7 +162,7 @@ def test_decision_errors_name_the_field(client) -> None:
         assert err["type"] == "invalid_request_error" and err["message"]
     assert error(client, b'{"state": ')["code"] == "invalid_json"
     assert error(client, {**one, "questions": {"q": {"type": "noul", "instructions": "Refund?", "weight": 2}}})[
-        "code"] == "invalid_request_body"
+        "param"] == "questions.q.weight"
 
 
 def test_confidence_is_the_normalised_gini(answered) -> None:

@@ -111,7 +111,7 @@ def test_max_processed_tokens(client) -> None:
 def test_max_body_bytes(client) -> None:
     COVERED.add("max_body_bytes")
     response = client.post("/v1/score", json={**BODY, "messages": [{"role": "user", "content": "x" * 25_000}]})
-    assert response.status_code == 400 and response.json()["error"]["code"] == "max_body_bytes_exceeded"
+    assert response.status_code == 413 and response.json()["error"]["code"] == "max_body_bytes_exceeded"
     assert "--max-body-bytes" in response.json()["error"]["message"]
     response = client.post("/v1/score", json={**BODY, "limits": {"max_body_bytes": 50_000}}, headers=TRUSTED)
     assert response.json()["error"] == {

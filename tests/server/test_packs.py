@@ -175,8 +175,8 @@ def test_pack_errors(client) -> None:
     assert err["param"] == "packs[1].id" and "written for meta/llama-3-8b" in err["message"]
     err = post(client, {**base, "packs": [{"id": "acme/triage"}, {"id": "acme/triage"}]}, 400)["error"]
     assert err["code"] == "duplicate_pack" and err["param"] == "packs[1].id"
-    assert post(client, {**base, "packs": [{"name": "acme/triage"}]}, 400)["error"]["code"] == "invalid_request_body"
-    assert post(client, {**base, "packs": "acme/triage"}, 400)["error"]["code"] == "invalid_request_body"
+    assert post(client, {**base, "packs": [{"name": "acme/triage"}]}, 400)["error"]["param"] == "packs[0].name"
+    assert post(client, {**base, "packs": "acme/triage"}, 400)["error"]["code"] == "wrong_type"
     assert post(client, base, 400)["error"]["code"] == "no_queries"
 
 

@@ -1,4 +1,8 @@
-"""Validation of a /v1/decisions body: the first mistake, as a 400 with a code and the JSON path of the field."""
+"""Validation of a /v1/decisions body: the first mistake, as a 400 with a code and the JSON path of the field.
+
+Over HTTP the body's fields and types are checked first by its struct (server/decision_schemas.py, in the words of
+spinfc/frontend/mistakes.py); this checks what a struct cannot say (exactly one of state and messages, the
+question types and their criteria) and repeats the field checks, with the same codes, for callers with a dict."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from spinfc.errors import RequestError
+from spinfc.frontend import mistakes
 
 TYPES = ("noul", "choice", "score")
 MAX_CHOICE_OPTIONS = 255
@@ -27,6 +32,11 @@ def _path(parent: str, key: str | int) -> str:
     return f"{parent}[{json.dumps(key)}]"
 
 
+def _unknown(at: str, key: str, known: Iterable[str]):
+    message, hint = mistakes.unknown_field(key, known, at)
+    raise DecisionError(message, code=mistakes.UNKNOWN_FIELD, param=_path(at, key), hint=hint)
+
+
 def _fail(param: str, message: str, code: str, hint: str):
     raise DecisionError(f"{param}: {message}", code=code, param=param, hint=hint)
 
@@ -42,23 +52,23 @@ def validate_decision_request(body, extra_keys: Iterable[str] = ()) -> None:
     and `messages`, wrong types, an unknown question type, a choice of 0 or more than 255 options, a score of
     fewer than 2 or more than 50 levels, empty or duplicated descriptions."""
     if not isinstance(body, Mapping):
-        _fail("body", f"the body is {_kind(body)}, not a JSON object", "invalid_type",
+        _fail("body", f"the body is {_kind(body)}, not a JSON object", "wrong_type",
               'send {"state": "...", "questions": {...}}')
     for key in body:
         if key not in BODY_KEYS and key not in extra_keys:
-            _fail(_path("", key), "unknown field", "unknown_field", "the fields are " + ", ".join(BODY_KEYS))
+            _unknown("", key, BODY_KEYS + tuple(extra_keys))
     has_state, has_messages = body.get("state") is not None, body.get("messages") is not None
     if has_state == has_messages:
         _fail("state", "send exactly one of `state` (a string) and `messages` (a chat history)",
               "missing_field" if not has_state else "state_and_messages", 'e.g. "state": "the text to judge"')
     if has_state and not isinstance(body["state"], str):
-        _fail("state", f"must be a string, not {_kind(body['state'])}", "invalid_type", 'e.g. "state": "..."')
+        _fail("state", f"must be a string, not {_kind(body['state'])}", "wrong_type", 'e.g. "state": "..."')
     if has_messages:
         _check_messages(body["messages"])
     questions = body.get("questions")
     if not isinstance(questions, Mapping) or not questions:
         _fail("questions", "must be a non-empty object of question ids to questions", "missing_field"
-              if questions is None else "invalid_type", '"questions": {"spam": {"type": "noul", "instructions": '
+              if questions is None else "wrong_type", '"questions": {"spam": {"type": "noul", "instructions": '
               '"Is this message spam?"}}')
     for question_id, question in questions.items():
         _check_question(_path("questions", question_id), question_id, question)
@@ -66,12 +76,12 @@ def validate_decision_request(body, extra_keys: Iterable[str] = ()) -> None:
 
 def _check_messages(messages) -> None:
     if not isinstance(messages, list) or not messages:
-        _fail("messages", "must be a non-empty array of messages", "invalid_type",
+        _fail("messages", "must be a non-empty array of messages", "wrong_type",
               '"messages": [{"role": "user", "content": "..."}]')
     for i, message in enumerate(messages):
         at = _path("messages", i)
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-            _fail(at, "a message is an object with a `role` string and a `content`", "invalid_type",
+            _fail(at, "a message is an object with a `role` string and a `content`", "wrong_type",
                   '{"role": "user", "content": "..."}')
         content = message.get("content")
         parts = content if isinstance(content, list) else [content]
@@ -84,18 +94,18 @@ def _check_messages(messages) -> None:
                 _fail(where, f"{part['type']} parts are not supported: this server reads text only",
                       "unsupported_content", "send the text of the content only")
             _fail(where, "content is a string or an array of {\"type\": \"text\", \"text\": ...} parts",
-                  "invalid_type", '"content": "..."')
+                  "wrong_type", '"content": "..."')
 
 
 def _check_question(at: str, question_id, question) -> None:
     if not question_id:
         _fail(at, "a question id is a non-empty string", "invalid_value", 'e.g. "spam"')
     if not isinstance(question, Mapping):
-        _fail(at, f"a question is an object, not {_kind(question)}", "invalid_type",
+        _fail(at, f"a question is an object, not {_kind(question)}", "wrong_type",
               '{"type": "noul", "instructions": "Is this message spam?"}')
     for key in question:
         if key not in QUESTION_KEYS:
-            _fail(_path(at, key), "unknown field", "unknown_field", "a question has " + ", ".join(QUESTION_KEYS))
+            _unknown(at, key, QUESTION_KEYS)
     kind = question.get("type")
     if kind not in TYPES:
         _fail(_path(at, "type"), f"unknown question type {kind!r}" if kind is not None else "missing",
@@ -106,7 +116,7 @@ def _check_question(at: str, question_id, question) -> None:
               if instructions is None else "invalid_value", '"instructions": "Is this message spam?"')
     criteria, where = question.get("criteria"), _path(at, "criteria")
     if kind == "noul" and criteria is not None and not isinstance(criteria, str):
-        _fail(where, f"must be a string (what makes the answer true), not {_kind(criteria)}", "invalid_type",
+        _fail(where, f"must be a string (what makes the answer true), not {_kind(criteria)}", "wrong_type",
               'e.g. "criteria": "asks for money back"')
     if kind == "choice":
         if not isinstance(criteria, Mapping) or not 1 <= len(criteria) <= MAX_CHOICE_OPTIONS:

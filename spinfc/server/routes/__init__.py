@@ -4,9 +4,8 @@ from spinfc.server.routes.chat import chat_completions
 from spinfc.server.routes.decisions import decisions
 from spinfc.server.routes.health import healthz, livez, readyz
 from spinfc.server.routes.models import list_models
-from spinfc.server.routes.ops import drain, metrics, undrain
+from spinfc.server.routes.ops import drain, metrics
 from spinfc.server.routes.packs import list_packs
 from spinfc.server.routes.score import score
 
-ROUTES = [healthz, livez, readyz, list_models, score, chat_completions, decisions, list_packs, drain, undrain,
-          metrics]
+ROUTES = [healthz, livez, readyz, list_models, score, chat_completions, decisions, list_packs, drain, metrics]

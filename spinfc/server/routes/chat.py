@@ -24,6 +24,8 @@ from litestar.response import ServerSentEvent
 from spinfc.runtime.generate import Sampling
 from spinfc.server.chat_stream import stream_answer
 from spinfc.server.context import CallContext, call_context
+from spinfc.server.openapi import BODY_ROUTE, errors
+from spinfc.server.prechecks import Prechecks
 from spinfc.server.errors import ApiError
 from spinfc.server.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage, StreamOptions
 from spinfc.server.scoring import score_body
@@ -34,23 +36,22 @@ MAX_COMPLETION_TOKENS = 2048  # a CPU generates a few dozen tokens a second with
 MAX_STOP_STRINGS = 16
 
 
-@post("/v1/chat/completions", status_code=200)
+@post("/v1/chat/completions", status_code=200, responses=errors(*BODY_ROUTE))
 async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat completion request")],
                            service: ServiceDep, request: Request) -> ChatCompletion:
     """A ChatCompletion; with `stream: true`, the answer as server-sent events (server/chat_stream.py)."""
     ctx = call_context(request, data.limits, data.features)
     refuse_unsupported(data)
     scoring = data.scoring is not None or bool(data.packs)
-    if not scoring:  # what can be checked without the model is checked first
-        if not data.messages:
-            raise ApiError(400, "empty_list", "`messages` is empty: give at least one, e.g. "
-                           '[{"role": "user", "content": "..."}]', param="messages")
+    if not scoring:  # what can be checked without the model is checked first (an empty `messages` is body.py's)
         sampling = sampling_of(data, ctx)
-        messages = [{"role": m.role, "content": text_of(m.content)} for m in data.messages]
+        messages = [{"role": m.role, "content": text_of(m.content, f"messages[{i}]")}
+                    for i, m in enumerate(data.messages)]
     service.ready_engine()
     service.check_model(data.model)
     if scoring:
         return await scored(data, service, ctx)
+    Prechecks(ctx.limits, service.longest_token).messages(messages, "messages")  # before the prompt is tokenized
     stream = (data.stream_options or StreamOptions()) if data.stream else None
     return await generated(messages, service, ctx, sampling, stream)
 
@@ -87,6 +88,7 @@ async def scored(data: ChatRequest, service, ctx: CallContext) -> ChatCompletion
         body["scoring"] = msgspec.to_builtins(data.scoring)
     if data.packs:
         body["packs"] = msgspec.to_builtins(data.packs)
+    Prechecks(ctx.limits, service.longest_token).score_body(body)  # sizes and counts before any parsing
     outcome = await score_body(service, ctx, body, [ref.id for ref in data.packs or []])
     tokens = outcome.scored.processed_tokens
     usage = ChatUsage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens, questions=outcome.questions)
@@ -153,12 +155,16 @@ def stop_strings(stop: str | list[str] | None) -> tuple[str, ...]:
     return tuple(stops)
 
 
-def text_of(content) -> str:
-    """A message's text: the string, or its text parts joined with a blank line (as /v1/score reads them)."""
+def text_of(content, at: str = "messages") -> str:
+    """A message's text: the string, or its text parts joined with a blank line (as /v1/score reads them); `at` is
+    the message's JSON path."""
     if isinstance(content, str):
         return content
-    for part in content:
+    for j, part in enumerate(content):
         if part.type != "text":
             raise ApiError(400, "unsupported_content", f"a content part of type {part.type!r}: this server reads "
-                           "text parts only ({\"type\": \"text\", \"text\": ...})", param="messages")
+                           "text parts only ({\"type\": \"text\", \"text\": ...})", param=f"{at}.content[{j}].type")
+        if part.text is None:
+            raise ApiError(400, "missing_field", f"missing `text` in `{at}.content[{j}]`: add it, e.g. "
+                           '{"type": "text", "text": "..."}', param=f"{at}.content[{j}].text")
     return "\n\n".join(part.text for part in content)

@@ -21,7 +21,9 @@ from litestar.params import Body
 from spinfc.runtime.decisions import decision_answers, decision_messages, decision_queries
 from spinfc.server.context import call_context
 from spinfc.server.debug import plan_summary
-from spinfc.server.decision_rounds import compile_rounds
+from spinfc.server.decision_rounds import compile_rounds, written_pieces
+from spinfc.server.openapi import BODY_ROUTE, errors
+from spinfc.server.prechecks import Prechecks
 from spinfc.server.decision_schemas import DecisionRequest, DecisionResponse
 from spinfc.server.service import ServiceDep
 
@@ -48,7 +50,7 @@ async def score_rounds(engine, rounds) -> list:
         raise
 
 
-@post(["/v1/decisions", "/v1/systemone"], status_code=200)
+@post(["/v1/decisions", "/v1/systemone"], status_code=200, responses=errors(*BODY_ROUTE))
 async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions request", examples=[EXAMPLE])],
                     service: ServiceDep, request: Request) -> DecisionResponse:
     engine = service.ready_engine()
@@ -57,6 +59,9 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
     body = msgspec.to_builtins(data)
     queries = decision_queries(body, extra_keys=SERVER_KEYS)
     ctx.limits.check("max_prompts_per_input", len(queries), "questions")
+    precheck = Prechecks(ctx.limits, service.longest_token)  # sizes before anything is tokenized
+    precheck.messages(decision_messages(body), "messages" if body.get("messages") is not None else "state")
+    precheck.pieces(piece for qid, question in body["questions"].items() for piece in written_pieces(qid, question))
     with service.admission.admit():
         rounds = await compile_rounds(engine, body, decision_messages(body), queries, ctx.limits)
         scored = await score_rounds(engine, rounds)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from litestar import get
 
 from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS
+from spinfc.server.openapi import errors
 from spinfc.server.schemas import ModelCard, ModelList
 from spinfc.server.service import ServiceDep
 
 
-@get("/v1/models", sync_to_thread=False)
+@get("/v1/models", sync_to_thread=False, responses=errors(401))
 def list_models(service: ServiceDep) -> ModelList:
     settings = service.settings
     card = ModelCard(

@@ -8,10 +8,11 @@
 
 from __future__ import annotations
 
-from litestar import Request, Response, delete, get, post
+from litestar import HttpMethod, Request, Response, get, route
 
 from spinfc.metrics import CONTENT_TYPE
 from spinfc.server.auth import require_trusted
+from spinfc.server.openapi import errors
 from spinfc.server.schemas import DrainState
 from spinfc.server.service import Service, ServiceDep
 
@@ -22,23 +23,22 @@ def drain_state(service: Service) -> DrainState:
     return DrainState(status=status, draining=service.draining, in_flight=service.admission.active)
 
 
-@post("/v0/drain", status_code=200, sync_to_thread=False)
+@route("/v0/drain", http_method=[HttpMethod.POST, HttpMethod.DELETE], status_code=200, sync_to_thread=False,
+       responses=errors(401, 403))
 def drain(service: ServiceDep, request: Request) -> DrainState:
-    require_trusted(request, "POST /v0/drain")
-    service.admission.drain()
-    service.metrics.set_state(ready=False, draining=True)
+    """POST: stop taking work (/readyz turns 503 draining); DELETE: take work again. Trusted token only.
+    One handler for both, so that OPTIONS /v0/drain says `Allow: DELETE, OPTIONS, POST`."""
+    require_trusted(request, f"{request.method} /v0/drain")
+    if request.method == HttpMethod.POST:
+        service.admission.drain()
+        service.metrics.set_state(ready=False, draining=True)
+    else:
+        service.admission.undrain()
+        service.metrics.set_state(ready=service.status == "ready", draining=False)
     return drain_state(service)
 
 
-@delete("/v0/drain", status_code=200, sync_to_thread=False)
-def undrain(service: ServiceDep, request: Request) -> DrainState:
-    require_trusted(request, "DELETE /v0/drain")
-    service.admission.undrain()
-    service.metrics.set_state(ready=service.status == "ready", draining=False)
-    return drain_state(service)
-
-
-@get("/metrics", sync_to_thread=False, media_type=CONTENT_TYPE)
+@get("/metrics", sync_to_thread=False, media_type=CONTENT_TYPE, responses=errors(401))
 def metrics(service: ServiceDep) -> Response[bytes]:
     engine = service.engine
     service.metrics.set_queue_depth(engine.stats.queued if engine is not None else 0)

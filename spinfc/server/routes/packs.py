@@ -6,10 +6,11 @@ from __future__ import annotations
 import msgspec
 from litestar import get
 
+from spinfc.server.openapi import errors
 from spinfc.server.schemas import PackList
 from spinfc.server.service import ServiceDep
 
 
-@get("/v1/packs", sync_to_thread=False)
+@get("/v1/packs", sync_to_thread=False, responses=errors(401))
 def list_packs(service: ServiceDep) -> PackList:
     return msgspec.convert(service.packs.as_json(), PackList)

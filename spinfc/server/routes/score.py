@@ -12,6 +12,8 @@ from litestar.openapi.spec import Example
 from litestar.params import Body
 
 from spinfc.server.context import call_context
+from spinfc.server.openapi import BODY_ROUTE, errors
+from spinfc.server.prechecks import Prechecks
 from spinfc.server.schemas import InputResult, ScoreRequest, ScoreResponse, Usage
 from spinfc.server.scoring import score_body
 from spinfc.server.service import ServiceDep
@@ -23,13 +25,14 @@ EXAMPLE = Example(summary="one content, one two-option query", value={
                              "options": [" yes", " no"]}]}})
 
 
-@post("/v1/score", status_code=200)
+@post("/v1/score", status_code=200, responses=errors(*BODY_ROUTE))
 async def score(data: Annotated[ScoreRequest, Body(title="A scoring request", examples=[EXAMPLE])], service: ServiceDep,
                 request: Request) -> ScoreResponse:
     service.ready_engine()
     ctx = call_context(request, data.limits, data.features)
     service.check_model(data.model)
     body = {k: v for k, v in data.to_body().items() if k not in ("limits", "features") and (k != "packs" or v)}
+    Prechecks(ctx.limits, service.longest_token).score_body(body)  # sizes and counts before any parsing
     outcome = await score_body(service, ctx, body, [ref.id for ref in data.packs or []])
     response = ScoreResponse(
         id=f"score-{uuid.uuid4().hex}", object="score", created=int(time.time()), model=service.model_name,

@@ -1,0 +1,71 @@
+"""The /v1/score request format as msgspec structs: what `spinfc compile` and the server check a request body
+against (json_body.py: strictly, every mistake located and worded by mistakes.py) before `program_from_request`
+reads it. The server's other routes build on these (spinfc/server/schemas.py re-exports them; they are also the
+OpenAPI schema). Field order is the order the `unknown_field` hint lists them in, the same as query.py's keys.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from spinfc.frontend.query import MAX_TOKENS_LIMIT
+
+
+class ContentPart(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """OpenAI's content part. Only text is read; an image, audio or file part has the shape OpenAI gives it, so
+    that it is refused as `unsupported_content` (by the frontend) rather than as a misspelt field."""
+
+    type: str  # "text"; other kinds are refused by the frontend with `unsupported_content`
+    text: str | None = None  # the text of a "text" part (required there)
+    image_url: Any = None
+    input_audio: Any = None
+    file: Any = None
+
+
+class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A message; a content of several messages is their texts joined with a blank line."""
+
+    role: str  # "user", "system", ...: every message's text is read, whatever its role
+    content: str | list[ContentPart]
+    name: str | None = None
+
+
+class ScoringQuery(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    id: str
+    template: str  # one slot: <?> (or {?}) with `options`; <*> <n> <$> <gen> are refused until extraction lands
+    options: list[str] | None = None
+    placeholders: dict[str, list[str]] | None = None  # name -> values; one question per combination
+    max_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS_LIMIT)] | None = None  # for extraction slots
+    generate: bool | None = None  # true turns a <*> slot into generated free text
+
+
+class Scoring(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    queries: list[ScoringQuery] = []  # none only when the request names `packs`
+
+
+class ScoreInput(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    messages: list[Message]
+
+
+class PackRef(msgspec.Struct, forbid_unknown_fields=True):
+    id: str  # an enabled pack (GET /v1/packs), e.g. "spinfc/moderation"
+
+
+class ScoreRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One content (`messages`) or many (`inputs`), asked every query of `scoring` and of every named pack."""
+
+    scoring: Scoring | None = None
+    model: str | None = None  # the served model, one of its aliases, or omitted
+    messages: list[Message] | None = None
+    inputs: list[ScoreInput] | None = None
+    packs: list[PackRef] | None = None  # enabled packs whose questions are asked too (server/request_packs.py)
+    # trusted callers only: this call's limits (name -> positive integer; spinfc.config.Limits) and features
+    # (name -> boolean); values are checked by the server (400 invalid_limits / invalid_features, naming the key)
+    limits: dict[str, Any] | None = None
+    features: dict[str, Any] | None = None
+
+    def to_body(self) -> dict:
+        """The request as the frontend reads it: plain JSON types, without fields the client left out."""
+        return msgspec.to_builtins(self)

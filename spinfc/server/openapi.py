@@ -1,0 +1,47 @@
+"""What the OpenAPI schema says about errors: every status a route can answer, each as OpenAI's envelope
+(`ErrorResponse`), never Litestar's default `{status_code, detail, extra}` (which the server never sends).
+
+    responses=errors(400, 401, 413)    on a route handler: those statuses, described, with the envelope's schema
+    forbid_unknown_fields(app, ...)    request objects say `additionalProperties: false`, as the server refuses them
+"""
+
+from __future__ import annotations
+
+import msgspec
+from litestar.openapi.datastructures import ResponseSpec
+
+from spinfc.server.schemas import ErrorResponse
+
+WHEN = {
+    400: "the body breaks the request format or a limit: `code` says which mistake, `param` the JSON path",
+    401: "the server runs with --token (--api-key) and the request has no `Authorization: Bearer` token, or "
+         "another one",
+    403: "`limits` or `features` in the body, or /v0/drain, without the trusted token",
+    413: "the body is larger than --max-body-bytes (max_body_bytes_exceeded)",
+    415: "the body is not sent as application/json (unsupported_media_type)",
+    429: "more than --queue requests are waiting beside the one running; retry after `Retry-After` seconds",
+    500: "the forward pass holding this request's content failed (engine_error)",
+    503: "the model is loading (warming_up, with Retry-After), failed to load (model_failed), or the server is "
+         "draining (draining)",
+}
+BODY_ROUTE = (400, 401, 403, 413, 415, 429, 500, 503)  # a route that reads a JSON body and runs the engine
+
+
+def error_spec(description: str) -> ResponseSpec:
+    return ResponseSpec(data_container=ErrorResponse, description=description, generate_examples=False)
+
+
+def errors(*statuses: int) -> dict[int, ResponseSpec]:
+    """The error responses of a route: `statuses`, each with its description and the envelope's schema."""
+    return {status: error_spec(WHEN[status]) for status in statuses}
+
+
+def forbid_unknown_fields(app, modules) -> None:
+    """Say in the schema what the server enforces: each struct of `modules` that forbids unknown fields is an object
+    with `additionalProperties: false` (Litestar leaves it out). Run before the schema is first served."""
+    components = app.openapi_schema.components.schemas or {}
+    structs = {v for module in modules for v in vars(module).values()
+               if isinstance(v, type) and issubclass(v, msgspec.Struct)}
+    for struct in structs:
+        if struct.__struct_config__.forbid_unknown_fields and struct.__name__ in components:
+            components[struct.__name__].additional_properties = False

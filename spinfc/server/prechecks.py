@@ -1,0 +1,94 @@
+"""The request limits checked on the decoded body, before anything is parsed or tokenized: cheapest first, so a
+hostile body costs microseconds rather than seconds of parsing, tokenizing and expanding.
+
+    characters   no token of the served model covers more than `longest` characters (`longest_token`, read once
+                 from its vocabulary when the model loads), so a text of more than limit x longest characters has
+                 more than `limit` tokens, whatever the tokenizer makes of it: refused with the limit's own code
+                 (`max_content_tokens_exceeded`, ...), the message saying "at least N tokens" and why
+    counts       questions (queries x placeholder values) and options, counted on the JSON before any grid is built
+
+A template's source counts as its filled text (its markup is a few characters, so this refuses only a template
+that could not fit). What passes here is counted exactly later, on the tokenized program (server/limits.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from spinfc.config import Limits, LimitExceeded
+
+
+def longest_token(tokenizer) -> int:
+    """The most characters one token of `tokenizer` covers: its longest vocabulary entry (a byte-level or
+    sentencepiece entry is at least as long as the text it decodes to)."""
+    return max(map(len, tokenizer.get_vocab()))
+
+
+def model_longest_token(model_name: str) -> int:
+    """`longest_token` of the served model's tokenizer: the one place the server looks the tokenizer up for this."""
+    from spinfc.registry import load_tokenizer
+
+    return longest_token(load_tokenizer(model_name))
+
+
+class Prechecks:
+    """The cheap checks of one call: its limits, and the longest token of the served model."""
+
+    def __init__(self, limits: Limits, longest: int | None) -> None:
+        self.limits, self.longest = limits, longest
+
+    def text(self, name: str, chars: int, param: str | None) -> None:
+        """Refuse `chars` characters of text counted against the token limit `name`."""
+        limit = getattr(self.limits, name)
+        if self.longest is None or chars <= limit * self.longest:
+            return
+        raise LimitExceeded(name, math.ceil(chars / self.longest), limit, param, estimate=(
+            f"{chars:,} characters, and no token of this model covers more than {self.longest}"))
+
+    def messages(self, messages: Sequence, param: str, name: str = "max_content_tokens") -> None:
+        """A content: its messages' texts (and the blank lines joining them)."""
+        self.text(name, sum(text_chars(m.get("content") if isinstance(m, Mapping) else None) + 2
+                            for m in messages), param)
+
+    def queries(self, queries: Sequence[Mapping], at: str = "scoring.queries") -> None:
+        """Counts first (questions: queries x placeholder values; options per query), then each template,
+        placeholder value and option in characters."""
+        questions = sum(math.prod(len(v) for v in (q.get("placeholders") or {}).values()) for q in queries)
+        self.limits.check("max_prompts_per_input", questions, at)
+        for k, query in enumerate(queries):
+            self.limits.check("max_options", len(query.get("options") or []), f"{at}[{k}].options")
+        for k, query in enumerate(queries):
+            where = f"{at}[{k}]"
+            self.text("max_query_tokens", len(query.get("template") or ""), f"{where}.template")
+            for name, values in (query.get("placeholders") or {}).items():
+                self.longest_of("max_query_tokens", values, f"{where}.placeholders.{name}")
+            self.longest_of("max_option_tokens", query.get("options") or [], f"{where}.options")
+
+    def longest_of(self, name: str, texts: Sequence[str], param: str) -> None:
+        """`text` for the longest of `texts` (param `param[j]`): one pass in C, however many there are."""
+        if texts:
+            chars = max(map(len, texts))
+            self.text(name, chars, f"{param}[{next(j for j, t in enumerate(texts) if len(t) == chars)}]")
+
+    def score_body(self, body: Mapping) -> None:
+        """A /v1/score-shaped body (also chat's scoring mode): contents, then queries."""
+        if body.get("messages") is not None:
+            self.messages(body["messages"], "messages")
+        for i, item in enumerate(body.get("inputs") or []):
+            self.messages(item.get("messages") or [], f"inputs[{i}].messages")
+        self.queries((body.get("scoring") or {}).get("queries") or [])
+
+    def pieces(self, pieces: Iterable[tuple[str, str]]) -> None:
+        """Texts each under max_query_tokens: (JSON path, text), e.g. the parts of a decision question."""
+        for param, text in pieces:
+            self.text("max_query_tokens", len(text), param)
+
+
+def text_chars(content) -> int:
+    """Characters of a message's content: a string, or text parts (joined with blank lines)."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(part.get("text") or "") + 2 for part in content if isinstance(part, Mapping))
+    return 0
