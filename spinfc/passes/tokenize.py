@@ -11,6 +11,14 @@ from spinfc.ir.nodes import OptionSlot, Program, Question
 from spinfc.registry import load_tokenizer
 
 
+def encode_text(tokenizer, text: str, *, bos: bool = False) -> tuple[int, ...]:
+    """`text` encoded as plain text: a special token's spelling in it (`<|im_end|>`, `<end_of_turn>`, `<bos>`) is
+    split into ordinary tokens like any other text, so text from a request or a pack can never become a control
+    token (forge the end of a turn). `bos` adds the tokenizer's own special tokens around it (Gemma's BOS), which
+    stay special."""
+    return tuple(tokenizer(text, add_special_tokens=bos, split_special_tokens=True)["input_ids"])
+
+
 def tokenize(program: Program) -> Program:
     """Tokenize with `registry.load_tokenizer(program.model)`; see `tokenize_with`."""
     return tokenize_with(program, load_tokenizer(program.model))
@@ -22,13 +30,14 @@ def tokenize_with(program: Program, tokenizer) -> Program:
     Guarantees: each content's `tokens` are `present_before + text + present_after` encoded with the tokenizer's
     default special tokens (a BOS where the model uses one; none for SmolLM2, whose floor may then hold 0 tokens);
     each question's `tokens` are its prompt, and each option's `tokens` its text, encoded without special tokens,
-    so a question continues its content token for token as the model will see it. `program.pad` is the
+    so a question continues its content token for token as the model will see it. Every text is encoded as plain
+    text (`encode_text`): `<|im_end|>` written in a content, a template or an option is text, never the token. `program.pad` is the
     tokenizer's pad id (0 when it has none). Stats: contents, content_tokens, questions, prompt_tokens,
     option_tokens. Raises `CompileError` for a prompt or an option that encodes to no tokens.
     """
     @functools.lru_cache(maxsize=None)  # the same options (" yes", " no") come back for every question of a grid
     def encode(text: str, special: bool) -> tuple[int, ...]:
-        return tuple(tokenizer(text, add_special_tokens=special)["input_ids"])
+        return encode_text(tokenizer, text, bos=special)
 
     contents = tuple(
         attrs.evolve(c, tokens=encode(program.present_before + c.text + program.present_after, True))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from spinfc.config import Limits
 from spinfc.errors import CompileError, RequestError
 from spinfc.ir.nodes import Program
+from spinfc.passes.tokenize import encode_text
 from spinfc.registry import load_tokenizer
 from spinfc.runtime.decisions.validate import _path
 from spinfc.runtime.engine import Compiled, Engine, Refused
@@ -53,7 +54,7 @@ def round_check(body: Mapping, limits: Limits, content_field: str) -> Callable[[
         tokenizer = load_tokenizer(program.model)
         for query in program.queries:
             for param, text in written_pieces(query.id, body["questions"][query.id]):
-                tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+                tokens = len(encode_text(tokenizer, text))  # counted as it is encoded: as plain text
                 if tokens > limits.max_query_tokens:
                     raise RequestError(
                         f"{param}: {tokens:,} tokens in one piece of a question, over the server's limit of "
