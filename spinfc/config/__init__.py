@@ -1,7 +1,7 @@
 """The server's settings: one frozen struct, layered flags > `SPINFC_*` variables > TOML file > defaults.
 
     [engine]    model, device, dtype, token_budget, warmup
-    [server]    host, port, token, trusted_token, queue, debug, log_level
+    [server]    host, port, token, trusted_token, queue, shutdown_timeout, debug, log_level
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
     [limits]    max_content_tokens, max_query_tokens, ... (see `Limits`)
 
@@ -69,6 +69,9 @@ class ServerSettings:
                                         metavar="TOKEN", secret=True)
     queue: int = setting(4, "requests accepted while one is running; beyond it 429 concurrency_limit with "
                          "Retry-After", "int", minimum=0)
+    shutdown_timeout: int = setting(30, "seconds the work in flight has to finish after SIGTERM or SIGINT; then "
+                                    "streams get a last shutting_down event and end (a second signal exits now)",
+                                    "int", minimum=0, metavar="SECONDS")
     debug: bool = setting(False, "engine internals (the plan of the request) in every response", "bool")
     log_level: str = setting("info", "log level", "choice",
                              choices=("critical", "error", "warning", "info", "debug"))

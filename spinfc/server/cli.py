@@ -23,6 +23,7 @@ def main(args: argparse.Namespace) -> int:
 
     from spinfc.packsrc import PackSourceError
     from spinfc.server.app import create_app
+    from spinfc.server.shutdown import GracefulServer
 
     try:
         settings = load_settings(args)
@@ -32,7 +33,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"spinfc serve: {error}", file=sys.stderr)
         return 2
     server = settings.server
-    uvicorn.run(app, host=server.host, port=server.port, log_level=server.log_level)
+    config = uvicorn.Config(app, host=server.host, port=server.port, log_level=server.log_level)
+    try:  # the first SIGTERM/SIGINT gives the work in flight --shutdown-timeout seconds; a second exits now
+        GracefulServer(config, app.state.service.shutdown).run()
+    except KeyboardInterrupt:  # uvicorn raises the SIGINT it caught again once it has stopped
+        return 130
     return 0
 
 

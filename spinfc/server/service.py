@@ -9,7 +9,8 @@ Loading happens in the app's lifespan as a background task, so /healthz answers 
     failed   -> /readyz 503 model_failed, with the reason; the log has the traceback
 
 The service also holds what the server preloads or counts: the enabled packs (read before the app starts, so a
-pack source that cannot be read refuses the start), the admission of requests (queue, drain) and the metrics.
+pack source that cannot be read refuses the start), the admission of requests (queue, drain), the shutdown clock
+(shutdown.py) and the metrics.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from spinfc.runtime.engine import Engine
 from spinfc.runtime.generate import Generator
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
+from spinfc.server.shutdown import Shutdown
 
 log = logging.getLogger("spinfc.server")
 
@@ -55,6 +57,7 @@ class Service:
         self.packs = packs if packs is not None else PackRegistry(settings.engine.model, {})
         self.metrics = metrics or Metrics()
         self.admission = Admission(settings.server.queue)
+        self.shutdown = Shutdown(settings.server.shutdown_timeout)  # started by the first SIGTERM/SIGINT
         self.status = "loading"
         self.error: str | None = None
         self.engine: Engine | None = None
@@ -100,6 +103,7 @@ class Service:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app) -> AsyncIterator[None]:
+        self.shutdown.bind(asyncio.get_running_loop())
         self._task = asyncio.create_task(self._start(), name="spinfc-load-model")
         try:
             yield

@@ -23,6 +23,7 @@ from spinfc.server.context import call_context
 from spinfc.server.debug import plan_summary
 from spinfc.server.decision_rounds import compile_rounds
 from spinfc.server.decision_schemas import DecisionRequest, DecisionResponse
+from spinfc.server.hangup import while_connected
 from spinfc.server.service import ServiceDep
 
 SERVER_KEYS = ("limits", "features")
@@ -57,9 +58,12 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
     body = msgspec.to_builtins(data)
     queries = decision_queries(body, extra_keys=SERVER_KEYS)
     ctx.limits.check("max_prompts_per_input", len(queries), "questions")
-    with service.admission.admit():
-        rounds = await compile_rounds(engine, body, decision_messages(body), queries, ctx.limits)
-        scored = await score_rounds(engine, rounds)
+    async def run() -> tuple[list, list]:
+        with service.admission.admit():
+            rounds = await compile_rounds(engine, body, decision_messages(body), queries, ctx.limits)
+            return rounds, await score_rounds(engine, rounds)
+
+    rounds, scored = await while_connected(request, service, run())  # a hang-up withdraws every round
     results = {}
     for part in scored:
         (first,) = await asyncio.to_thread(part.results)
