@@ -27,8 +27,9 @@ T = TypeVar("T")
 
 class ShuttingDown(ApiError):
     def __init__(self) -> None:
-        super().__init__(503, "shutting_down", "the server is shutting down and its --shutdown-timeout passed before "
-                         "this request was answered: send it again, to another server")
+        super().__init__(503, "shutting_down", "the server is shutting down and stopped this request before it was "
+                         "answered (its --shutdown-timeout passed, or it was told to exit now): send it again, to "
+                         "another server")
 
 
 async def _disconnected(request: Request) -> None:
@@ -44,6 +45,10 @@ async def while_connected(request: Request, service, work: Awaitable[T]) -> T:
     deadline = asyncio.ensure_future(service.shutdown.deadline())
     try:
         done, _ = await asyncio.wait({task, gone, deadline}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        if service.shutdown.begun_at is None:
+            raise
+        done = {deadline}  # uvicorn cancels what is left when it stops (a second signal): answer 503 all the same
     finally:
         for watcher in (gone, deadline):
             watcher.cancel()

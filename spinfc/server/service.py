@@ -33,7 +33,7 @@ from spinfc.runtime.engine import Engine
 from spinfc.runtime.generate import Generator
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
-from spinfc.server.shutdown import Shutdown
+from spinfc.server.shutdown import Shutdown, on_daemon_thread
 
 log = logging.getLogger("spinfc.server")
 
@@ -113,8 +113,8 @@ class Service:
                 await self._task
             if self.generator is not None:
                 self.generator.close()
-            if self.engine is not None:
-                await asyncio.to_thread(self.engine.close)
+            if self.engine is not None:  # waits for the pass in flight, except on a forced exit
+                await on_daemon_thread(self.engine.close)
 
     async def _start(self) -> None:
         config = self.settings.engine

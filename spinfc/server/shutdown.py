@@ -13,6 +13,7 @@ could not end (a connection stuck sending).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -64,17 +65,39 @@ class GracefulServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, shutdown: Shutdown) -> None:
         config.timeout_graceful_shutdown = shutdown.timeout_s + BACKSTOP_S
         super().__init__(config)
-        self.shutdown = shutdown
+        self.clock = shutdown  # not `shutdown`: uvicorn.Server has a method of that name
+        self._owns_signals = False  # uvicorn takes SIGTERM/SIGINT only when it runs in the main thread
+
+    async def serve(self, sockets=None) -> None:
+        self._owns_signals = threading.current_thread() is threading.main_thread()
+        await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame) -> None:
         second = self.should_exit
         super().handle_exit(sig, frame)
         if not second:
-            self.shutdown.begin()
+            self.clock.begin()
             return
         self.force_exit = True  # uvicorn forces only on a second SIGINT; a second SIGTERM means the same
         log.warning("a second %s: exiting now, without waiting for the work in flight", signal.Signals(sig).name)
-        if threading.current_thread() is threading.main_thread():  # a real signal: end even if a thread hangs on
+        if self._owns_signals:  # the process's own signal: end it even if a thread will not stop
             timer = threading.Timer(FORCED_EXIT_S, os._exit, args=(128 + sig,))
             timer.daemon = True
             timer.start()
+
+
+async def on_daemon_thread(work) -> None:
+    """Run `work()` on a daemon thread and wait for it. Unlike `asyncio.to_thread`, a cancelled wait (a forced exit
+    tearing the loop down) leaves the thread behind instead of holding the process until it ends."""
+    loop = asyncio.get_running_loop()
+    finished = loop.create_future()
+
+    def run() -> None:
+        try:
+            work()
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
+
+    threading.Thread(target=run, name="spinfc-close", daemon=True).start()
+    await finished
