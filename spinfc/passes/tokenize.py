@@ -31,9 +31,9 @@ def tokenize_with(program: Program, tokenizer) -> Program:
     default special tokens (a BOS where the model uses one; none for SmolLM2, whose floor may then hold 0 tokens);
     each question's `tokens` are its prompt, and each option's `tokens` its text, encoded without special tokens,
     so a question continues its content token for token as the model will see it. Every text is encoded as plain
-    text (`encode_text`): `<|im_end|>` written in a content, a template or an option is text, never the token. `program.pad` is the
-    tokenizer's pad id (0 when it has none). Stats: contents, content_tokens, questions, prompt_tokens,
-    option_tokens. Raises `CompileError` for a prompt or an option that encodes to no tokens.
+    text (`encode_text`): `<|im_end|>` written in a content, a template or an option is text, never the token.
+    `program.pad` is the tokenizer's pad id (0 when it has none). Stats: contents, content_tokens, questions,
+    prompt_tokens, option_tokens. Raises `CompileError` for a prompt or an option that encodes to no tokens.
     """
     @functools.lru_cache(maxsize=None)  # the same options (" yes", " no") come back for every question of a grid
     def encode(text: str, special: bool) -> tuple[int, ...]:
