@@ -38,8 +38,10 @@ class Shutdown:
         self._passed = asyncio.Event()
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The event loop the server runs in (called from the app's lifespan)."""
+        """The event loop the server runs in (called from the app's lifespan; an app served again, as tests do,
+        gets a new loop and a new event: an asyncio.Event belongs to the first loop that waits on it)."""
         self._loop = loop
+        self._passed = asyncio.Event()
 
     def begin(self) -> None:
         """Start the clock, once; safe from a signal handler or another thread."""
