@@ -113,8 +113,9 @@ class Service:
                 await self._task
             if self.generator is not None:
                 self.generator.close()
-            if self.engine is not None:  # waits for the pass in flight, except on a forced exit
-                await on_daemon_thread(self.engine.close)
+            if self.engine is not None:  # waits for the pass in flight; a forced exit (cancelled) does not
+                with contextlib.suppress(asyncio.CancelledError):
+                    await on_daemon_thread(self.engine.close)
 
     async def _start(self) -> None:
         config = self.settings.engine
