@@ -6,8 +6,8 @@
     spinfc packs list [--packs SOURCE ...] [--model M]
     spinfc serve [MODEL] ...        (spinfc.server.cli)
 
-Mistakes in the input print as `file:line:col: error: ...` with a hint and exit with status 2; `packs validate`
-exits with 1 when it finds any.
+Mistakes in the input print as `file:line:col: error: ...` with a hint and exit with status 2; so does
+`packs validate` when it finds any (after printing every one).
 """
 
 from __future__ import annotations
@@ -133,10 +133,12 @@ def _validate(args: argparse.Namespace) -> int:
         print(str(error), file=sys.stderr)
     if errors:
         print(f"{len(errors)} error(s) in {args.directory}", file=sys.stderr)
-        return 1
+        return 2
     from pathlib import Path
 
-    count = len(list(Path(args.directory).glob("*.toml")))
+    from spinfc.frontend.pack_files import pack_files
+
+    count = len(pack_files(Path(args.directory))[0])
     print(f"{args.directory}: {count} pack{'s' if count != 1 else ''}, all valid")
     return 0
 

@@ -1,7 +1,7 @@
 """The server's settings: one frozen struct, layered flags > `SPINFC_*` variables > TOML file > defaults.
 
     [engine]    model, device, dtype, token_budget, block, served_model_name, warmup
-    [server]    host, port, token, trusted_token, queue, max_queued_tokens, debug, log_level
+    [server]    host, port, token, trusted_token, queue, max_queued_tokens, shutdown_timeout, debug, log_level
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
     [limits]    max_content_tokens, max_query_tokens, ... (see `Limits`)
 
@@ -81,6 +81,9 @@ class ServerSettings:
                                             "request is 429 queue_full with Retry-After from the queued work and the "
                                             "measured rate (unset: four passes, 4 x --token-budget)",
                                             "optional_int", minimum=1, metavar="TOKENS")
+    shutdown_timeout: int = setting(30, "seconds the work in flight has to finish after SIGTERM or SIGINT; then "
+                                    "streams get a last shutting_down event and end (a second signal exits now)",
+                                    "int", minimum=0, metavar="SECONDS")
     debug: bool = setting(False, "engine internals (the plan of the request) in every response", "bool")
     log_level: str = setting("info", "log level", "choice",
                              choices=("critical", "error", "warning", "info", "debug"))

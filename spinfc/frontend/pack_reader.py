@@ -12,10 +12,12 @@ import tomllib
 from pathlib import Path
 
 from spinfc.errors import CompileError, PackError
-from spinfc.frontend.fields import Fields, TomlWhere, collect
+from spinfc.frontend.fields import Fields, TomlWhere, collect, dotted
 from spinfc.frontend.pack import Pack
 from spinfc.frontend.pack_categories import read_categories, read_decision
+from spinfc.frontend.pack_files import read_pack_text
 from spinfc.frontend.query import read_query
+from spinfc.frontend.toml_limits import MAX_PACK_STRING_CHARS, long_string, nesting_problem
 from spinfc.frontend.tomlpos import TomlPositions
 from spinfc.ir.nodes import Placeholder, Query, SourceLoc, Text
 
@@ -27,23 +29,24 @@ VERSION = r"\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?"
 def read_pack(path: Path) -> tuple[Pack | None, list[CompileError]]:
     """The pack at `path` and no errors, or None and every error found in the file."""
     file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or str(error)
-        return None, [
-            PackError(
-                f"cannot read the pack file: {reason}",
-                SourceLoc(file),
-                code="unreadable",
-                hint="give the path of a UTF-8 .toml file",
-            )
-        ]
+    text, problem = read_pack_text(path)  # a regular file within the size cap, or why not
+    if problem is None:
+        problem = nesting_problem(text, file)  # before tomllib, which recurses once per level
+    if problem is not None:
+        return None, [problem]
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         return None, [_toml_error(error, file, text)]
-    f = Fields(data, (), TomlWhere(TomlPositions(text, file)), PackError)
+    positions = TomlPositions(text, file)
+    too_long = long_string(data)
+    if too_long is not None:  # before any template is parsed
+        path, length = too_long
+        return None, [PackError(f"{dotted(path)} is {length:,} characters long, over the limit of "
+                                f"{MAX_PACK_STRING_CHARS:,} for one string of a pack", positions.loc(path),
+                                code="string_too_long", param=dotted(path),
+                                hint="a question is a sentence or two; shorten it")]
+    f = Fields(data, (), TomlWhere(positions), PackError)
     errors: list[CompileError] = []
     header = collect(errors, _header, f)
     queries = _questions(f, errors)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from spinfc.errors import CompileError, PackError
+from spinfc.frontend.pack_files import SOURCE_REFUSALS, pack_files
 from spinfc.frontend.pack_reader import read_pack
 from spinfc.ir.nodes import SourceLoc
 
@@ -12,8 +13,9 @@ from spinfc.ir.nodes import SourceLoc
 def validate_packs(directory: str | Path) -> list[CompileError]:
     """Read each `*.toml` in `directory` (sorted by name); return all their errors, in file order.
 
-    Besides each file's own errors: a folder that does not exist or holds no pack, and two files with the same
-    pack id, are errors too. An empty list means every pack loads."""
+    Besides each file's own errors: a folder that does not exist or holds no pack, a `*.toml` that is not a regular
+    file (a link, a FIFO, a device) or is over the size cap, pack files too large together (pack_files.py: then
+    nothing is read), and two files with the same pack id, are errors too. An empty list means every pack loads."""
     folder = Path(directory)
     if not folder.is_dir():
         return [
@@ -24,8 +26,10 @@ def validate_packs(directory: str | Path) -> list[CompileError]:
                 hint="give the folder holding the pack files (*.toml)",
             )
         ]
-    files = sorted(folder.glob("*.toml"))
-    if not files:
+    files, refused = pack_files(folder)  # regular files within the size caps; nothing read yet
+    if any(error.code in SOURCE_REFUSALS for error in refused):
+        return list(refused)
+    if not files and not refused:
         return [
             PackError(
                 f"no pack files (*.toml) in {folder}",
@@ -34,7 +38,7 @@ def validate_packs(directory: str | Path) -> list[CompileError]:
                 hint="a pack is a .toml file; see docs/packs.md",
             )
         ]
-    errors: list[CompileError] = []
+    errors: list[CompileError] = list(refused)
     seen: dict[str, Path] = {}
     for path in files:
         pack, found = read_pack(path)
@@ -56,6 +60,8 @@ def validate_packs(directory: str | Path) -> list[CompileError]:
 
 
 def _id_loc(path: Path) -> SourceLoc:
+    from spinfc.frontend.pack_files import read_pack_text
     from spinfc.frontend.tomlpos import TomlPositions
 
-    return TomlPositions(path.read_text(encoding="utf-8"), str(path)).loc(("id",))
+    text, _ = read_pack_text(path)  # read_pack has just read it
+    return TomlPositions(text or "", str(path)).loc(("id",))

@@ -14,6 +14,7 @@ pack file with an error, raises `PackSourceError`: the server refuses to start r
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -21,9 +22,10 @@ import attrs
 
 from spinfc.errors import CompileError, RequestError
 from spinfc.frontend import Pack, load_pack, validate_packs
+from spinfc.frontend.pack_files import pack_files
 from spinfc.packsrc.sources import FetchedSource, PackSourceError, SourceSpec, fetch_source, parse_source
 
-RESERVED_NAMESPACES = ("spinfc",)
+RESERVED_NAMESPACES = ("spinfc",)  # and every namespace that starts like one: spinfc-official, spinfc.x, spin-fc
 BUNDLED = "bundled"
 log = logging.getLogger("spinfc.packs")
 
@@ -140,11 +142,20 @@ def registry_from_settings(settings) -> PackRegistry:
                               allow_namespaces=features.packs_allow_namespace)
 
 
+def reserved_namespace(namespace: str) -> str | None:
+    """The reserved namespace that `namespace` is or looks like (by prefix, whatever its case and its `-_.`
+    separators: `spinfc-official`, `Spinfc.`, `spin_fc` are all `spinfc`), or None."""
+    plain = re.sub(r"[-_.]", "", namespace.casefold())
+    return next((reserved for reserved in RESERVED_NAMESPACES if plain.startswith(reserved)), None)
+
+
 def _skip_reason(pack: Pack, spec: SourceSpec, model: str, allow_namespaces: Sequence[str]) -> str | None:
     namespace = pack.id.split("/", 1)[0]
-    if spec.kind != "bundled" and namespace in RESERVED_NAMESPACES and namespace not in allow_namespaces:
-        return (f"the namespace {namespace}/ is reserved for the packs bundled with spinfc; start with "
-                f"--packs-allow-namespace {namespace} to load this copy instead")
+    reserved = reserved_namespace(namespace)
+    if spec.kind != "bundled" and reserved is not None and namespace not in allow_namespaces:
+        like = "is" if namespace == reserved else f"looks like {reserved}/, which is"
+        return (f"the namespace {namespace}/ {like} reserved for the packs bundled with spinfc; rename the pack, or "
+                f"start with --packs-allow-namespace {namespace} to load this copy")
     if not pack.written_for(model):
         return f"written for {', '.join(pack.models)}, not {model}"
     return None
@@ -160,10 +171,10 @@ def _read_packs(fetched: FetchedSource) -> list[tuple[Path, Pack]]:
     folder or two packs with one id refuse the source, with every error (file:line:col)."""
     folder = fetched.folder
     if folder.is_dir():
-        errors = validate_packs(folder)
+        errors = validate_packs(folder)  # regular files only, sizes capped before anything is read
         if errors and not (fetched.spec.kind == "bundled" and errors[0].code == "no_packs"):
             _refuse(fetched.spec, errors)
-        files = sorted(folder.glob("*.toml"))
+        files, _ = pack_files(folder)
     else:
         files = [folder]
     packs = []

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 import attrs
 
 GIT_TIMEOUT_S = 300
+GIT_SCHEMES = ("https", "http", "ssh", "git", "file")  # not ext:: (a command) or other remote helpers
+REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+/-]{0,199}")  # no leading '-': a ref is never read as an option
 KEEP_MARK = ".spinfc-pinned"  # written into a clone at a tag or commit: later starts reuse it
 
 
@@ -56,7 +58,7 @@ def parse_source(text: str) -> SourceSpec:
         repo, _, ref = rest.partition("@")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
             raise PackSourceError(f"pack source {text!r}: expected github:OWNER/REPO[@TAG][#PATH]")
-        return SourceSpec(text, "git", f"https://github.com/{repo.removesuffix('.git')}.git", ref or None,
+        return SourceSpec(text, "git", f"https://github.com/{repo.removesuffix('.git')}.git", _check_ref(text, ref),
                           _clean_subpath(text, subpath))
     if text.startswith("git+"):
         url, _, subpath = text.removeprefix("git+").partition("#")
@@ -64,12 +66,29 @@ def parse_source(text: str) -> SourceSpec:
         if not parts.scheme or not (parts.netloc or parts.path):
             raise PackSourceError(f"pack source {text!r}: expected git+URL[@TAG][#PATH] with a URL git can clone, "
                                   "e.g. git+https://example.com/acme/packs.git@v1.2#packs or git+file:///srv/packs.git@v1")
-        path, ref = parts.path, None
+        if parts.scheme not in GIT_SCHEMES or parts.netloc.startswith("-"):
+            raise PackSourceError(f"pack source {text!r}: git sources are cloned over "
+                                  f"{', '.join(GIT_SCHEMES)} only, from a host that does not start with '-': "
+                                  "e.g. git+https://example.com/acme/packs.git@v1.2#packs")
+        path, ref = parts.path, ""
         if "@" in path:
             path, ref = path.rsplit("@", 1)
         location = parts._replace(path=path, fragment="").geturl()
-        return SourceSpec(text, "git", location, ref or None, _clean_subpath(text, subpath))
+        return SourceSpec(text, "git", location, _check_ref(text, ref), _clean_subpath(text, subpath))
     return SourceSpec(text, "folder", text)
+
+
+def _check_ref(text: str, ref: str) -> str | None:
+    """The tag, branch or commit after @ (None when there is none); refused unless it is a plain ref name, so it
+    can never reach git as an option (`@--upload-pack=...`)."""
+    if not ref:
+        return None
+    parts = ref.split("/")
+    if not REF.fullmatch(ref) or any(not p or p.startswith(".") or p.endswith(".lock") for p in parts) \
+            or ".." in ref or ref.endswith("."):
+        raise PackSourceError(f"pack source {text!r}: {ref!r} is not a tag, branch or commit name: use letters, "
+                              "digits and . _ - + / (not first), e.g. @v1.2 or @release/1.0 or @0123abcd")
+    return ref
 
 
 def _clean_subpath(text: str, subpath: str) -> str:
@@ -91,6 +110,9 @@ def fetch_source(spec: SourceSpec, cache: Path) -> FetchedSource:
         return FetchedSource(spec, folder)
     checkout = _clone(spec, cache)
     folder = checkout / spec.subpath if spec.subpath else checkout
+    if not folder.resolve().is_relative_to(checkout.resolve()):  # a committed symlink must not lead outside
+        raise PackSourceError(f"pack source {spec.text!r}: {spec.subpath!r} in the repository is a symbolic link "
+                              "that leads outside it: point the path after # at a real folder of the repository")
     if not folder.exists():
         raise PackSourceError(f"pack source {spec.text!r}: the repository has no {spec.subpath!r} at "
                               f"{spec.ref or 'its default branch'}: fix the path after #")
@@ -125,15 +147,17 @@ def _checkout(spec: SourceSpec, work: Path) -> None:
     """Clone `spec` into the empty folder `work`: shallow at a tag or branch; a commit needs the full history."""
     shallow = ["clone", "--quiet", "--depth", "1"] + (["--branch", spec.ref] if spec.ref else [])
     try:
-        _git(shallow + [spec.location, str(work)], spec)
+        _git(shallow + ["--", spec.location, str(work)], spec)
         return
     except PackSourceError:
         if not spec.ref:
             raise
     shutil.rmtree(work, ignore_errors=True)
-    _git(["clone", "--quiet", "--no-checkout", spec.location, str(work)], spec)
-    _git(["checkout", "--quiet", "--detach", spec.ref], spec, cwd=work,
-         what=f"{spec.ref!r} is not a tag, branch or commit of {spec.location}")
+    _git(["clone", "--quiet", "--no-checkout", "--", spec.location, str(work)], spec)
+    what = f"{spec.ref!r} is not a tag, branch or commit of {spec.location}"
+    commit = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{spec.ref}^{{commit}}"], spec,
+                  cwd=work, what=what).strip()
+    _git(["checkout", "--quiet", "--detach", commit], spec, cwd=work, what=what)  # a full hex id: never an option
 
 
 def _is_pinned(spec: SourceSpec, work: Path) -> bool:
@@ -148,7 +172,7 @@ def _is_pinned(spec: SourceSpec, work: Path) -> bool:
 def git_command(args: list[str], environ=os.environ) -> list[str]:
     """The git command line for `args`; with GITHUB_TOKEN set, it authenticates to github.com by a header (the
     token never lands in the clone's config)."""
-    command = ["git", "-c", "advice.detachedHead=false"]
+    command = ["git", "-c", "advice.detachedHead=false", "-c", "protocol.ext.allow=never"]
     token = environ.get("GITHUB_TOKEN")
     if token:
         basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()

@@ -9,6 +9,14 @@ from spinfc.ir.nodes import OptionSlot, Program, Question
 from spinfc.passes.context import MEMO_ENTRIES, PassContext
 
 
+def encode_text(tokenizer, text: str, *, bos: bool = False) -> tuple[int, ...]:
+    """`text` encoded as plain text: a special token's spelling in it (`<|im_end|>`, `<end_of_turn>`, `<bos>`) is
+    split into ordinary tokens like any other text, so text from a request or a pack can never become a control
+    token (forge the end of a turn). `bos` adds the tokenizer's own special tokens around it (Gemma's BOS), which
+    stay special."""
+    return tuple(tokenizer(text, add_special_tokens=bos, split_special_tokens=True)["input_ids"])
+
+
 def tokenize(program: Program, ctx: PassContext) -> Program:
     """Tokenize with the context's tokenizer (the model's own); see `tokenize_with`."""
     if ctx.tokenizer is None:
@@ -24,20 +32,21 @@ def tokenize_with(program: Program, tokenizer, memo: dict | None = None) -> Prog
     Guarantees: each content's `tokens` are `present_before + text + present_after` encoded with the tokenizer's
     default special tokens (a BOS where the model uses one; none for SmolLM2, whose floor may then hold 0 tokens);
     each question's `tokens` are its prompt, and each option's `tokens` its text, encoded without special tokens,
-    so a question continues its content token for token as the model will see it. `program.pad` is the
-    tokenizer's pad id (0 when it has none). Stats: contents, content_tokens, questions, prompt_tokens,
-    option_tokens. Raises `CompileError` for a prompt or an option that encodes to no tokens.
+    so a question continues its content token for token as the model will see it. Every text is encoded as plain
+    text (`encode_text`): `<|im_end|>` written in a content, a template or an option is text, never the token.
+    `program.pad` is the tokenizer's pad id (0 when it has none). Stats: contents, content_tokens, questions,
+    prompt_tokens, option_tokens. Raises `CompileError` for a prompt or an option that encodes to no tokens.
     """
     memo = {} if memo is None else memo  # prompts and options come back request after request (contents do not)
 
     def encode(text: str, special: bool) -> tuple[int, ...]:
         key = (text, special)
         if key not in memo:
-            memo[key] = tuple(tokenizer(text, add_special_tokens=special)["input_ids"])
+            memo[key] = encode_text(tokenizer, text, bos=special)
         return memo[key]
 
     contents = tuple(
-        attrs.evolve(c, tokens=tuple(tokenizer(program.present_before + c.text + program.present_after)["input_ids"]))
+        attrs.evolve(c, tokens=encode_text(tokenizer, program.present_before + c.text + program.present_after, bos=True))
         for c in program.contents
     )
     queries = {query.id: query for query in program.queries}

@@ -19,11 +19,13 @@ and the whitespace around the answer is dropped.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import attrs
 
 from spinfc.errors import RequestError
+from spinfc.passes.tokenize import encode_text
 
 # Tokens that end a turn in the chat formats of the supported families (Gemma, ChatML, Llama 3), where present.
 END_OF_TURN = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>")
@@ -60,18 +62,59 @@ def plain_transcript(messages: Sequence[dict]) -> str:
 
 def chat_prompt(tokenizer, messages: Sequence[dict]) -> ChatPrompt:
     """The prompt tokens for `messages` ([{"role", "content": str}]) with the model's chat template, or the plain
-    transcript when the tokenizer has none."""
+    transcript when the tokenizer has none. The messages' text is encoded as plain text: `<|im_end|>` written in
+    a message is text, never the end of a turn; only the template's own markers (and BOS) are special tokens."""
     if getattr(tokenizer, "chat_template", None):
-        try:
-            ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True,
-                                                return_dict=False)
-        except Exception as error:  # jinja's TemplateError, or a template's raise_exception(...)
-            raise RequestError(f"the model's chat template refused these messages: {error}", code="chat_template_error",
-                               param="messages", hint="check the roles and their order (some templates want "
-                               "user and assistant turns to alternate)") from error
-        if isinstance(ids, dict) or hasattr(ids, "keys"):  # some versions return a BatchEncoding
-            ids = ids["input_ids"]
-        return ChatPrompt(tokens=tuple(int(i) for i in ids), end_tokens=end_tokens(tokenizer))
-    ids = tokenizer(plain_transcript(messages), add_special_tokens=True)["input_ids"]
-    return ChatPrompt(tokens=tuple(ids), end_tokens=end_tokens(tokenizer), stop=PLAIN_STOPS, template="plain",
-                      strip=True)
+        return ChatPrompt(tokens=template_tokens(tokenizer, messages), end_tokens=end_tokens(tokenizer))
+    ids = encode_text(tokenizer, plain_transcript(messages), bos=True)  # every word of it came from the request
+    return ChatPrompt(tokens=ids, end_tokens=end_tokens(tokenizer), stop=PLAIN_STOPS, template="plain", strip=True)
+
+
+def template_tokens(tokenizer, messages: Sequence[dict]) -> tuple[int, ...]:
+    """`messages` through the model's chat template. When no message holds a special token's spelling, that is
+    the rendered text encoded at once. Otherwise the template is rendered with a marker in place of each content,
+    the markers' places are checked against the real rendering, and each content is encoded as plain text between
+    the template's pieces (encoded with their special tokens)."""
+    specials = special_texts(tokenizer)
+    for i, message in enumerate(messages):
+        if any(special in message["role"] for special in specials):
+            raise RequestError(f"messages[{i}].role holds a special token of the model's chat template",
+                               code="invalid_role", param=f"messages[{i}].role",
+                               hint='give a plain role: "system", "user" or "assistant"')
+    rendered = _render(tokenizer, messages)
+    if not any(special in message["content"] for message in messages for special in specials):
+        return tuple(int(i) for i in tokenizer(rendered, add_special_tokens=False)["input_ids"])
+    markers = [f"\x00spinfc-content-{i}\x00" for i in range(len(messages))]
+    pieces = re.split("(" + "|".join(map(re.escape, markers)) + ")", _render(tokenizer, [
+        {**message, "content": marker} for message, marker in zip(messages, markers)]))
+    for transform in (lambda text: text, str.strip):  # templates that trim each message (Gemma's) are read too
+        contents = {marker: transform(m["content"]) for marker, m in zip(markers, messages)}
+        if "".join(contents.get(piece, piece) for piece in pieces) == rendered:
+            break
+    else:
+        raise RequestError("a message holds a special token's spelling and the model's chat template changes the "
+                           "messages' text, so it cannot be kept apart from the template's own tokens",
+                           code="special_token_in_message", param="messages",
+                           hint="remove the special tokens (such as " + ", ".join(sorted(specials)[:3]) + ") "
+                           "from the messages")
+    ids: list[int] = []
+    for piece in pieces:
+        if piece in contents:
+            ids += encode_text(tokenizer, contents[piece])
+        elif piece:
+            ids += tokenizer(piece, add_special_tokens=False)["input_ids"]
+    return tuple(int(i) for i in ids)
+
+
+def special_texts(tokenizer) -> frozenset[str]:
+    """The spellings the tokenizer reads as special tokens (`<|im_end|>`, `<bos>`, ...)."""
+    return frozenset(t.content for t in tokenizer.added_tokens_decoder.values() if t.special and t.content)
+
+
+def _render(tokenizer, messages: Sequence[dict]) -> str:
+    try:
+        return tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+    except Exception as error:  # jinja's TemplateError, or a template's raise_exception(...)
+        raise RequestError(f"the model's chat template refused these messages: {error}", code="chat_template_error",
+                           param="messages", hint="check the roles and their order (some templates want "
+                           "user and assistant turns to alternate)") from error

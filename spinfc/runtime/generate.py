@@ -142,6 +142,13 @@ def generate(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock: thr
                       prompt_tokens=len(prompt.tokens), template=prompt.template)
 
 
+def _retrieve(future: asyncio.Future) -> None:
+    """Read the outcome of a generation nobody waits for any more (it ends with `Cancelled`), so asyncio does not
+    log it as an exception never retrieved."""
+    if not future.cancelled():
+        future.exception()
+
+
 class Generator:
     """Generations for one model, one at a time on their own thread, each step under `lock`; give the engine
     `guarded` (the model whose passes hold the same lock). The generation thread has its own copy of the tokenizer
@@ -188,6 +195,7 @@ class Generator:
             return await future
         except asyncio.CancelledError:
             cancelled.set()
+            future.add_done_callback(_retrieve)
             raise
 
     async def stream(self, prompt: ChatPrompt, sampling: Sampling) -> AsyncIterator[str | Generation]:
@@ -215,6 +223,7 @@ class Generator:
             yield generation
         finally:
             cancelled.set()  # no effect once the generation has finished
+            future.add_done_callback(_retrieve)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -8,7 +8,9 @@
 
 The pieces joined are the answer a non-streamed request gets. Text that could still begin a stop string is held
 back until it cannot (runtime/generate.py `settled`). An error after the first event (the status is already 200)
-is sent as one event holding OpenAI's error envelope, which the SDKs raise, and the stream ends without [DONE].
+is sent as one event holding OpenAI's error envelope, which the SDKs raise, and the stream ends without [DONE]; so
+is the end of a stream cut by the shutdown deadline (code `shutting_down`, server/shutdown.py). A client that hangs
+up ends the stream (Litestar stops the iterator), which stops the generation and frees the admission place.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from litestar.response import ServerSentEvent
 from spinfc.runtime.chat_format import ChatPrompt
 from spinfc.runtime.generate import Generation, Generator, Sampling
 from spinfc.server.errors import to_api_error
+from spinfc.server.hangup import before_deadline
 from spinfc.server.schemas import (
     ChatChunkChoice, ChatCompletionChunk, ChatDelta, ChatUsage, ErrorBody, ErrorResponse,
 )
@@ -45,7 +48,7 @@ def stream_answer(service, generator: Generator, prompt: ChatPrompt, sampling: S
             yield chunk([ChatChunkChoice(index=0, delta=ChatDelta(role="assistant", content=""))])
             final: Generation | None = None
             async with contextlib.aclosing(generator.stream(prompt, sampling)) as pieces:  # closed: generation stops
-                async for item in pieces:
+                async for item in before_deadline(pieces, service):  # the shutdown deadline ends it: ShuttingDown
                     if isinstance(item, str):
                         yield chunk([ChatChunkChoice(index=0, delta=ChatDelta(content=item))])
                     else:

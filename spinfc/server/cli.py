@@ -25,6 +25,7 @@ def main(args: argparse.Namespace) -> int:
     from spinfc.server.app import create_app
     from spinfc.server.framing import envelope_protocol
     from spinfc.server.logs import log_config
+    from spinfc.server.shutdown import GracefulServer
 
     try:
         settings = load_settings(args)
@@ -34,9 +35,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"spinfc serve: {error}", file=sys.stderr)
         return 2
     server = settings.server
-    uvicorn.run(app, host=server.host, port=server.port, log_level=server.log_level,
-                log_config=log_config(),  # no query string values (a token sent there) in the access log
-                http=envelope_protocol())  # HTTP framing errors in the envelope too
+    config = uvicorn.Config(app, host=server.host, port=server.port, log_level=server.log_level,
+                            log_config=log_config(),  # no query string values (a token sent there) in the access log
+                            http=envelope_protocol())  # HTTP framing errors in the envelope too
+    try:  # the first SIGTERM/SIGINT gives the work in flight --shutdown-timeout seconds; a second exits now
+        GracefulServer(config, app.state.service.shutdown).run()
+    except KeyboardInterrupt:  # uvicorn raises the SIGINT it caught again once it has stopped
+        return 130
     return 0
 
 

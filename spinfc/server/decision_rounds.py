@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from spinfc.config import Limits
 from spinfc.errors import CompileError, RequestError
 from spinfc.ir.nodes import Program
+from spinfc.passes.tokenize import encode_text
 from spinfc.runtime.decisions.validate import _path
 from spinfc.runtime.engine import Compiled, Engine, Refused
 from spinfc.server.limits import check_limits, processed_tokens
@@ -51,7 +52,7 @@ def round_check(body: Mapping, limits: Limits, content_field: str, tokenizer) ->
                      skip=("max_query_tokens", "max_prompts_per_input"), content_field=content_field)
         for query in program.queries:
             for param, text in written_pieces(query.id, body["questions"][query.id]):
-                tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+                tokens = len(encode_text(tokenizer, text))  # counted as it is encoded: as plain text
                 if tokens > limits.max_query_tokens:
                     raise RequestError(
                         f"{param}: {tokens:,} tokens in one piece of a question, over the server's limit of "

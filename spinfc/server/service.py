@@ -9,7 +9,8 @@ Loading happens in the app's lifespan as a background task, so /healthz answers 
     failed   -> /readyz 503 model_failed, with the reason; the log has the traceback
 
 The service also holds what the server preloads or counts: the enabled packs (read before the app starts, so a
-pack source that cannot be read refuses the start), the admission of requests (queue, drain) and the metrics.
+pack source that cannot be read refuses the start), the admission of requests (queue, drain), the shutdown clock
+(shutdown.py) and the metrics.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
 from spinfc.shapes import Shapes
 from spinfc.server.prechecks import model_longest_token
+from spinfc.server.shutdown import Shutdown, on_daemon_thread
 
 log = logging.getLogger("spinfc.server")
 
@@ -57,6 +59,7 @@ class Service:
         self.packs = packs if packs is not None else PackRegistry(settings.engine.model, {})
         self.metrics = metrics or Metrics()
         self.admission = Admission(settings.server.queue, settings.server.max_queued_tokens)
+        self.shutdown = Shutdown(settings.server.shutdown_timeout)  # started by the first SIGTERM/SIGINT
         self.status = "loading"
         self.error: str | None = None
         self.engine: Engine | None = None
@@ -110,6 +113,7 @@ class Service:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app) -> AsyncIterator[None]:
+        self.shutdown.bind(asyncio.get_running_loop())
         self._task = asyncio.create_task(self._start(), name="spinfc-load-model")
         try:
             yield
@@ -119,8 +123,9 @@ class Service:
                 await self._task
             if self.generator is not None:
                 self.generator.close()
-            if self.engine is not None:
-                await asyncio.to_thread(self.engine.close)
+            if self.engine is not None:  # waits for the pass in flight; a forced exit (cancelled) does not
+                with contextlib.suppress(asyncio.CancelledError):
+                    await on_daemon_thread(self.engine.close)
 
     async def _start(self) -> None:
         config = self.settings.engine

@@ -52,12 +52,12 @@ def test_a_broken_pack_prints_file_line_column_and_exits_2(capsys, tmp_path):
     assert "Traceback" not in err
 
 
-def test_packs_validate_lists_every_error_and_exits_1(capsys, tmp_path):
+def test_packs_validate_lists_every_error_and_exits_2(capsys, tmp_path):
     for name in ("a.toml", "b.toml"):
         text = (REPO / MODERATION).read_text().replace("Answer:<?>", "Answer:<foo>", 1)
         (tmp_path / name).write_text(text)
     code, _, err = run(capsys, "packs", "validate", str(tmp_path))
-    assert code == 1
+    assert code == 2
     for name in ("a.toml", "b.toml"):
         assert re.search(rf"{re.escape(str(tmp_path / name))}:\d+:\d+: error: ", err)
 

@@ -89,7 +89,8 @@ def test_unknown_tag_missing_path_or_unreachable_repository_is_refused(tmp_path)
 
 
 def test_github_token_goes_in_a_header_not_the_url():
-    assert git_command(["clone", "u"], environ={}) == ["git", "-c", "advice.detachedHead=false", "clone", "u"]
+    assert git_command(["clone", "u"], environ={}) == ["git", "-c", "advice.detachedHead=false", "-c",
+                                                       "protocol.ext.allow=never", "clone", "u"]
     command = git_command(["clone", "u"], environ={"GITHUB_TOKEN": "tok"})
     header = base64.b64encode(b"x-access-token:tok").decode()
     assert f"http.https://github.com/.extraheader=AUTHORIZATION: basic {header}" in command

@@ -27,6 +27,7 @@ from spinfc.server.context import CallContext, call_context
 from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.prechecks import Prechecks
 from spinfc.server.errors import ApiError
+from spinfc.server.hangup import while_connected
 from spinfc.server.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage, StreamOptions
 from spinfc.server.scoring import score_body
 from spinfc.server.service import ServiceDep
@@ -50,10 +51,10 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     service.ready_engine()
     service.check_model(data.model)
     if scoring:
-        return await scored(data, service, ctx)
+        return await while_connected(request, service, scored(data, service, ctx))
     Prechecks(ctx.limits, service.longest_token).messages(messages, "messages")  # before the prompt is tokenized
     stream = (data.stream_options or StreamOptions()) if data.stream else None
-    return await generated(messages, service, ctx, sampling, stream)
+    return await while_connected(request, service, generated(messages, service, ctx, sampling, stream))
 
 
 def refuse_unsupported(data: ChatRequest) -> None:

@@ -25,6 +25,7 @@ from spinfc.server.decision_rounds import compile_rounds, written_pieces
 from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.prechecks import Prechecks
 from spinfc.server.decision_schemas import DecisionRequest, DecisionResponse
+from spinfc.server.hangup import while_connected
 from spinfc.server.service import ServiceDep
 
 SERVER_KEYS = ("limits", "features")
@@ -62,9 +63,13 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
     precheck = Prechecks(ctx.limits, service.longest_token)  # sizes before anything is tokenized
     precheck.messages(decision_messages(body), "messages" if body.get("messages") is not None else "state")
     precheck.pieces(piece for qid, question in body["questions"].items() for piece in written_pieces(qid, question))
-    with service.admission.admit():
-        rounds = await compile_rounds(engine, body, decision_messages(body), queries, ctx.limits)
-        scored = await score_rounds(engine, rounds)
+
+    async def run() -> tuple[list, list]:
+        with service.admission.admit():
+            rounds = await compile_rounds(engine, body, decision_messages(body), queries, ctx.limits)
+            return rounds, await score_rounds(engine, rounds)
+
+    rounds, scored = await while_connected(request, service, run())  # a hang-up withdraws every round
     results = {}
     for part in scored:
         (first,) = await asyncio.to_thread(part.results)

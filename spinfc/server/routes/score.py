@@ -14,6 +14,7 @@ from litestar.params import Body
 from spinfc.server.context import call_context
 from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.prechecks import Prechecks
+from spinfc.server.hangup import while_connected
 from spinfc.server.schemas import InputResult, ScoreRequest, ScoreResponse, Usage
 from spinfc.server.scoring import score_body
 from spinfc.server.service import ServiceDep
@@ -33,7 +34,8 @@ async def score(data: Annotated[ScoreRequest, Body(title="A scoring request", ex
     service.check_model(data.model)
     body = {k: v for k, v in data.to_body().items() if k not in ("limits", "features") and (k != "packs" or v)}
     Prechecks(ctx.limits, service.longest_token).score_body(body)  # sizes and counts before any parsing
-    outcome = await score_body(service, ctx, body, [ref.id for ref in data.packs or []])
+    work = score_body(service, ctx, body, [ref.id for ref in data.packs or []])
+    outcome = await while_connected(request, service, work)  # a hang-up withdraws it from the engine
     response = ScoreResponse(
         id=f"score-{uuid.uuid4().hex}", object="score", created=int(time.time()), model=service.model_name,
         system_fingerprint=service.fingerprint,

@@ -1,0 +1,86 @@
+"""Work that stops when nobody waits for it: a client that hangs up, or the shutdown deadline.
+
+    await while_connected(request, service, work)    the work's result; if the client disconnects first the work
+                                                      is cancelled (its engine job withdrawn, its admission place
+                                                      freed) and 499 client_closed_request ends the call; if the
+                                                      shutdown deadline passes first, 503 shutting_down
+    async for item in before_deadline(items, service) the items until the shutdown deadline, then ShuttingDown
+
+Cancelling is what withdraws the work: `Engine.score` awaits the engine's future, and a cancelled await cancels
+that future, which drops the request's contents not yet run (runtime/engine.py); `admit()` gives the place back
+as the cancellation unwinds through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+from litestar import Request
+
+from spinfc.server.errors import ApiError
+
+T = TypeVar("T")
+
+
+class ShuttingDown(ApiError):
+    def __init__(self) -> None:
+        super().__init__(503, "shutting_down", "the server is shutting down and stopped this request before it was "
+                         "answered (its --shutdown-timeout passed, or it was told to exit now): send it again, to "
+                         "another server")
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client hangs up. The body has been read, so the next ASGI message is the disconnect."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def while_connected(request: Request, service, work: Awaitable[T]) -> T:
+    """`work`'s result, unless the client disconnects or the shutdown deadline passes first (then it is cancelled)."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    deadline = asyncio.ensure_future(service.shutdown.deadline())
+    try:
+        done, _ = await asyncio.wait({task, gone, deadline}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        if service.shutdown.begun_at is None:
+            raise
+        done = {deadline}  # uvicorn cancels what is left when it stops (a second signal): answer 503 all the same
+    finally:
+        for watcher in (gone, deadline):
+            watcher.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):  # let it unwind: the engine job and the admission place
+                await task
+    if task in done:
+        return task.result()
+    if gone in done:
+        raise ApiError(499, "client_closed_request", "the client closed the connection before the answer; the "
+                       "request was withdrawn")
+    raise ShuttingDown()
+
+
+async def before_deadline(items: AsyncIterator[T], service) -> AsyncIterator[T]:
+    """`items` one by one until the shutdown deadline passes; then the pending step is cancelled and
+    `ShuttingDown` is raised."""
+    deadline = asyncio.ensure_future(service.shutdown.deadline())
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(items))
+            done, _ = await asyncio.wait({step, deadline}, return_when=asyncio.FIRST_COMPLETED)
+            if step not in done:
+                step.cancel()
+                with contextlib.suppress(BaseException):
+                    await step
+                raise ShuttingDown()
+            try:
+                item = step.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        deadline.cancel()
