@@ -21,7 +21,7 @@ PIPELINE: tuple[tuple[str, Transform], ...] = (
     ("expand-placeholders", lambda program, ctx: expand_placeholders(program)),
     ("add-floor", lambda program, ctx: add_floor(program)),
     ("tokenize", tokenize),
-    ("dedupe-prefixes", lambda program, ctx: dedupe_prefixes(program)),
+    ("dedupe-prefixes", lambda program, ctx: dedupe_prefixes(program, ctx.memo)),
     ("segment", segment),
     ("plan-packing", plan_packing),
     ("layout", layout),

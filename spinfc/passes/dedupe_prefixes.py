@@ -33,8 +33,9 @@ class _Node:
         return frozen[id(self)]
 
 
-def dedupe_prefixes(program: Program) -> Program:
-    """Fill `program.trie` from the tokenized questions.
+def dedupe_prefixes(program: Program, memo: dict | None = None) -> Program:
+    """Fill `program.trie` from the tokenized questions (from `memo` when the same question set was seen: the trie
+    depends on the questions' tokens alone, and a server sees the same set request after request).
 
     Guarantees: every question's prompt tokens are one root-to-node path, and identical prefixes (stems shared
     across questions and placeholder combinations) are one path: siblings never hold the same token. Each
@@ -44,6 +45,11 @@ def dedupe_prefixes(program: Program) -> Program:
     So every step of every option is read exactly once. Children keep the order in which questions first reach
     them (stable). Stats: tree_tokens_before (prompts + options' tokens but the last, no sharing), tree_tokens.
     """
+    key = ("trie", tuple((q.tokens, tuple(o.tokens for o in q.slot.options) if isinstance(q.slot, OptionSlot)
+                          else type(q.slot).__name__) for q in program.questions))
+    if memo is not None and key in memo:
+        trie, before, size = memo[key]
+        return attrs.evolve(program, trie=trie).with_stat("tree_tokens_before", before).with_stat("tree_tokens", size)
     root = _Node(-1)
     for index, question in enumerate(program.questions):
         node = root
@@ -62,8 +68,11 @@ def dedupe_prefixes(program: Program) -> Program:
         len(q.tokens) + (sum(len(o.tokens) - 1 for o in q.slot.options) if isinstance(q.slot, OptionSlot) else 0)
         for q in program.questions
     )
+    size = trie_size(trie)
+    if memo is not None:
+        memo[key] = (trie, before, size)
     program = attrs.evolve(program, trie=trie)
-    return program.with_stat("tree_tokens_before", before).with_stat("tree_tokens", trie_size(trie))
+    return program.with_stat("tree_tokens_before", before).with_stat("tree_tokens", size)
 
 
 def trie_size(trie: tuple[TrieNode, ...] | None) -> int:

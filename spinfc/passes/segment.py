@@ -18,16 +18,11 @@ def segment(program: Program, ctx: PassContext) -> Program:
     last token), both in row order. The trie's rows are the same for every content but for the offset L, so they
     are laid out once. Guarantees: no `end` reaches past the segment. Stats: segment_rows (all segments' rows).
     """
-    rows = preorder(program.trie)
-    tree_tokens = tuple(row.node.token for row in rows)
-    depths = [row.depth for row in rows]
-    sizes = [row.size for row in rows]
-    reads = [(k, r) for k, row in enumerate(rows) for r in row.node.reads]
-    prompts = [(k, q) for k, row in enumerate(rows) for q in row.node.prompts]
+    tree_tokens, depths, sizes, reads, prompts = _tree_rows(program, ctx.memo)
     segments = []
     for index, content in enumerate(program.contents):
         length = len(content.tokens)
-        total = length + len(rows)
+        total = length + len(tree_tokens)
         segments.append(Segment(
             content=index,
             tokens=content.tokens + tree_tokens,
@@ -38,3 +33,19 @@ def segment(program: Program, ctx: PassContext) -> Program:
         ))
     program = attrs.evolve(program, segments=tuple(segments))
     return program.with_stat("segment_rows", sum(s.length for s in segments))
+
+
+def _tree_rows(program: Program, memo: dict) -> tuple:
+    """The trie in preorder as (tokens, depths, subtree sizes, (row, read)s, (row, question)s): the same for every
+    content, and for every request with the same trie object (the engine's dedupe-prefixes memo hands it back), so
+    kept in `memo` under the trie's identity (the entry holds the trie, so the identity is not reused)."""
+    key = ("tree rows", id(program.trie))
+    entry = memo.get(key)
+    if entry is not None and entry[0] is program.trie:
+        return entry[1]
+    rows = preorder(program.trie)
+    value = (tuple(row.node.token for row in rows), [row.depth for row in rows], [row.size for row in rows],
+             [(k, r) for k, row in enumerate(rows) for r in row.node.reads],
+             [(k, q) for k, row in enumerate(rows) for q in row.node.prompts])
+    memo[key] = (program.trie, value)
+    return value

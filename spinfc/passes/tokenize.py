@@ -45,10 +45,9 @@ def tokenize_with(program: Program, tokenizer, memo: dict | None = None) -> Prog
             memo[key] = encode_text(tokenizer, text, bos=special)
         return memo[key]
 
-    contents = tuple(
-        attrs.evolve(c, tokens=encode_text(tokenizer, program.present_before + c.text + program.present_after, bos=True))
-        for c in program.contents
-    )
+    texts = [program.present_before + c.text + program.present_after for c in program.contents]
+    encoded = tokenizer(texts, add_special_tokens=True, split_special_tokens=True)["input_ids"] if texts else []
+    contents = tuple(attrs.evolve(c, tokens=tuple(ids)) for c, ids in zip(program.contents, encoded))  # one batch
     queries = {query.id: query for query in program.queries}
     questions = tuple(_tokenize_question(q, encode, queries.get(q.query_id)) for q in program.questions)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
