@@ -39,6 +39,7 @@ from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
 
+PENDING_SECONDS = 1.0  # a compiled request not submitted within this long no longer counts as arriving
 FULL = 0.85  # a pass this full is launched behind the one in flight; a less full one waits for it to end
 
 SLOT_SPELLING = {"text": "<*>", "number": "<n>", "amount": "<$>", "generate": "<gen>"}
@@ -120,6 +121,7 @@ class Engine:
         self._worker = threading.Thread(target=self._loop, name="spinfc-engine", daemon=True)
         self._closed = False
         self._compiling = 0  # requests on (or waiting for) the compile thread
+        self._arriving: dict[int, float] = {}  # compiled and not yet submitted: id -> when compiled
         self._compiling_lock = threading.Lock()
 
     # ---- the caller's side --------------------------------------------------------------------------------
@@ -181,13 +183,28 @@ class Engine:
         return await self._on_compile_thread(self.compile_program, program, check)
 
     async def _on_compile_thread(self, fn, *args) -> Compiled:
-        with self._compiling_lock:  # the worker holds a part-empty pass a moment while compiles are pending
+        """Run `fn` on the compile thread. From the call until the compiled request is submitted (or for at most
+        PENDING_SECONDS after its compile) it counts as arriving work, for which the worker may hold a part-empty
+        pass a moment (`_gather`)."""
+        with self._compiling_lock:
             self._compiling += 1
+        compiled = None
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._compiler, fn, *args)
+            compiled = await asyncio.get_running_loop().run_in_executor(self._compiler, fn, *args)
+            return compiled
         finally:
             with self._compiling_lock:
                 self._compiling -= 1
+                if compiled is not None:
+                    self._arriving[id(compiled)] = time.perf_counter()
+
+    @property
+    def _arriving_work(self) -> bool:
+        with self._compiling_lock:
+            now = time.perf_counter()
+            for key in [k for k, t in self._arriving.items() if now - t > PENDING_SECONDS]:
+                del self._arriving[key]
+            return bool(self._compiling or self._arriving)
 
     def submit(self, compiled: Compiled) -> concurrent.futures.Future:
         """Queue a compiled request; the future resolves to its `Job` or raises PassFailed / EngineClosed.
@@ -198,6 +215,8 @@ class Engine:
             return future
         with self.stats.lock:
             self.stats.queued += 1
+        with self._compiling_lock:
+            self._arriving.pop(id(compiled), None)
         future.add_done_callback(self.stats.settled)
         self._inbox.put(Job(compiled=compiled, future=future))
         return future
@@ -222,7 +241,7 @@ class Engine:
                 self._units = [u for u in self._units if u.wanted() or self._forget(u)]
                 # While a pass runs, the next is launched behind it only if it is full; a part-filled one waits
                 # for the pass in flight to end, so requests arriving meanwhile fill it.
-                if in_flight is None and self._units and self._compiling and not self._full(self._units):
+                if in_flight is None and self._units and self._arriving_work and not self._full(self._units):
                     self._gather()
                 units = self._schedule(full_only=in_flight is not None) if self._units else None
                 launched = self._run(units) if units else None
@@ -318,11 +337,12 @@ class Engine:
         return units
 
     def _gather(self) -> None:
-        """The GPU is idle and the next pass is part-empty while requests are still compiling: wait for them a
-        little (up to a quarter of a pass's time, as measured), so the pass fills instead of running near-empty."""
+        """The GPU is idle and the next pass is part-empty while requests are still arriving (compiling, or compiled
+        and not yet submitted): wait for them, up to half a pass's time as measured. A pass costs the same full or
+        part-empty, so the wait is paid back whenever it lets the pass hold more."""
         rate = self.stats.rate
-        deadline = time.perf_counter() + (0.25 * self.shapes.budget / rate if rate else 0.05)
-        while self._compiling and not self._full(self._units) and time.perf_counter() < deadline:
+        deadline = time.perf_counter() + (0.5 * self.shapes.budget / rate if rate else 0.05)
+        while self._arriving_work and not self._full(self._units) and time.perf_counter() < deadline:
             try:
                 job = self._inbox.get(timeout=max(0.0, min(0.005, deadline - time.perf_counter())))
             except queue.Empty:
