@@ -20,10 +20,10 @@ ROW_MULTIPLE = 128
 ROWS_FRACTION = 8
 
 
-def cuda_dtype(configured: str) -> str:
-    """The dtype a CUDA server runs in: bfloat16 where the setting is float32 (the CPU default; the Triton path is
-    built for half precision), else the setting (bfloat16 or float16)."""
-    return "bfloat16" if configured == "float32" else configured
+def cuda_dtype(configured: str | None) -> str:
+    """The dtype of a CUDA server's matmuls: the setting as given (an explicit float32 is served in float32), or
+    bfloat16 where none was set."""
+    return configured or "bfloat16"
 
 
 def launch_shape(budget: int) -> LaunchShape:
