@@ -40,8 +40,8 @@ if OPTIONS.smoke:
 import torch  # noqa: E402
 
 from gpu_checks import prepare  # noqa: E402
-from gpu_job import LLAMA3_8B, SMALL_CONFIGS, compile_job, make_program, non_embedding_params, random_state_dict  # noqa: E402,E501
-from gpu_job import seed_job, small_job  # noqa: E402
+from gpu_job import LLAMA3_8B, SMALL_CONFIGS, compile_job, make_program, non_embedding_params  # noqa: E402
+from gpu_job import random_state_dict, seed_job, small_job  # noqa: E402
 from quant_parts import ALL, build, gemm_shapes, matmul_rates, row_invariance  # noqa: E402
 
 RESULTS: dict = {"errors": {}, "sections": {}}
@@ -205,7 +205,8 @@ def table(results: dict) -> str:
     rows = results.get("gemm_rows", {})
     bad = [f"{scheme} {shape}: {what}" for scheme, checks in rows.items() for shape, what in checks.items()
            if what != "ok"]
-    lines.append(f"GEMM row invariance: {'all ok' if rows and not bad else 'NOT RUN' if not rows else 'FAILED: ' + '; '.join(bad)}")  # noqa: E501
+    verdict = "NOT RUN" if not rows else "all ok" if not bad else "FAILED: " + "; ".join(bad)
+    lines.append(f"GEMM row invariance: {verdict}")
     if results.get("errors"):
         lines.append("failed sections: " + "; ".join(f"{k}: {v}" for k, v in results["errors"].items()))
     lines.append(f"total {results.get('total_seconds', '?')} s")
@@ -244,6 +245,13 @@ def main() -> None:
     with section("report"):
         floors(RESULTS)
         print(table(RESULTS), flush=True)
+    broken = [f"{scheme} {shape}" for scheme, checks in RESULTS.get("gemm_rows", {}).items()
+              for shape, what in checks.items() if what != "ok"]
+    broken += [f"{name} {check}" for name, path in RESULTS.get("schemes", {}).items() if isinstance(path, dict)
+               for check in ("reversed_order_all_equal", "c0_alone_equal") if path.get(check) is False]
+    if broken:  # loudly, after everything was measured and saved
+        print(f"!! BATCH INVARIANCE FAILED: {'; '.join(broken)}", flush=True)
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

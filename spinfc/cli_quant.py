@@ -59,7 +59,8 @@ def _parity(args: argparse.Namespace) -> int:
     try:
         fixture = read_json(Path(args.fixture), "fixture")
         reference = None if args.record else read_json(Path(args.reference), "reference")
-        run = run_fixture(fixture, model=args.model, device=args.device, dtype=args.dtype)
+        run = run_fixture(fixture, model=args.model, device=args.device, dtype=args.dtype,
+                          base=Path(args.fixture).parent)
         if args.record:
             Path(args.reference).write_text(json.dumps(run, indent=1, sort_keys=True) + "\n")
             print(f"recorded {args.reference}: {run['fingerprint']}, {len(run['results'])} option scores")

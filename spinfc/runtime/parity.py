@@ -4,7 +4,9 @@ A fixture (fixtures/parity/*.json) is a model and a list of jobs, each a /v1/sco
 pack asked about contents (`pack`, `contents`):
 
     {"model": "smollm2-135m", "token_budget": 1024,
-     "jobs": [{"id": "support", "request": {...}}, {"id": "triage", "pack": "packs/x.toml", "contents": [...]}]}
+     "jobs": [{"id": "news", "request": {...}}, {"id": "triage", "pack": "../../packs/x.toml", "contents": [...]}]}
+
+(a pack's path is relative to the fixture's folder).
 
 Jobs run one after another, each through the engine's public path (compile, score, results), so each job's
 passes hold the same segments in the same order on every run: a run is deterministic, and under the same
@@ -47,22 +49,24 @@ def _load(model_name: str, device: str, dtype: str | None):
     return load_model(model_name, precision=precision, device=device, ops=triton_ops)
 
 
-async def _score(engine, job: dict, model_name: str, where: str):
+async def _score(engine, job: dict, model_name: str, where: str, base: Path):
     """The one adapter onto the engine: compile a job (request body or pack + contents), score it, results."""
     from spinfc.compiler import load_source
 
     if "request" in job:
         compiled = await engine.compile_async(job["request"])
     elif "pack" in job:
-        program = load_source(job["pack"], model_name, contents=job.get("contents", []))
+        program = load_source(base / job["pack"], model_name, contents=job.get("contents", []))
         compiled = await engine.compile_program_async(program)
     else:
         raise ParityError(f"{where}: a job needs `request` (a /v1/score body) or `pack` (a .toml path)")
     return (await engine.score(compiled)).results()
 
 
-def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu", dtype: str | None = None) -> dict:
-    """Run every job of `fixture` in order; returns {fingerprint, model, results: [rows]}."""
+def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu", dtype: str | None = None,
+                base: Path = Path(".")) -> dict:
+    """Run every job of `fixture` in order (a pack's path is relative to `base`, the fixture's folder); returns
+    {format, fingerprint, model, results: one row per option of every query of every input}."""
     from spinfc.runtime.engine import Engine
     from spinfc.runtime.fingerprint import fingerprint
 
@@ -83,7 +87,7 @@ def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu",
         rows = []
         for index, job in enumerate(jobs):  # one after another: the same passes on every run
             where = f"jobs[{index}]"
-            rows += _rows(job.get("id", where), await _score(engine, job, loaded.name, where))
+            rows += _rows(job.get("id", where), await _score(engine, job, loaded.name, where, base))
         return rows
 
     try:

@@ -91,6 +91,7 @@ def input_maxima(model, launches) -> dict[str, float]:
         return type(model).linear(view, x, weight)
 
     view.linear = observed
+    view.residual_in_matmul = False  # every output projection through `linear`, so its input is seen
     for launch in launches:
         view.forward(launch)
     return maxima

@@ -48,7 +48,7 @@ def quantize_state(config: ModelConfig, state: dict[str, torch.Tensor], calibrat
             if key not in calibration.maxima:
                 raise ValueError(f"calibration saw no input of {key}: calibrate the same model")
             weight, weight_scale = quantize_weight(tensor, chosen)
-            input_scale = scales_from_max(torch.tensor(calibration.maxima[key]), chosen)
+            input_scale = scales_from_max(torch.tensor(calibration.maxima[key], device=tensor.device), chosen)
             out[key] = QuantizedLinear(chosen, weight, weight_scale, input_scale)
         else:
             out[key] = tensor

@@ -57,7 +57,9 @@ class QuantizedLinear:
                 "input_scale": self.input_scale.reshape(1)}
 
     def to(self, device: torch.device | str | None = None) -> "QuantizedLinear":
-        if device is None or torch.device(device) == self.device:
+        """This layer with every tensor on `device` (itself when they all are already)."""
+        tensors = (self.weight, self.weight_scale, self.input_scale)
+        if device is None or all(t.device == torch.device(device) for t in tensors):
             return self
         return QuantizedLinear(self.scheme, self.weight.to(device), self.weight_scale.to(device),
                                self.input_scale.to(device))
