@@ -128,3 +128,36 @@ def test_mixed_precision_keeps_the_residual_stream_in_float32(snapshot):
     gap = lambda m: max(float((all_logprobs(m, x) - all_logprobs(reference, x)).abs().max())  # noqa: E731
                         for x in launches(3))
     assert gap(mixed) < gap(uniform)
+
+
+def test_loads_a_checkpoint_in_llm_compressors_fp8_preset(snapshot, tmp_path):
+    """llm-compressor's FP8 preset (per-tensor weight scales, static per-tensor input scales, scales saved in
+    bfloat16), written here with compressed-tensors' own quantize(): spinfc serves it as fp8-static."""
+    from compressed_tensors.quantization import QuantizationConfig, preset_name_to_scheme
+    from compressed_tensors.quantization.lifecycle.forward import quantize
+    from safetensors.torch import save_file
+
+    config, state = read_snapshot(snapshot)
+    float_model = build_model(config, state, weights_hash="x", fuse=False)
+    maxima = input_maxima(float_model, launches(1))
+    scheme = preset_name_to_scheme("FP8", ["Linear"])
+    tensors = {}
+    for key, tensor in state.items():
+        if key in maxima:
+            stem = key.removesuffix(".weight")
+            scale = (tensor.abs().max() / 448).reshape(1)
+            tensors[key] = quantize(tensor, scale, None, scheme.weights, dtype=torch.float8_e4m3fn)
+            tensors[f"{stem}.weight_scale"] = scale.to(torch.bfloat16)
+            tensors[f"{stem}.input_scale"] = torch.tensor([maxima[key] / 448]).to(torch.bfloat16)
+        else:
+            tensors[key] = tensor
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    qconfig = QuantizationConfig(config_groups={"group_0": scheme}, format="float-quantized",
+                                 quantization_status="compressed", ignore=["lm_head"])
+    hf = json.loads((snapshot / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(dict(hf, quantization_config=qconfig.model_dump(mode="json"))))
+    loaded = load_model(str(tmp_path))
+    assert loaded.scheme == "fp8-static" and isinstance(loaded.layers[0]["o"], QuantizedLinear)
+    for launch in launches(2):
+        gap = (all_logprobs(loaded, launch) - all_logprobs(float_model, launch)).abs().max()
+        assert 0 < float(gap) < 0.5
