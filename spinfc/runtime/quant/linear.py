@@ -38,6 +38,7 @@ class QuantizedLinear:
         self.weight = weight
         self.weight_scale = weight_scale.float().reshape(-1).expand(weight.shape[0]).contiguous()  # [N]
         self.input_scale = input_scale.float().reshape(())  # []
+        self.inv_input_scale = 1.0 / self.input_scale  # []: activations are multiplied by it (one rounding)
         self._dequantized: torch.Tensor | None = None  # [N, K] float32, the CPU reference's weight
         self._epilogue: torch.Tensor | None = None  # [1, N] float32: input scale x weight scales (int8)
 
@@ -89,12 +90,24 @@ class QuantizedLinear:
 
     def __call__(self, x: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
         """x: [M, K] (any float dtype) -> [M, N] in `out_dtype`."""
-        q = self.scheme.quantize(x, self.input_scale)  # [M, K]
+        q = self.quantize_input(x)  # [M, K]
         if x.is_cuda:
             if self.scheme.kind == "float":
                 return self._fp8_cuda(q, out_dtype)
             return self._int8_cuda(q, out_dtype)
         return self.reference(q, out_dtype)
+
+    def quantize_input(self, x: torch.Tensor) -> torch.Tensor:
+        """x * (1 / input_scale), clamped (and rounded half to even for int8), in the storage dtype: one Triton
+        pass on CUDA (`backend.kernels.quantize`), the same arithmetic in torch elsewhere."""
+        s = self.scheme
+        if x.is_cuda:
+            from spinfc.backend.kernels.quantize import quantize
+
+            return quantize(x, self.inv_input_scale, s.storage, s.q_min, s.q_max)
+        from spinfc.backend.kernels.quantize_reference import quantize_reference
+
+        return quantize_reference(x, self.inv_input_scale, s.storage, s.q_min, s.q_max)
 
     def reference(self, q: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
         """The dequantized reference: dequantize(q) @ dequantize(weight)^T in float32."""
