@@ -41,8 +41,11 @@ def graph_model(model, shape: LaunchShape) -> GraphedModel:
     """`model` (a stack on a CUDA device, built with ops=spinfc.backend.triton_ops) wrapped so each pass of `shape`
     replays a CUDA graph; returns once every kernel is compiled and the pass is captured. Slow (seconds): run it
     off the event loop, before the server reports ready."""
+    from spinfc.backend.invariance import check_row_invariance
+
     graphed = GraphedModel(model, [shape])
     with torch.cuda.device(model.device):
+        check_row_invariance(model, shape.budget, shape.rows)  # refuses the start where a GEMM is not
         graphed.warm_up()
     return graphed
 
