@@ -4,6 +4,8 @@
                    --emit STAGE
     spinfc packs validate DIR
     spinfc packs list [--packs SOURCE ...] [--model M]
+    spinfc quantize MODEL --scheme fp8-static|int8-static --calibration FILE -o DIR
+    spinfc parity --fixture F --reference R [--record] [--tolerance X] [--model M]
     spinfc serve [MODEL] ...        (spinfc.server.cli)
 
 Mistakes in the input print as `file:line:col: error: ...` with a hint and exit with status 2; so does
@@ -67,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--packs-allow-namespace", action="append", default=[], metavar="NAMESPACE",
                          help="allow a source to define packs in a reserved namespace (e.g. spinfc)")
     listing.set_defaults(run=_list_packs)
+
+    from spinfc.cli_quant import add_parity, add_quantize
+
+    add_quantize(commands)
+    add_parity(commands)
 
     serve = commands.add_parser("serve", help="serve /v1/score for one model")
     if server_cli is not None:

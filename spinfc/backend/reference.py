@@ -19,23 +19,28 @@ import torch.nn.functional as F
 QUERY_BLOCK = 128
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool) -> torch.Tensor:
-    """x: [T, D], weight: [D] -> [T, D] in x.dtype: x / sqrt(mean(x^2) + eps) * w, or * (1 + w) when
-    `unit_offset` (Gemma stores its norm weights around 0). Computed in float32."""
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool, out_dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """x: [T, D], weight: [D] -> [T, D] in `out_dtype` (default x.dtype): x / sqrt(mean(x^2) + eps) * w, or
+    * (1 + w) when `unit_offset` (Gemma stores its norm weights around 0). Computed in float32."""
     x32 = x.float()
     normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     scale = weight.float() + 1.0 if unit_offset else weight.float()
-    return (normed * scale).to(x.dtype)
+    return (normed * scale).to(out_dtype or x.dtype)
 
 
 def add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool,
+    out_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """x, residual: [T, D] -> (rms_norm(x + residual), x + residual), both [T, D] in x.dtype.
+    """x, residual: [T, D] -> (rms_norm(x + residual), x + residual): the normed rows in `out_dtype` (default:
+    the sum's dtype), the sum in the wider of x's and the residual's dtypes (a float32 residual stream stays
+    float32 when bf16 block outputs are added to it).
 
-    The sum is rounded to x.dtype before it is normed, as a stack that adds and then norms would."""
+    The sum is rounded to its dtype before it is normed, as a stack that adds and then norms would."""
     residual_out = x + residual
-    return rms_norm(residual_out, weight, eps, unit_offset), residual_out
+    return rms_norm(residual_out, weight, eps, unit_offset, out_dtype), residual_out
 
 
 # The last tables built per (theta, head_dim): every layer of a forward asks for the same ones, twice.

@@ -13,10 +13,10 @@ import torch
 from spinfc.backend.graphs import GraphedModel, LaunchShape
 from spinfc.shapes import Shapes
 
-def cuda_dtype(configured: str) -> str:
-    """The dtype a CUDA server runs in: bfloat16 where the setting is float32 (the CPU default; the Triton path is
-    built for half precision), else the setting (bfloat16 or float16)."""
-    return "bfloat16" if configured == "float32" else configured
+def cuda_dtype(configured: str | None) -> str:
+    """The dtype of a CUDA server's matmuls: the setting as given (an explicit float32 is served in float32), or
+    bfloat16 where none was set."""
+    return configured or "bfloat16"
 
 
 def launch_shape(shapes: Shapes) -> LaunchShape:
@@ -30,7 +30,10 @@ def graph_model(model, shape: LaunchShape) -> GraphedModel:
     """`model` (a stack on a CUDA device, built with ops=spinfc.backend.triton_ops) wrapped so each pass of `shape`
     replays a CUDA graph; returns once every kernel is compiled and the pass is captured. Slow (seconds): run it
     off the event loop, before the server reports ready."""
+    from spinfc.backend.invariance import check_row_invariance
+
     graphed = GraphedModel(model, [shape])
     with torch.cuda.device(model.device):
+        check_row_invariance(model, shape.budget, shape.rows)  # refuses the start where a GEMM is not
         graphed.warm_up()
     return graphed

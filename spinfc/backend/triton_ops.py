@@ -27,18 +27,20 @@ def _on_triton(t: torch.Tensor) -> bool:
     return t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool) -> torch.Tensor:
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool,
+             out_dtype: torch.dtype | None = None) -> torch.Tensor:
     if not _on_triton(x):
-        return reference.rms_norm(x, weight, eps, unit_offset)
-    return _rms_norm.rms_norm(x, weight, eps, unit_offset)
+        return reference.rms_norm(x, weight, eps, unit_offset, out_dtype)
+    return _rms_norm.rms_norm(x, weight, eps, unit_offset, out_dtype)
 
 
 def add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool,
+    out_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if not _on_triton(x):
-        return reference.add_rms_norm(x, residual, weight, eps, unit_offset)
-    return _rms_norm.add_rms_norm(x, residual, weight, eps, unit_offset)
+        return reference.add_rms_norm(x, residual, weight, eps, unit_offset, out_dtype)
+    return _rms_norm.add_rms_norm(x, residual, weight, eps, unit_offset, out_dtype)
 
 
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:

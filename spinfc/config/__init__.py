@@ -1,6 +1,6 @@
 """The server's settings: one frozen struct, layered flags > `SPINFC_*` variables > TOML file > defaults.
 
-    [engine]    model, device, dtype, token_budget, block, served_model_name, warmup
+    [engine]    model, device, dtype, precision, token_budget, block, served_model_name, warmup
     [server]    host, port, token, trusted_token, queue, max_queued_tokens, shutdown_timeout, debug, log_level
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
     [limits]    max_content_tokens, max_query_tokens, ... (see `Limits`)
@@ -35,8 +35,12 @@ class EngineSettings:
                          "directory or a Hugging Face repo id", "str", metavar="MODEL")
     device: str | None = setting(None, "torch device, e.g. cpu or cuda:0; unset: cuda:0 when CUDA is available, "
                                  "else cpu", "optional_str", metavar="DEVICE")
-    dtype: str = setting("float32", "dtype of weights and activations", "choice",
-                         choices=("float32", "bfloat16", "float16"))
+    dtype: str | None = setting(None, "dtype of the matmuls and the activations between them; unset: float32 on "
+                                "the CPU, bfloat16 on CUDA (an explicit float32 runs float32 on CUDA too)", "choice",
+                                choices=("float32", "bfloat16", "float16"))
+    precision: str = setting("mixed", "with a half-precision dtype: mixed keeps the residual stream, norms, the "
+                             "answer rows and the LM head in float32; uniform runs everything in --dtype", "choice",
+                             choices=("mixed", "uniform"))
     token_budget: int | None = setting(None, f"packed tokens per forward pass; unset: {CUDA_TOKEN_BUDGET} on CUDA, "
                                        f"{CPU_TOKEN_BUDGET} on the CPU", "optional_int", minimum=128)
     block: int = setting(128, "every content starts at a multiple of this many rows (on CUDA a multiple of 64, the "
@@ -54,6 +58,17 @@ class EngineSettings:
         import torch
 
         return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+    def resolved_precision(self):
+        """The `Precision` to load with: `dtype` (default float32 on the CPU, bfloat16 on CUDA), mixed or uniform."""
+        import torch
+
+        from spinfc.runtime.precision import Precision
+
+        on_cuda = self.resolved_device().startswith("cuda")
+        dtype = getattr(torch, self.dtype or ("bfloat16" if on_cuda else "float32"))
+        return Precision.mixed(dtype) if self.precision == "mixed" and dtype != torch.float32 else \
+            Precision.uniform(dtype)
 
     def resolved_budget(self) -> int:
         """The token budget of one pass: `token_budget`, or the default for the resolved device."""

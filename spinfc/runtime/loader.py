@@ -2,29 +2,48 @@
 
 from __future__ import annotations
 
+import json
+
 import torch
 
 from spinfc import registry
 from spinfc.runtime.models import Model, build_model
+from spinfc.runtime.precision import Precision
 from spinfc.runtime.weights import load_gguf, read_snapshot, snapshot_hash
 
 
 def load_model(
-    name: str | None, *, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", ops=None
+    name: str | None, *, dtype: "torch.dtype | Precision" = torch.float32, device: torch.device | str = "cpu",
+    ops=None, precision: Precision | None = None,
 ) -> Model:
     """Load the named model (None: the default), from its GGUF file (dequantized; cached as safetensors after the
-    first load) or its safetensors snapshot (a directory, or a Hub id through the offline cache).
+    first load), its safetensors snapshot (a directory, or a Hub id through the offline cache), or a quantized
+    checkpoint in the compressed-tensors format (`spinfc quantize`, llm-compressor), whose linear layers run
+    their W8A8 scheme.
 
-    `ops` is the op backend (default: the PyTorch reference, `spinfc.backend.reference`). Raises
-    `registry.ModelNotFound` for a name that resolves to nothing and `UnsupportedModel` for an architecture or
-    feature the stacks do not implement, each saying what to do."""
+    `precision` (default: `dtype` for everything, or `dtype` itself when it is a `Precision`) places each part
+    of the stack (runtime/precision.py). `ops` is the op backend (default: the PyTorch reference,
+    `spinfc.backend.reference`). Raises `registry.ModelNotFound` for a name that resolves to nothing and
+    `UnsupportedModel` for an architecture or feature the stacks do not implement, each saying what to do."""
+    precision = precision or Precision.of(dtype)
     source = registry.resolve(name)
+    scheme = None
     if source.gguf is not None:
         config, state, weights_hash = load_gguf(source.gguf)
     else:
         directory = registry.snapshot_directory(source)
-        config, state = read_snapshot(directory)
+        if _is_quantized(directory):
+            from spinfc.runtime.quant.checkpoint import read_quantized
+
+            config, state, scheme = read_quantized(directory)
+        else:
+            config, state = read_snapshot(directory)
         weights_hash = snapshot_hash(directory)
-    return build_model(
-        config, state, ops=ops, name=source.name, weights_hash=weights_hash, dtype=dtype, device=device
-    )
+    return build_model(config, state, ops=ops, name=source.name, weights_hash=weights_hash, precision=precision,
+                       device=device, quant_scheme=scheme)
+
+
+def _is_quantized(directory) -> bool:
+    from spinfc.runtime.quant.checkpoint import is_quantized
+
+    return is_quantized(json.loads((directory / "config.json").read_text()))

@@ -21,8 +21,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
-import torch
-
 from spinfc import __version__
 from spinfc.backend import serving
 from spinfc.config import Settings
@@ -30,6 +28,7 @@ from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
 from spinfc.registry import ModelSource, resolve
 from spinfc.runtime.engine import Engine
+from spinfc.runtime.fingerprint import fingerprint
 from spinfc.runtime.generate import Generator
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
@@ -40,9 +39,9 @@ from spinfc.server.shutdown import Shutdown, on_daemon_thread
 log = logging.getLogger("spinfc.server")
 
 
-def load_default(name: str, dtype: torch.dtype, device: str):
-    """The named model on `device`: with the Triton ops on CUDA (what `serving.graph_model` captures), with the
-    PyTorch reference ops elsewhere."""
+def load_default(name: str, dtype, device: str):
+    """The named model on `device` with `dtype` (a torch dtype, or a `Precision` placing each part): with the
+    Triton ops on CUDA (what `serving.graph_model` captures), with the PyTorch reference ops elsewhere."""
     from spinfc.runtime.loader import load_model
 
     if device.startswith("cuda"):
@@ -134,14 +133,15 @@ class Service:
             on_cuda = device.startswith("cuda")
             # a budget or block the kernels cannot run fails here, naming the flag
             shapes = Shapes.for_device(device, config.resolved_budget(), config.block)
-            # On CUDA: the Triton ops in half precision, every pass one fixed shape replayed from a CUDA graph.
-            dtype_name = serving.cuda_dtype(config.dtype) if on_cuda else config.dtype
+            # On CUDA: the Triton ops (bf16 matmuls around a float32 residual stream unless set otherwise), every
+            # pass one fixed shape replayed from a CUDA graph.
+            precision = config.resolved_precision()
             started = time.perf_counter()
             self.source = await asyncio.to_thread(resolve, config.model)
-            model = await asyncio.to_thread(self._load_model, config.model, getattr(torch, dtype_name), device)
-            log.info("loaded %s on %s in %s in %.1f s", self.source.name, device, dtype_name,
+            model = await asyncio.to_thread(self._load_model, config.model, precision, device)
+            self.fingerprint = fingerprint(model, device)
+            log.info("loaded %s on %s (%s) in %.1f s", self.source.name, device, self.fingerprint,
                      time.perf_counter() - started)
-            self.fingerprint = fingerprint(model, dtype_name, device)
             try:  # for the cheap limits before tokenizing (prechecks.py); without it they count tokens only
                 self.longest_token = await asyncio.to_thread(model_longest_token, self.source.name)
             except Exception as error:  # noqa: BLE001
@@ -169,23 +169,6 @@ class Service:
         except Exception as error:
             self.status, self.error = "failed", f"{type(error).__name__}: {error}"
             log.exception("the model could not be loaded or warmed up")
-
-
-DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-
-
-def fingerprint(model, dtype: str, device: str) -> str:
-    """Which engine, weights, numeric scheme and device architecture produced a score:
-    `spinfc-<version>-<weights hash>-<dtype>-<kernels>-<arch>`, e.g. spinfc-0.1.0-a5fd3b62230a-fp32-reference-cpu
-    or ...-bf16-triton-sm90. Scores are comparable only under the same fingerprint."""
-    arch = "cpu"
-    if device.startswith("cuda"):
-        major, minor = torch.cuda.get_device_capability(torch.device(device))
-        arch = f"sm{major}{minor}"
-    weights = str(getattr(model, "weights_hash", "") or "unknown")[:12]
-    ops = getattr(getattr(model, "ops", None), "__name__", "spinfc.backend.reference").rsplit(".", 1)[-1]
-    kernels = "triton" if "triton" in ops else "reference"
-    return f"spinfc-{__version__}-{weights}-{DTYPE_NAMES.get(dtype, dtype)}-{kernels}-{arch}"
 
 
 try:  # Litestar >= 2.23 wants injected parameters marked; older versions infer them

@@ -30,6 +30,21 @@ def test_add_rms_norm_returns_the_sum_and_its_norm(unit_offset, g):
     torch.testing.assert_close(normed, want_normed)
 
 
+def test_add_rms_norm_keeps_a_wider_residual_and_writes_the_dtype_asked(g):
+    """The mixed precision policy's case, one step wider (the interpreter gets bf16 wrong): a float32 block output
+    added to a float64 residual stream stays float64; the normed rows come out in the dtype asked."""
+    x, residual = torch.randn(5, 40, generator=g), torch.randn(5, 40, generator=g).double()
+    w = torch.randn(40, generator=g)
+    normed, summed = rms_norm.add_rms_norm(x, residual, w, 1e-5, False, torch.float32)
+    want_normed, want_summed = rms_norm.reference_add(x, residual, w, 1e-5, False, torch.float32)
+    assert summed.dtype == torch.float64 and normed.dtype == torch.float32
+    torch.testing.assert_close(summed, want_summed)
+    torch.testing.assert_close(normed, want_normed)
+    alone = rms_norm.rms_norm(residual, w, 1e-5, False, torch.float32)
+    assert alone.dtype == torch.float32
+    torch.testing.assert_close(alone, rms_norm.reference(residual, w, 1e-5, False, torch.float32))
+
+
 @pytest.mark.parametrize("heads, dim", [(3, 16), (2, 12)])
 def test_rope_in_place_on_a_view(heads, dim, g):
     rows = 9

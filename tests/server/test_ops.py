@@ -156,4 +156,4 @@ def test_metrics_parse_and_count_requests_passes_and_tokens(server) -> None:
     assert value("spinfc_questions_scored", "spinfc_questions_scored_total") >= 3
     assert value("spinfc_ready", "spinfc_ready") == 1 and value("spinfc_draining", "spinfc_draining") == 0
     (info,) = families["spinfc_info"].samples
-    assert info.labels["model"] == "gemma3-270m" and info.labels["fingerprint"].endswith("-fp32-reference-cpu")
+    assert info.labels["model"] == "gemma3-270m" and info.labels["fingerprint"].endswith("-float32-reference-cpu")

@@ -38,7 +38,7 @@ def _rms_norm_kernel(
     tl.store(OUT + row * stride_out + cols, (normed * w).to(OUT.dtype.element_ty), mask=ok)
 
 
-def _launch(x, residual, weight, eps, unit_offset):
+def _launch(x, residual, weight, eps, unit_offset, out_dtype=None):
     if x.dim() != 2 or weight.shape != (x.shape[1],):
         raise ValueError(f"rms_norm: x must be [T, D] and weight [D]; got {tuple(x.shape)} and {tuple(weight.shape)}")
     if residual is not None and residual.shape != x.shape:
@@ -47,8 +47,10 @@ def _launch(x, residual, weight, eps, unit_offset):
         if t is not None and t.stride(-1) != 1:
             raise ValueError(f"rms_norm: {name} must have a unit stride in its last dimension")
     T, D = x.shape
-    out = torch.empty((T, D), dtype=x.dtype, device=x.device)
-    res_out = torch.empty_like(out) if residual is not None else out
+    # The sum in the wider of the two dtypes (a float32 residual stream stays float32), as the reference's x + r.
+    summed_dtype = torch.promote_types(x.dtype, residual.dtype) if residual is not None else x.dtype
+    out = torch.empty((T, D), dtype=out_dtype or summed_dtype, device=x.device)
+    res_out = torch.empty((T, D), dtype=summed_dtype, device=x.device) if residual is not None else out
     block_d = triton.next_power_of_2(D)
     _rms_norm_kernel[(T,)](
         x, residual if residual is not None else x, weight, out, res_out,
@@ -59,16 +61,20 @@ def _launch(x, residual, weight, eps, unit_offset):
     return out, res_out
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool) -> torch.Tensor:
-    """x: [T, D], weight: [D] -> [T, D] in x.dtype: x / sqrt(mean(x^2) + eps) * w (or * (1 + w))."""
-    return _launch(x, None, weight, eps, unit_offset)[0]
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool,
+             out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """x: [T, D], weight: [D] -> [T, D] in `out_dtype` (default x.dtype): x / sqrt(mean(x^2) + eps) * w (or
+    * (1 + w))."""
+    return _launch(x, None, weight, eps, unit_offset, out_dtype)[0]
 
 
 def add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool,
+    out_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """x, residual: [T, D] -> (rms_norm(x + residual), x + residual), in one pass over the rows."""
-    return _launch(x, residual, weight, eps, unit_offset)
+    """x, residual: [T, D] -> (rms_norm(x + residual), x + residual), in one pass over the rows; the sum in the
+    wider dtype of the two, the normed rows in `out_dtype` (default: the sum's)."""
+    return _launch(x, residual, weight, eps, unit_offset, out_dtype)
 
 
 reference = _reference.rms_norm

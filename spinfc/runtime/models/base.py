@@ -2,8 +2,10 @@
 packed launch down to the log-probabilities of its answer reads.
 
 A stack calls its element-wise ops and attention through `self.ops` (the PyTorch reference by default, or a Triton
-backend with the same function names); matmuls are plain torch. A family subclass says how a layer is wired
-(`layer`), which per-layer weights it has (`LAYER_WEIGHTS`), and how tokens are embedded (`embed`).
+backend with the same function names), and its linear layers through `self.linear`: a weight entry is a tensor
+(a plain torch matmul in the weight's dtype) or a `quant.QuantizedLinear` (a W8A8 GEMM), chosen at load time. A
+family subclass says how a layer is wired (`layer`), which per-layer weights it has (`LAYER_WEIGHTS`), and how
+tokens are embedded (`embed`). Which dtype each part computes in is the model's `Precision` (runtime/precision.py).
 
 Every layer hands on its output as two parts, `x` (the block's last output, not yet added) and `residual`: the
 hidden state is x + residual, and the next norm adds them (`ops.add_rms_norm`) so a fused kernel can do both.
@@ -19,6 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from spinfc.backend.launch import Launch
+from spinfc.runtime.precision import Precision, role
+from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 
 # Per-layer weights: short name -> Hugging Face name under `model.layers.N.`
@@ -45,11 +49,24 @@ def _default_ops() -> types.ModuleType:
 def tensors_hash(state: dict[str, torch.Tensor]) -> str:
     """sha256 over every tensor's name, dtype, shape and bytes (copied to the CPU): stable for the same weights."""
     digest = hashlib.sha256()
+    state = _flat(state)
     for name in sorted(state):
         tensor = state[name].detach().contiguous()
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
         digest.update(tensor.reshape(-1).view(torch.uint8).cpu().numpy().tobytes())
     return digest.hexdigest()
+
+
+def _flat(state: dict) -> dict[str, torch.Tensor]:
+    """A state dict whose quantized entries are spelled out as their tensors (name.weight_scale, ...)."""
+    flat = {}
+    for name, value in state.items():
+        if isinstance(value, QuantizedLinear):
+            stem = name.removesuffix(".weight")
+            flat.update({f"{stem}.{suffix}": tensor for suffix, tensor in value.tensors().items()})
+        else:
+            flat[name] = value
+    return flat
 
 
 class Model:
@@ -69,22 +86,48 @@ class Model:
         device: torch.device | str | None = None,
         fuse: bool | None = None,
         residual_in_matmul: bool | None = None,
+        precision: Precision | None = None,
+        quant_scheme: str | None = None,
     ):
         """Build a stack from a config and a state dict in Hugging Face naming (tensors are moved to `device` and
-        cast to `dtype` where given). Without `weights_hash`, the hash is computed from the tensors' bytes (which
-        reads every weight: pass a label for large random-weight models). `fuse` (default: on CUDA) concatenates
-        each layer's q/k/v and gate/up weights so a layer runs two matmuls where it ran five
-        (`fuse_projections`). `residual_in_matmul` (default: on CUDA) adds the output projections (o, down) into
-        the residual stream inside their matmuls where the family allows it (`project`)."""
+        cast to `dtype` where given, or placed by `precision`: see `Precision.dtype_of`). A state entry may be a
+        `QuantizedLinear` (its scheme named by `quant_scheme`); the last layer's o/gate/up/down, which only see
+        answer rows, are dequantized to the head's dtype. Without `weights_hash`, the hash is computed from the
+        tensors' bytes (which reads every weight: pass a label for large random-weight models). `fuse` (default:
+        on CUDA) concatenates each layer's q/k/v and gate/up weights so a layer runs two matmuls where it ran five
+        (`fuse_projections`). `residual_in_matmul` (default: on CUDA, with a uniform precision) adds the output
+        projections (o, down) into the residual stream inside their matmuls where the family allows it
+        (`project`)."""
         if config.family != self.family:
             raise ValueError(f"{type(self).__name__} builds {self.family} models, not a {config.family} config")
         self.config, self.name, self.ops = config, name, ops or _default_ops()
         self.residual_in_matmul = False  # decided below, once the weights are on their device
-        state = {
-            key: tensor.to(device=device, dtype=dtype if tensor.is_floating_point() else None)
-            for key, tensor in state_dict.items()
-            if not key.endswith(IGNORED_SUFFIXES)
-        }
+        self.quant_scheme = quant_scheme
+        if precision is None and dtype is None:  # keep the checkpoint's dtypes
+            embed = state_dict.get("model.embed_tokens.weight")
+            precision = Precision.uniform(embed.dtype if embed is not None else torch.float32)
+            place = lambda key, tensor: tensor.dtype  # noqa: E731
+        else:
+            precision = precision or Precision.uniform(dtype)
+            place = lambda key, tensor: precision.dtype_of(key, config.layers - 1)  # noqa: E731
+        self.precision = precision
+        state = {}
+        for key, value in state_dict.items():
+            if key.endswith(IGNORED_SUFFIXES):
+                continue
+            if isinstance(value, QuantizedLinear):
+                value = value.to(device)
+                if role(key, config.layers - 1) in ("head", "answer"):  # answer rows and the head: no 8-bit GEMM
+                    value = value.dequantize(precision.head)
+            elif value.is_floating_point():
+                moved = value.to(device=device, dtype=place(key, value))
+                # A fresh CPU allocation: CPU matmul kernels may round differently on buffers aligned differently,
+                # and tensors read from a file sit at the file's offsets (the same weights read from a GGUF file or
+                # from its cached copy would otherwise score in different bits).
+                value = moved.clone() if moved.device.type == "cpu" and moved.data_ptr() == value.data_ptr() else moved
+            else:
+                value = value.to(device=device)
+            state[key] = value
         self.weights_hash = weights_hash or tensors_hash(state)
         take = lambda key: self._take(state, key)  # noqa: E731
         self.embed_weight = take("model.embed_tokens.weight")  # [V, D]
@@ -108,7 +151,9 @@ class Model:
         on_cuda = self.device.type == "cuda"
         if on_cuda if fuse is None else fuse:
             self.fuse_projections()
-        self.residual_in_matmul = on_cuda if residual_in_matmul is None else residual_in_matmul
+        # The add inside the matmul rounds the sum to the matmul's dtype: only where the residual stream is in it.
+        uniform = not precision.is_mixed
+        self.residual_in_matmul = (on_cuda and uniform) if residual_in_matmul is None else residual_in_matmul
 
     def fuse_projections(self) -> None:
         """Give every layer `qkv` ([(H + 2 Hk) Dh, D]: q, k, v stacked) and `gate_up` ([2 F, D]) weights, and make
@@ -118,9 +163,9 @@ class Model:
         for w in self.layers:
             if "qkv" in w:
                 continue
-            w["qkv"] = torch.cat((w["q"], w["k"], w["v"]))
+            w["qkv"] = _cat((w["q"], w["k"], w["v"]))
             w["q"], w["k"], w["v"] = w["qkv"].split((w["q"].shape[0], w["k"].shape[0], w["v"].shape[0]))
-            w["gate_up"] = torch.cat((w["gate"], w["up"]))
+            w["gate_up"] = _cat((w["gate"], w["up"]))
             w["gate"], w["up"] = w["gate_up"].split((w["gate"].shape[0], w["up"].shape[0]))
 
     @staticmethod
@@ -151,7 +196,13 @@ class Model:
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.embed_weight.dtype
+        """The compute dtype: matmuls and the activations between them."""
+        return self.precision.compute
+
+    @property
+    def scheme(self) -> str:
+        """The numeric scheme, as fingerprints name it: float32, bf16, bf16-mixed, fp8-static-mixed, ..."""
+        return self.precision.name(self.quant_scheme)
 
     @property
     def device(self) -> torch.device:
@@ -168,28 +219,43 @@ class Model:
 
     # ---- the forward --------------------------------------------------------------------------------------------
 
-    def norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return self.ops.rms_norm(x, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET)
+    def norm(self, x: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The normed rows in `dtype` (default: the compute dtype, what the next matmul reads)."""
+        return self.ops.rms_norm(x, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET, dtype or self.dtype)
 
-    def add_norm(self, x, residual, weight) -> tuple[torch.Tensor, torch.Tensor]:
-        """(norm(x + residual), x + residual); the first layer has no residual yet and norms x alone; x None means
-        the residual already holds the sum (`project`)."""
+    def add_norm(self, x, residual, weight, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(norm(x + residual), x + residual), the normed rows in `dtype` (default: the compute dtype); the first
+        layer has no residual yet and norms x alone; x None means the residual already holds the sum
+        (`project`)."""
         if residual is None:
-            return self.norm(x, weight), x
+            return self.norm(x, weight, dtype), x
         if x is None:
-            return self.norm(residual, weight), residual
-        return self.ops.add_rms_norm(x, residual, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET)
+            return self.norm(residual, weight, dtype), residual
+        return self.ops.add_rms_norm(x, residual, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET,
+                                     dtype or self.dtype)
+
+    def answer_dtype(self, keep) -> torch.dtype | None:
+        """The dtype of rows after the last layer's attention when `keep` is set (the head's), else None."""
+        return self.precision.head if keep is not None else None
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        return F.embedding(tokens, self.embed_weight)  # [T, D]
+        return F.embedding(tokens, self.embed_weight).to(self.precision.residual)  # [T, D]
 
-    def project(self, a: torch.Tensor, weight: torch.Tensor, residual) -> tuple[torch.Tensor | None, torch.Tensor]:
+    def linear(self, x: torch.Tensor, weight) -> torch.Tensor:
+        """x: [M, K] -> x @ weight^T [M, N]: a tensor weight multiplies in its own dtype (x is cast to it); a
+        `QuantizedLinear` quantizes x with its static scale and writes the compute dtype."""
+        if isinstance(weight, QuantizedLinear):
+            return weight(x, self.dtype)
+        return F.linear(x.to(weight.dtype), weight)
+
+    def project(self, a: torch.Tensor, weight, residual) -> tuple[torch.Tensor | None, torch.Tensor]:
         """An output projection handed on as (x, residual): (a @ weight^T, residual), or, with
         `residual_in_matmul`, (None, residual + a @ weight^T) with the add inside the matmul (in place: cuBLAS's
         beta = 1, the sum rounded once from float32), so the next norm reads one tensor instead of two."""
-        if self.residual_in_matmul and residual is not None:
-            return None, residual.addmm_(a, weight.t())
-        return F.linear(a, weight), residual
+        if (self.residual_in_matmul and residual is not None and isinstance(weight, torch.Tensor)
+                and residual.dtype == weight.dtype):
+            return None, residual.addmm_(a.to(weight.dtype), weight.t())
+        return self.linear(a, weight), residual
 
     def attention(
         self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool,
@@ -197,8 +263,8 @@ class Model:
     ) -> torch.Tensor:
         """h: [T, D] normed -> the attention block's output [T, D] (after o_proj); with `keep` ([R] rows), [R, D]
         (see `attention_heads`)."""
-        return F.linear(self.attention_heads(w, h, launch, theta=theta, window=window, qk_norm=qk_norm, keep=keep),
-                        w["o"])
+        return self.linear(self.attention_heads(w, h, launch, theta=theta, window=window, qk_norm=qk_norm,
+                                                keep=keep), w["o"])
 
     def attention_heads(
         self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool,
@@ -211,12 +277,12 @@ class Model:
         c, T = self.config, h.shape[0]
         H, Hk, Dh = c.heads, c.kv_heads, c.head_dim
         if "qkv" in w:
-            qkv = F.linear(h, w["qkv"]).view(T, H + 2 * Hk, Dh)  # [T, H + 2 Hk, Dh]
+            qkv = self.linear(h, w["qkv"]).view(T, H + 2 * Hk, Dh)  # [T, H + 2 Hk, Dh]
             q, k, v = qkv.split((H, Hk, Hk), dim=1)  # views
         else:
-            q = F.linear(h, w["q"]).view(T, H, Dh)  # [T, H, Dh]
-            k = F.linear(h, w["k"]).view(T, Hk, Dh)  # [T, Hk, Dh]
-            v = F.linear(h, w["v"]).view(T, Hk, Dh)  # [T, Hk, Dh]
+            q = self.linear(h, w["q"]).view(T, H, Dh)  # [T, H, Dh]
+            k = self.linear(h, w["k"]).view(T, Hk, Dh)  # [T, Hk, Dh]
+            v = self.linear(h, w["v"]).view(T, Hk, Dh)  # [T, Hk, Dh]
         if qk_norm:
             q = self.norm(q.reshape(T * H, Dh), w["q_norm"]).view(T, H, Dh)
             k = self.norm(k.reshape(T * Hk, Dh), w["k_norm"]).view(T, Hk, Dh)
@@ -233,15 +299,15 @@ class Model:
 
     def mlp(self, w: dict, h: torch.Tensor, kind: str) -> torch.Tensor:
         """h: [T, D] normed -> down(act(gate(h)) * up(h)): [T, D]."""
-        return F.linear(self.mlp_hidden(w, h, kind), w["down"])
+        return self.linear(self.mlp_hidden(w, h, kind), w["down"])
 
     def mlp_hidden(self, w: dict, h: torch.Tensor, kind: str) -> torch.Tensor:
         """h: [T, D] normed -> act(gate(h)) * up(h): [T, F] (the MLP before its down projection)."""
         if "gate_up" in w:
             F_ = self.config.intermediate
-            gate_up = F.linear(h, w["gate_up"])  # [T, 2F]
+            gate_up = self.linear(h, w["gate_up"])  # [T, 2F]
             return self.ops.gated_act(gate_up[:, :F_], gate_up[:, F_:], kind)
-        return self.ops.gated_act(F.linear(h, w["gate"]), F.linear(h, w["up"]), kind)
+        return self.ops.gated_act(self.linear(h, w["gate"]), self.linear(h, w["up"]), kind)
 
     def layer(
         self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None
@@ -260,7 +326,7 @@ class Model:
         for index in range(last):
             x, residual = self.layer(index, x, residual, launch)
         x, residual = self.layer(last, x, residual, launch, keep=launch.rows)  # [R, D] each
-        final, _ = self.add_norm(x, residual, self.final_norm)  # [R, D]
+        final, _ = self.add_norm(x, residual, self.final_norm, self.precision.head)  # [R, D]
         return self.ops.answer_logprobs(final, self.lm_head, launch.read_row, launch.read_token)
 
     __call__ = forward
@@ -274,3 +340,10 @@ class Model:
         from spinfc.runtime.models.decode import decode
 
         return decode(self, tokens, cache)
+
+
+def _cat(parts):
+    """Weights stacked along their output rows: tensors, or quantized layers (`QuantizedLinear.cat`)."""
+    if isinstance(parts[0], QuantizedLinear):
+        return QuantizedLinear.cat(list(parts))
+    return torch.cat(parts)

@@ -43,5 +43,8 @@ class Gemma3Model(Model):
         )
         if keep is not None:
             residual = residual[keep]  # [R, D]
-        h, residual = self.add_norm(self.norm(attn, w["post_attn_norm"]), residual, w["pre_ff_norm"])
-        return self.norm(self.mlp(w, h, "gelu_tanh"), w["post_ff_norm"]), residual
+        # The post-block norms feed the residual sum: written in its dtype. After `keep`, rows are answer rows.
+        residual_dtype = self.precision.residual
+        h, residual = self.add_norm(self.norm(attn, w["post_attn_norm"], residual_dtype), residual, w["pre_ff_norm"],
+                                    self.answer_dtype(keep))
+        return self.norm(self.mlp(w, h, "gelu_tanh"), w["post_ff_norm"], residual_dtype), residual

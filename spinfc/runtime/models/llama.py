@@ -24,5 +24,5 @@ class LlamaModel(Model):
         if keep is not None:
             residual = residual[keep]  # [R, D]
         x, residual = self.project(heads, w["o"], residual)
-        h, residual = self.add_norm(x, residual, w["post_attn_norm"])
+        h, residual = self.add_norm(x, residual, w["post_attn_norm"], self.answer_dtype(keep))
         return self.project(self.mlp_hidden(w, h, "silu"), w["down"], residual)

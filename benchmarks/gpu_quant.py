@@ -1,0 +1,258 @@
+"""W8A8 schemes on one H200: the seed-shaped job at Llama-3-8B shape in bf16, bf16-mixed, fp8-static and
+int8-static; each scheme's floor, its logprob gap to float32 on the same weights, and its batch invariance.
+
+    python benchmarks/gpu_quant.py            # from the repository root; about 3 to 5 minutes on one H200
+    python benchmarks/gpu_quant.py --smoke    # the same code on the CPU, tiny shapes (Triton interpreter)
+
+Sections (each runs on its own; one that fails prints its traceback and the others still run):
+  rates        bf16 / fp8 (`_scaled_mm`) / int8 (`_int_mm`) TFLOP/s of an 8192^3 product and of one layer's products
+  gemm rows    every GEMM shape of the fixed launch, per scheme: a row bit-identical when every other row changes,
+               and across M (the pass's rows, and smaller counts); any difference is printed as FAILED
+  gap          small random-weight models (llama, qwen3, gemma3 shapes): max |logprob - float32 reference| per scheme,
+               and whether an explicit float32 runs on the Triton path
+  job          the seed-shaped job at Llama-3-8B shape (random weights), per scheme: seconds, questions/s, fraction
+               of the scheme's floor; the job reversed and content c0 alone: every read bit-identical
+Imports beyond the standard library: torch, triton, transformers, attrs (spinfc's IR) and compressed-tensors (the
+scales' arithmetic); results to stdout (a table last) and to $OUT/gpu_quant.json after every section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ARGS.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the script, measures nothing")
+ARGS.add_argument("--reps", type=int, default=3, help="timed repetitions of the packed job (median)")
+OPTIONS = ARGS.parse_args()
+if OPTIONS.smoke:
+    os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+
+import torch  # noqa: E402
+
+from gpu_checks import prepare  # noqa: E402
+from gpu_job import LLAMA3_8B, SMALL_CONFIGS, compile_job, make_program, non_embedding_params  # noqa: E402
+from gpu_job import random_state_dict, seed_job, small_job  # noqa: E402
+from quant_parts import ALL, build, gemm_shapes, matmul_rates, row_invariance  # noqa: E402
+
+RESULTS: dict = {"errors": {}, "sections": {}}
+STARTED = time.perf_counter()
+FP8_RATE_DESIGN = 1397.0  # TFLOP/s, measured on this H200 (DESIGN.md)
+
+
+def save() -> None:
+    out = os.environ.get("OUT")
+    if out:
+        try:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            Path(out, "gpu_quant.json").write_text(json.dumps(RESULTS, indent=1, default=str))
+        except OSError as error:
+            print(f"!! could not write {out}/gpu_quant.json: {error}", flush=True)
+
+
+@contextmanager
+def section(name: str):
+    began = time.perf_counter()
+    print(f"\n== {name} (at {began - STARTED:.0f} s)", flush=True)
+    try:
+        yield
+    except Exception as error:
+        RESULTS["errors"][name] = f"{type(error).__name__}: {error}"
+        traceback.print_exc()
+        print(f"!! {name} FAILED: {type(error).__name__}: {error}", flush=True)
+    finally:
+        RESULTS["sections"][name] = round(time.perf_counter() - began, 1)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        save()
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def run_job(model, job, device: str) -> list[torch.Tensor]:
+    return [model.forward(launch.to(device)) for launch in job.launches]
+
+
+def max_gap(got: dict, want: dict) -> float:
+    return max(abs(float(got[k]) - float(want[k])) for k in want)
+
+
+def gaps(device: str, smoke: bool) -> dict:
+    """Per family: each scheme's max |logprob gap| to the float32 reference ops on the same (float32) weights;
+    the activation scales come from another random job (held out from the one scored)."""
+    from spinfc.backend import reference
+
+    found = {}
+    for family, config in SMALL_CONFIGS.items():
+        state = random_state_dict(config, device, seed=0)
+        shape = dict(contents=3, budget=512, block=64, content_tokens=(20, 80)) if smoke else \
+            dict(contents=8, budget=2048, block=64)
+        job, held_out = small_job(config.vocab, seed=1, **shape), small_job(config.vocab, seed=2, **shape)
+        want = job.scores(run_job(build(config, state, "float32", device, ops=reference), job, device))
+        row = {}
+        for name in ALL + ("float32",):
+            try:
+                model = build(config, state, name, device, calibration=held_out.launches)
+                got = job.scores(run_job(prepare(model, [job.shape], device), job, device))
+                row[name] = round(max_gap(got, want), 5)
+            except Exception as error:  # e.g. float32 on the Triton path: say what failed, measure the rest
+                row[name] = f"{type(error).__name__}: {str(error)[:200]}"
+        found[family] = row
+        print(family, row, flush=True)
+    return found
+
+
+class JobBench:
+    """The seed-shaped job at Llama-3-8B shape (TINY on --smoke), one model per scheme on the same weights."""
+
+    def __init__(self, device: str, smoke: bool):
+        from gpu_run import SEED_JOB, TINY, TINY_JOB
+
+        self.device, self.smoke = device, smoke
+        self.config = TINY if smoke else LLAMA3_8B
+        self.spec = TINY_JOB if smoke else SEED_JOB
+        began = time.perf_counter()
+        dtype = torch.float32 if smoke else torch.bfloat16
+        self.state = {k: v.to(dtype) for k, v in random_state_dict(self.config, device, seed=0).items()}
+        self.job = seed_job(self.config.vocab, **self.spec)
+        self.calibration = seed_job(self.config.vocab, seed=7, **self.spec).launches[:1]  # another random job
+        s = self.spec
+        RESULTS["job"] = {"questions": s["contents"] * s["questions"], "shape": self.job.shape,
+                          "passes": len(self.job.launches),
+                          "tokens": s["contents"] * (s["content_tokens"] + s["questions"] * s["question_tokens"]),
+                          "non_embedding_params": non_embedding_params(self.config),
+                          "build_seconds": round(time.perf_counter() - began, 1)}
+        print(RESULTS["job"], flush=True)
+
+    def scheme(self, name: str, reps: int) -> dict:
+        began = time.perf_counter()
+        model = build(self.config, self.state, name, self.device, calibration=self.calibration)
+        built = time.perf_counter() - began
+        graphed = prepare(model, [self.job.shape], self.device)
+        warm = time.perf_counter() - began - built
+        times = []
+        for _ in range(reps):
+            sync(self.device)
+            t0 = time.perf_counter()
+            outputs = run_job(graphed, self.job, self.device)
+            sync(self.device)
+            times.append(time.perf_counter() - t0)
+        scores = self.job.scores(outputs)
+        program = self.job.program
+        reversed_job = seed_job(self.config.vocab, reverse=True, **self.spec)
+        alone = compile_job(make_program([program.contents[0]], list(program.questions), program.plan.budget,
+                                         program.plan.block), rows=self.job.shape[1], reads=self.job.shape[2])
+        reordered = reversed_job.scores(run_job(graphed, reversed_job, self.device))
+        by_itself = alone.scores(run_job(graphed, alone, self.device))
+        seconds = statistics.median(times)
+        result = {"seconds": seconds, "all": times, "questions_per_s": RESULTS["job"]["questions"] / seconds,
+                  "build_seconds": round(built, 1), "warm_up_seconds": round(warm, 1),
+                  "reversed_order_all_equal": all(torch.equal(scores[k], reordered[k]) for k in scores),
+                  "c0_alone_equal": all(torch.equal(scores[k], by_itself[k]) for k in by_itself),
+                  "fingerprint_scheme": model.scheme}
+        del graphed, model
+        return result
+
+
+def floors(results: dict) -> None:
+    """Each scheme's floor: 2 x non-embedding parameters x job tokens at its matmul rate (fp8: also at DESIGN.md's
+    1,397 TFLOP/s); fraction of floor = floor seconds / measured seconds."""
+    job, rates = results.get("job"), results.get("rates", {})
+    if not job:
+        return
+    flops = 2 * job["non_embedding_params"] * job["tokens"]
+    rate_of = {"bf16": rates.get("bf16_square"), "fp8": max(filter(None, (rates.get("fp8_square"), FP8_RATE_DESIGN))),
+               "int8": rates.get("int8_square")}
+    for name, path in results.get("schemes", {}).items():
+        if not isinstance(path, dict) or "seconds" not in path:
+            continue
+        kind = "fp8" if name.startswith("fp8") else "int8" if name.startswith("int8") else "bf16"
+        rate = rate_of.get(kind)
+        if rate:
+            floor = flops / (rate * 1e12)
+            path.update(floor_rate_tflops=rate, floor_questions_per_s=job["questions"] / floor,
+                        of_floor=floor / path["seconds"])
+
+
+def table(results: dict) -> str:
+    lines = ["", "| scheme | seconds | questions/s | of its floor (TFLOP/s) | reversed equal | c0 alone equal |"
+             " max gap llama/qwen3/gemma3 |", "| --- | ---: | ---: | ---: | --- | --- | --- |"]
+    gap = results.get("gap", {})
+    for name, path in results.get("schemes", {}).items():
+        gaps_here = "/".join(str(gap.get(f, {}).get(name, "-")) for f in ("llama", "qwen3", "gemma3"))
+        if not isinstance(path, dict) or "seconds" not in path:
+            lines.append(f"| {name} | FAILED: {path} | | | | | {gaps_here} |")
+            continue
+        floor = f"{path['of_floor']:.1%} ({path['floor_rate_tflops']:.0f})" if "of_floor" in path else "-"
+        lines.append(f"| {name} | {path['seconds']:.3f} | {path['questions_per_s']:,.0f} | {floor} | "
+                     f"{path['reversed_order_all_equal']} | {path['c0_alone_equal']} | {gaps_here} |")
+    if "float32" in next(iter(gap.values()), {}):
+        lines.append("float32 on the Triton path (gap per family): " +
+                     ", ".join(f"{f} {row.get('float32')}" for f, row in gap.items()))
+    lines.append(f"rates (TFLOP/s): {results.get('rates')}")
+    rows = results.get("gemm_rows", {})
+    bad = [f"{scheme} {shape}: {what}" for scheme, checks in rows.items() for shape, what in checks.items()
+           if what != "ok"]
+    verdict = "NOT RUN" if not rows else "all ok" if not bad else "FAILED: " + "; ".join(bad)
+    lines.append(f"GEMM row invariance: {verdict}")
+    if results.get("errors"):
+        lines.append("failed sections: " + "; ".join(f"{k}: {v}" for k, v in results["errors"].items()))
+    lines.append(f"total {results.get('total_seconds', '?')} s")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    smoke = OPTIONS.smoke
+    device = "cpu" if smoke else "cuda"
+    RESULTS["environment"] = {"torch": torch.__version__,
+                              "device": torch.cuda.get_device_name() if device == "cuda" else "cpu (smoke)"}
+    print(json.dumps(RESULTS["environment"]), flush=True)
+    config = SMALL_CONFIGS["llama"] if smoke else LLAMA3_8B
+    if not smoke:
+        with section("rates"):
+            RESULTS["rates"] = matmul_rates(device, config)
+            print(RESULTS["rates"], flush=True)
+    with section("gemm rows"):
+        rows, answer_rows = (256, 32) if smoke else seed_job(config.vocab).shape[:2]  # the job's fixed launch
+        RESULTS["gemm_rows"] = row_invariance(device, gemm_shapes(config, rows, answer_rows), smoke=smoke)
+        print(json.dumps(RESULTS["gemm_rows"], indent=1), flush=True)
+    with section("gap"):
+        RESULTS["gap"] = gaps(device, smoke)
+    bench = None
+    with section("job: build"):
+        bench = JobBench(device, smoke)
+    schemes = RESULTS.setdefault("schemes", {})
+    for name in ALL:
+        with section(f"job: {name}"):
+            if bench is None:
+                raise RuntimeError("the job was not built")
+            schemes[name] = "did not finish"
+            schemes[name] = bench.scheme(name, OPTIONS.reps)
+            print(name, {k: v for k, v in schemes[name].items() if k != "all"}, flush=True)
+    RESULTS["total_seconds"] = round(time.perf_counter() - STARTED, 1)
+    with section("report"):
+        floors(RESULTS)
+        print(table(RESULTS), flush=True)
+    broken = [f"{scheme} {shape}" for scheme, checks in RESULTS.get("gemm_rows", {}).items()
+              for shape, what in checks.items() if what != "ok"]
+    broken += [f"{name} {check}" for name, path in RESULTS.get("schemes", {}).items() if isinstance(path, dict)
+               for check in ("reversed_order_all_equal", "c0_alone_equal") if path.get(check) is False]
+    if broken:  # loudly, after everything was measured and saved
+        print(f"!! BATCH INVARIANCE FAILED: {'; '.join(broken)}", flush=True)
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

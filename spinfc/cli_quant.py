@@ -1,0 +1,73 @@
+"""`spinfc quantize` and `spinfc parity`: the command lines of quantized checkpoints and recorded references."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_quantize(commands) -> None:
+    from spinfc.runtime.quant.schemes import SCHEMES
+
+    quantize = commands.add_parser("quantize", help="calibrate a model and write a W8A8 checkpoint "
+                                   "(compressed-tensors format)")
+    quantize.add_argument("model", help="an embedded model (smollm2-135m, gemma3-270m), a .gguf file or a "
+                          "Hugging Face snapshot directory")
+    quantize.add_argument("--scheme", choices=list(SCHEMES), default="fp8-static", help="default: fp8-static")
+    quantize.add_argument("--calibration", required=True, metavar="FILE",
+                          help='JSONL, one {"text": ...} per line (e.g. fixtures/calibration.jsonl)')
+    quantize.add_argument("-o", "--output", required=True, metavar="DIR", help="the checkpoint directory to write")
+    quantize.set_defaults(run=_quantize)
+
+
+def _quantize(args: argparse.Namespace) -> int:
+    from spinfc.runtime.quant import quantize_model
+    from spinfc.runtime.quant.calibrate import CalibrationError
+    from spinfc.runtime.weights import UnsupportedModel
+
+    try:
+        summary = quantize_model(args.model, args.scheme, Path(args.calibration), Path(args.output))
+    except (CalibrationError, UnsupportedModel, OSError) as error:
+        print(f"spinfc quantize: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.output}: {summary['scheme']}, calibrated on {summary['texts']} texts "
+          f"({summary['tokens']} tokens), {len(summary['input_max'])} layer inputs; serve it with "
+          f"`spinfc serve {args.output}`")
+    return 0
+
+
+def add_parity(commands) -> None:
+    parity = commands.add_parser("parity", help="run a recorded job and compare it with (or record) a reference")
+    parity.add_argument("--fixture", required=True, metavar="F", help="a job: fixtures/parity/*.json")
+    parity.add_argument("--reference", required=True, metavar="R", help="the reference file to compare or write")
+    parity.add_argument("--record", action="store_true", help="write the reference instead of comparing")
+    parity.add_argument("--tolerance", type=float, default=0.0, metavar="X",
+                        help="largest difference allowed in any field when fingerprints differ (default: 0)")
+    parity.add_argument("--model", default=None, help="the model (default: the fixture's)")
+    parity.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    parity.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
+                        help="default: float32 on the CPU, bfloat16 (mixed) on CUDA")
+    parity.set_defaults(run=_parity)
+
+
+def _parity(args: argparse.Namespace) -> int:
+    from spinfc.errors import CompileError
+    from spinfc.runtime.parity import ParityError, compare, read_json, run_fixture
+
+    try:
+        fixture = read_json(Path(args.fixture), "fixture")
+        reference = None if args.record else read_json(Path(args.reference), "reference")
+        run = run_fixture(fixture, model=args.model, device=args.device, dtype=args.dtype,
+                          base=Path(args.fixture).parent)
+        if args.record:
+            Path(args.reference).write_text(json.dumps(run, indent=1, sort_keys=True) + "\n")
+            print(f"recorded {args.reference}: {run['fingerprint']}, {len(run['results'])} option scores")
+            return 0
+        report = compare(run, reference, args.tolerance)
+    except (OSError, ParityError, CompileError) as error:
+        print(f"spinfc parity: {error}", file=sys.stderr)
+        return 2
+    print(report.text())
+    return 0 if report.ok else 1

@@ -1,0 +1,173 @@
+"""`spinfc parity`: run a recorded job on the engine and compare its scores with a reference, or record one.
+
+A fixture (fixtures/parity/*.json) is a model and a list of jobs, each a /v1/score request body (`request`) or a
+pack asked about contents (`pack`, `contents`):
+
+    {"model": "smollm2-135m", "token_budget": 1024,
+     "jobs": [{"id": "news", "request": {...}}, {"id": "triage", "pack": "../../packs/x.toml", "contents": [...]}]}
+
+(a pack's path is relative to the fixture's folder).
+
+Jobs run one after another, each through the engine's public path (compile, score, results), so each job's
+passes hold the same segments in the same order on every run: a run is deterministic, and under the same
+fingerprint (same engine, weights, scheme and device) its scores are bit-identical to the reference's. Under
+another fingerprint the comparison reports the largest difference of each field (logprob, p, floor_p, residual).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import attrs
+import msgspec
+
+FORMAT = "spinfc-parity-1"
+FIELDS = ("logprob", "p", "floor_p", "residual")
+
+
+class ParityError(ValueError):
+    """A fixture or reference that cannot be used; the message says where and what to do."""
+
+
+def _load(model_name: str, device: str, dtype: str | None):
+    """The model as a server would run it: the reference ops on the CPU (uniform `dtype`, default float32); on
+    CUDA the Triton ops, `--dtype` honoured (float32, or half precision with the float32 residual stream)."""
+    import torch
+
+    from spinfc.backend import serving
+    from spinfc.runtime.loader import load_model
+    from spinfc.runtime.precision import Precision
+
+    if not device.startswith("cuda"):
+        return load_model(model_name, precision=Precision.uniform(getattr(torch, dtype or "float32")), device=device)
+    from spinfc.backend import triton_ops
+
+    name = serving.cuda_dtype(dtype)
+    precision = Precision.uniform(torch.float32) if name == "float32" else Precision.mixed(getattr(torch, name))
+    return load_model(model_name, precision=precision, device=device, ops=triton_ops)
+
+
+async def _score(engine, job: dict, model_name: str, where: str, base: Path):
+    """The one adapter onto the engine: compile a job (request body or pack + contents), score it, results."""
+    from spinfc.compiler import load_source
+
+    if "request" in job:
+        compiled = await engine.compile_async(job["request"])
+    elif "pack" in job:
+        program = load_source(base / job["pack"], model_name, contents=job.get("contents", []))
+        compiled = await engine.compile_program_async(program)
+    else:
+        raise ParityError(f"{where}: a job needs `request` (a /v1/score body) or `pack` (a .toml path)")
+    return (await engine.score(compiled)).results()
+
+
+def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu", dtype: str | None = None,
+                base: Path = Path(".")) -> dict:
+    """Run every job of `fixture` in order (a pack's path is relative to `base`, the fixture's folder); returns
+    {format, fingerprint, model, results: one row per option of every query of every input}."""
+    from spinfc.runtime.engine import Engine
+    from spinfc.shapes import Shapes
+    from spinfc.runtime.fingerprint import fingerprint
+
+    jobs = fixture.get("jobs")
+    if not isinstance(jobs, list) or not jobs:
+        raise ParityError("the fixture has no `jobs` list: give one job per request body or pack")
+    model_name = model or fixture.get("model")
+    loaded = _load(model_name, device, dtype)
+    shapes = Shapes.for_device(device, int(fixture.get("token_budget", 2048)), int(fixture.get("block", 128)))
+    if device.startswith("cuda"):
+        from spinfc.backend import serving
+
+        loaded = serving.graph_model(loaded, serving.launch_shape(shapes))
+    engine = Engine(loaded, shapes, device=device, tokenizer=loaded.tokenizer).start()
+
+    async def every_job() -> list[dict]:
+        rows = []
+        for index, job in enumerate(jobs):  # one after another: the same passes on every run
+            where = f"jobs[{index}]"
+            rows += _rows(job.get("id", where), await _score(engine, job, loaded.name, where, base))
+        return rows
+
+    try:
+        rows = asyncio.run(every_job())
+    finally:
+        engine.close()
+    return {"format": FORMAT, "fingerprint": fingerprint(loaded, device), "model": loaded.name, "results": rows}
+
+
+def _rows(job_id: str, results) -> list[dict]:
+    rows = []
+    for input_index, queries in enumerate(results):
+        for query in msgspec.to_builtins(queries):
+            for combination in query["combinations"]:
+                for option in combination["options"]:
+                    rows.append({"job": job_id, "input": input_index, "query": query["id"],
+                                 "values": combination["values"], "option": option["text"],
+                                 "logprob": option["logprob"], "p": option["p"], "floor_p": option["floor_p"],
+                                 "residual": combination["residual"]})
+    return rows
+
+
+def _key(row: dict) -> str:
+    return json.dumps([row["job"], row["input"], row["query"], row["values"], row["option"]], sort_keys=True)
+
+
+@attrs.frozen
+class Report:
+    same_fingerprint: bool
+    fingerprints: tuple[str, str]  # (this run's, the reference's)
+    compared: int
+    missing: tuple[str, ...]  # rows of the reference this run lacks, or that only this run has
+    max_diff: dict[str, float]
+    unequal: int  # rows with any field not bit-identical
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        if self.missing:
+            return False
+        if self.same_fingerprint:
+            return self.unequal == 0
+        return all(d <= self.tolerance for d in self.max_diff.values())
+
+    def text(self) -> str:
+        run, ref = self.fingerprints
+        lines = [f"run       {run}", f"reference {ref}", f"{self.compared} options compared; "
+                 f"{self.unequal} differ in any bit"]
+        lines.append("max |difference|: " + ", ".join(f"{k} {v:.3g}" for k, v in self.max_diff.items()))
+        if self.missing:
+            lines.append(f"{len(self.missing)} rows are not in both: first {self.missing[0]}")
+        rule = "bit-for-bit (same fingerprint)" if self.same_fingerprint else f"tolerance {self.tolerance:g}"
+        lines.append(f"{'PASS' if self.ok else 'FAIL'}: {rule}")
+        return "\n".join(lines)
+
+
+def compare(run: dict, reference: dict, tolerance: float = 0.0) -> Report:
+    if reference.get("format") != FORMAT:
+        raise ParityError(f"the reference is not a {FORMAT} file: record one with `spinfc parity --record`")
+    mine = {_key(r): r for r in run["results"]}
+    theirs = {_key(r): r for r in reference["results"]}
+    missing = tuple(sorted(set(mine) ^ set(theirs)))
+    max_diff = {field: 0.0 for field in FIELDS}
+    unequal = 0
+    for key in sorted(set(mine) & set(theirs)):
+        a, b = mine[key], theirs[key]
+        if any(a[f] != b[f] for f in FIELDS):
+            unequal += 1
+        for field in FIELDS:
+            max_diff[field] = max(max_diff[field], abs(a[field] - b[field]))
+    return Report(same_fingerprint=run["fingerprint"] == reference["fingerprint"],
+                  fingerprints=(run["fingerprint"], reference["fingerprint"]),
+                  compared=len(set(mine) & set(theirs)), missing=missing, max_diff=max_diff, unequal=unequal,
+                  tolerance=tolerance)
+
+
+def read_json(path: Path, what: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as error:
+        raise ParityError(f"{what} {path} cannot be read ({error.strerror})") from None
+    except json.JSONDecodeError as error:
+        raise ParityError(f"{what} {path}:{error.lineno}:{error.colno}: not JSON ({error.msg})") from None

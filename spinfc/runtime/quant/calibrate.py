@@ -1,0 +1,108 @@
+"""Calibration: the largest |activation| at the input of every linear layer, over a set of texts, run through
+the float32 model. Static activation scales are these maxima over the scheme's range (`schemes.scales_from_max`).
+
+Each text is one causal sequence (a single-span launch) through the model's own forward; a maximum is exact
+arithmetic, so the same model and texts give the same scales every time, in any order.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import attrs
+import torch
+
+from spinfc.backend.launch import Launch
+
+MAX_TOKENS = 512  # per calibration text; longer ones are cut (the scales are maxima, a long tail adds little)
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be used; the message names the file and line."""
+
+
+@attrs.frozen
+class Calibration:
+    maxima: dict[str, float]  # checkpoint weight name (…q_proj.weight) -> max |input| seen
+    texts: int
+    tokens: int
+    source_sha256: str
+
+    def summary(self) -> dict:
+        return {"texts": self.texts, "tokens": self.tokens, "sha256": self.source_sha256,
+                "input_max": dict(sorted(self.maxima.items()))}
+
+
+def read_texts(path: Path) -> list[str]:
+    """The `text` of every line of a JSONL file (blank lines skipped)."""
+    texts = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise CalibrationError(f"{path}:{number}:{error.colno}: not JSON ({error.msg}); write one "
+                                   '{"text": "..."} object per line') from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str) or not record["text"].strip():
+            raise CalibrationError(f'{path}:{number}: expected an object with a non-empty "text" string')
+        texts.append(record["text"])
+    if not texts:
+        raise CalibrationError(f'{path}: no texts; write one {{"text": "..."}} object per line')
+    return texts
+
+
+def sequence_launch(tokens: list[int], device) -> Launch:
+    """One causal sequence as a launch: every row sees the rows before it; the last row is the one answer row."""
+    T = len(tokens)
+    ids = torch.tensor(tokens, dtype=torch.int64, device=device)
+    index = torch.zeros(1, dtype=torch.int64, device=device)
+    return Launch(tokens=ids, positions=torch.arange(T, device=device),
+                  ends=torch.full((T,), T, dtype=torch.int32, device=device), spans=((0, T),),
+                  rows=torch.tensor([T - 1], device=device), read_row=index, read_token=index)
+
+
+def weight_names(model) -> dict[int, str]:
+    """id(weight) -> its checkpoint name, for every linear weight of the stack (unfused)."""
+    names = {}
+    for i, layer in enumerate(model.layers):
+        if "qkv" in layer:
+            raise ValueError("calibrate a model built with fuse=False: fused q/k/v hide which layer reads what")
+        for short, long in model.LAYER_WEIGHTS.items():
+            if short in ("q", "k", "v", "o", "gate", "up", "down"):
+                names[id(layer[short])] = f"model.layers.{i}.{long}"
+    return names
+
+
+@torch.inference_mode()
+def input_maxima(model, launches) -> dict[str, float]:
+    """max |x| at each linear input of `model` (a float stack, unfused) over its forward of every launch."""
+    names = weight_names(model)
+    maxima: dict[str, float] = {}
+    view = copy.copy(model)  # the model's own forward, with a linear that looks at its input first
+
+    def observed(x: torch.Tensor, weight) -> torch.Tensor:
+        name = names.get(id(weight))
+        if name is not None:
+            maxima[name] = max(maxima.get(name, 0.0), float(x.detach().abs().max()))
+        return type(model).linear(view, x, weight)
+
+    view.linear = observed
+    view.residual_in_matmul = False  # every output projection through `linear`, so its input is seen
+    for launch in launches:
+        view.forward(launch)
+    return maxima
+
+
+def calibrate(model, tokenizer, texts: list[str], source_sha256: str = "") -> Calibration:
+    """Run every text through `model` (a float stack, unfused) and record max |x| at each linear input."""
+    sequences = [tokenizer(text)["input_ids"][:MAX_TOKENS] for text in texts]
+    maxima = input_maxima(model, (sequence_launch(ids, model.device) for ids in sequences))
+    return Calibration(maxima=maxima, texts=len(texts), tokens=sum(map(len, sequences)), source_sha256=source_sha256)
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -1,0 +1,178 @@
+"""Quantized checkpoints in the compressed-tensors format: what llm-compressor writes and vLLM loads.
+
+A checkpoint directory holds:
+    config.json        the model's Hugging Face config with `quantization_config` (quant_method
+                       compressed-tensors, one config group targeting Linear, format float-quantized or
+                       int-quantized, status compressed, the layers kept in higher precision under `ignore`)
+    model.safetensors  every quantized layer as `<layer>.weight` (float8_e4m3fn or int8), `<layer>.weight_scale`
+                       ([N, 1] float32) and `<layer>.input_scale` ([1] float32); everything else as floats
+    recipe.yaml        the llm-compressor recipe that describes the same quantization
+    calibration.json   what calibration saw: texts, tokens, the file's sha256, max |input| per layer
+    tokenizer files    the model's tokenizer (saved by transformers)
+
+The config is written and read through the compressed-tensors package (`QuantizationConfig`), never by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from spinfc.runtime.precision import role
+from spinfc.runtime.quant.calibrate import Calibration
+from spinfc.runtime.quant.linear import QuantizedLinear
+from spinfc.runtime.quant.schemes import SCHEMES, Scheme, quantize_weight, scales_from_max
+from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, from_hf
+
+LINEAR_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "gate_proj.weight",
+                   "up_proj.weight", "down_proj.weight")
+
+
+def kept_in_float(config: ModelConfig) -> list[str]:
+    """Linear modules spinfc leaves unquantized: the LM head and the last layer's o/gate/up/down (they run on
+    answer rows only, so 8 bits would save nothing and cost precision where every score is read)."""
+    last = config.layers - 1
+    return ["lm_head"] + [f"model.layers.{last}.{name}" for name in
+                          ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
+
+
+def quantize_state(config: ModelConfig, state: dict[str, torch.Tensor], calibration: Calibration,
+                   chosen: Scheme) -> dict:
+    """The float `state` with every calibrated linear weight (but those `kept_in_float`) as a QuantizedLinear."""
+    last = config.layers - 1
+    out: dict = {}
+    for key, tensor in state.items():
+        if key.endswith(LINEAR_SUFFIXES) and key.startswith("model.layers.") and role(key, last) != "answer":
+            if key not in calibration.maxima:
+                raise ValueError(f"calibration saw no input of {key}: calibrate the same model")
+            weight, weight_scale = quantize_weight(tensor, chosen)
+            input_scale = scales_from_max(torch.tensor(calibration.maxima[key], device=tensor.device), chosen)
+            out[key] = QuantizedLinear(chosen, weight, weight_scale, input_scale)
+        else:
+            out[key] = tensor
+    return out
+
+
+def quantization_config(config: ModelConfig, chosen: Scheme):
+    """The compressed-tensors `QuantizationConfig` of a checkpoint quantized with `chosen`."""
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
+
+    group = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(**chosen.args(activations=False)),
+                               input_activations=QuantizationArgs(**chosen.args(activations=True)))
+    return QuantizationConfig(config_groups={"group_0": group}, format=chosen.format,
+                              quantization_status="compressed", ignore=kept_in_float(config))
+
+
+def recipe_yaml(config: ModelConfig, chosen: Scheme) -> str:
+    """The llm-compressor recipe (a QuantizationModifier) that describes this quantization."""
+    import yaml
+
+    group = quantization_config(config, chosen).config_groups["group_0"]
+    modifier = {"targets": ["Linear"], "ignore": kept_in_float(config),
+                "config_groups": {"group_0": group.model_dump(mode="json", exclude_none=True)}}
+    recipe = {"default_stage": {"default_modifiers": {"QuantizationModifier": modifier}}}
+    return "# written by spinfc quantize: static min-max activation scales from calibration.json\n" + \
+        yaml.safe_dump(recipe, sort_keys=False)
+
+
+def write_checkpoint(directory: Path, hf_config: dict, config: ModelConfig, state: dict, chosen: Scheme,
+                     calibration: Calibration, tokenizer=None, source: str = "") -> None:
+    """Write a quantized state (from `quantize_state`) and its config, recipe, calibration summary and
+    tokenizer into `directory` (created; files already there are replaced)."""
+    from safetensors.torch import save_file
+
+    from spinfc import __version__
+    from spinfc.runtime.models.base import _flat
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.contiguous() for k, v in _flat(state).items()}
+    if config.tie_embeddings:
+        tensors.pop("lm_head.weight", None)
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    hf = dict(hf_config, quantization_config=quantization_config(config, chosen).model_dump(mode="json"))
+    (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
+    (directory / "recipe.yaml").write_text(recipe_yaml(config, chosen))
+    summary = {"scheme": chosen.name, "source_model": source, "spinfc_version": __version__,
+               "format": chosen.format, "kept_in_float": kept_in_float(config), **calibration.summary()}
+    (directory / "calibration.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(directory))
+
+
+# ---- reading ---------------------------------------------------------------------------------------------------
+
+
+def is_quantized(hf: dict) -> bool:
+    return (hf.get("quantization_config") or {}).get("quant_method") == "compressed-tensors"
+
+
+def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
+    """(config, state, scheme name) of a compressed-tensors checkpoint (spinfc's or llm-compressor's): every
+    quantized linear layer a QuantizedLinear (static activation scales), or dequantized to float32 where the
+    checkpoint's activations are dynamic or not quantized (the scheme then says `...-dequantized`)."""
+    from compressed_tensors.quantization import QuantizationConfig
+    from pydantic import ValidationError
+    from safetensors.torch import load_file
+
+    from spinfc.runtime.weights.snapshot import weight_files
+
+    hf = json.loads((Path(directory) / "config.json").read_text())
+    try:
+        qconfig = QuantizationConfig.model_validate(hf["quantization_config"])
+    except ValidationError as error:
+        raise UnsupportedModel(f"{directory}/config.json: quantization_config is not a valid compressed-tensors "
+                               f"config: {error.errors()[0]['msg']} at {error.errors()[0]['loc']}") from None
+    if qconfig.format not in ("float-quantized", "int-quantized", "naive-quantized"):
+        raise UnsupportedModel(f"{directory}: compressed-tensors format {qconfig.format!r} is not supported; spinfc "
+                               "loads float-quantized and int-quantized (8-bit) checkpoints")
+    if str(getattr(qconfig.quantization_status, "value", qconfig.quantization_status)) != "compressed":
+        raise UnsupportedModel(f"{directory}: quantization_status is {qconfig.quantization_status}, not "
+                               "compressed; save the model with its weights compressed (llm-compressor's default)")
+    config = from_hf(hf)
+    state: dict = {}
+    for file in weight_files(Path(directory)):
+        state.update(load_file(str(file)))
+    names = sorted({key.removesuffix(".weight_scale") for key in state if key.endswith(".weight_scale")})
+    schemes = set()
+    for module in names:
+        group = _group_of(qconfig, module)
+        layer, name = _quantized_layer(directory, state, module, group)
+        schemes.add(name)
+        state[f"{module}.weight"] = layer
+    if len(schemes) > 1:
+        raise UnsupportedModel(f"{directory}: layers use different schemes ({', '.join(sorted(schemes))}); spinfc "
+                               "runs one scheme per model")
+    return config, state, schemes.pop() if schemes else None
+
+
+def _group_of(qconfig, module: str):
+    from compressed_tensors.utils.match import match_name
+
+    for group in qconfig.config_groups.values():
+        if any(target == "Linear" or match_name(module, target) for target in group.targets):
+            return group
+    raise UnsupportedModel(f"{module} has a weight_scale but no config group of quantization_config targets it")
+
+
+def _quantized_layer(directory, state: dict, module: str, group) -> tuple:
+    weights, inputs = group.weights, group.input_activations
+    weight = state.pop(f"{module}.weight")
+    weight_scale = state.pop(f"{module}.weight_scale")
+    input_scale = state.pop(f"{module}.input_scale", None)
+    kind = str(getattr(weights.type, "value", weights.type))
+    strategy = str(getattr(weights.strategy, "value", weights.strategy))
+    if weights.num_bits != 8 or not weights.symmetric or strategy not in ("channel", "tensor") \
+            or f"{module}.weight_zero_point" in state:
+        raise UnsupportedModel(f"{directory}: {module} is quantized as {weights.num_bits}-bit {kind} {strategy} "
+                               f"{'symmetric' if weights.symmetric else 'asymmetric'}; spinfc loads 8-bit symmetric "
+                               "per-channel or per-tensor weights")
+    chosen = SCHEMES["fp8-static" if kind == "float" else "int8-static"]
+    static = inputs is not None and not inputs.dynamic and input_scale is not None \
+        and str(getattr(inputs.strategy, "value", inputs.strategy)) == "tensor"
+    layer = QuantizedLinear(chosen, weight, weight_scale, input_scale if static else torch.ones(()))
+    if static:
+        return layer, chosen.name
+    return layer.dequantize(torch.float32), f"{chosen.name.split('-')[0]}-dequantized"

@@ -1,0 +1,162 @@
+"""`QuantizedLinear`: one W8A8 linear layer (a weight in 8 bits with per-channel scales, and the static scale of
+its input), as a model stack's weight entry. `Model.linear(x, weight)` calls it in place of `F.linear`.
+
+On CUDA it runs the 8-bit GEMM:
+  fp8-static   `torch._scaled_mm` on the quantized input and weight, with the input's per-tensor scale and the
+               weight's per-channel scales applied inside the GEMM (row-wise scaling: the input scale broadcast
+               to [M, 1], the weight's [1, N]); where this torch/GPU cannot scale row-wise, the product is taken
+               with per-tensor scales and the weight's scales are applied after it
+  int8-static  `torch._int_mm` (int8 x int8 -> int32), both scales applied after it in float32
+On the CPU (and anywhere else) it is the dequantized reference: the input quantized and dequantized with its
+static scale, multiplied in float32 with the dequantized weight (kept from load time), so tests see the same
+rounding of every activation that the GPU path sees.
+
+A row's output depends on that row alone: the input scale is static, and the GEMMs are checked for row invariance
+at start-up by whoever captures the launch shapes (`benchmarks/gpu_quant.py` checks every shape of the launch).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from spinfc.runtime.quant.schemes import Scheme, scheme as scheme_named
+
+# Per device: how this torch scales an fp8 product ("rowwise", or "tensorwise" with the weight scales after it).
+_FP8_MODE: dict[torch.device, str] = {}
+
+
+class QuantizedLinear:
+    """weight: [N, K] in the scheme's storage dtype, weight_scale: [N] float32, input_scale: [] float32."""
+
+    def __init__(self, scheme: Scheme | str, weight: torch.Tensor, weight_scale: torch.Tensor,
+                 input_scale: torch.Tensor):
+        self.scheme = scheme_named(scheme) if isinstance(scheme, str) else scheme
+        if weight.dtype != self.scheme.storage or weight.dim() != 2:
+            raise ValueError(f"{self.scheme.name}: the weight must be [N, K] {self.scheme.storage}, "
+                             f"not {tuple(weight.shape)} {weight.dtype}")
+        self.weight = weight
+        self.weight_scale = weight_scale.float().reshape(-1).expand(weight.shape[0]).contiguous()  # [N]
+        self.input_scale = input_scale.float().reshape(())  # []
+        self.inv_input_scale = 1.0 / self.input_scale  # []: activations are multiplied by it (one rounding)
+        self._dequantized: torch.Tensor | None = None  # [N, K] float32, the CPU reference's weight
+        self._epilogue: torch.Tensor | None = None  # [1, N] float32: input scale x weight scales (int8)
+
+    # ---- what a stack reads ---------------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.weight.shape
+
+    @property
+    def device(self) -> torch.device:
+        return self.weight.device
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The stored tensors by their compressed-tensors suffix (weight, weight_scale [N, 1], input_scale [1])."""
+        return {"weight": self.weight, "weight_scale": self.weight_scale[:, None],
+                "input_scale": self.input_scale.reshape(1)}
+
+    def to(self, device: torch.device | str | None = None) -> "QuantizedLinear":
+        """This layer with every tensor on `device` (itself when they all are already)."""
+        tensors = (self.weight, self.weight_scale, self.input_scale)
+        if device is None or all(t.device == torch.device(device) for t in tensors):
+            return self
+        return QuantizedLinear(self.scheme, self.weight.to(device), self.weight_scale.to(device),
+                               self.input_scale.to(device))
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The weight as floats [N, K] (what a layer kept in higher precision multiplies with)."""
+        return self.scheme.dequantize(self.weight, self.weight_scale[:, None]).to(dtype)
+
+    # ---- fusing q/k/v and gate/up ---------------------------------------------------------------------------
+
+    @classmethod
+    def cat(cls, parts: list["QuantizedLinear"]) -> "QuantizedLinear":
+        """The parts' outputs stacked, as one layer: weights and their per-channel scales concatenated; the input
+        scale is the largest of the parts' (they read the same input, so calibration gave them the same one)."""
+        first = parts[0].scheme
+        if any(p.scheme != first for p in parts):
+            raise ValueError("cannot fuse linear layers of different quantization schemes")
+        return cls(first, torch.cat([p.weight for p in parts]), torch.cat([p.weight_scale for p in parts]),
+                   torch.stack([p.input_scale for p in parts]).amax())
+
+    def split(self, sizes: tuple[int, ...]) -> tuple["QuantizedLinear", ...]:
+        """Views of this layer's rows, one per size (the inverse of `cat`, sharing storage)."""
+        weights, scales = self.weight.split(sizes), self.weight_scale.split(sizes)
+        return tuple(QuantizedLinear(self.scheme, w, s, self.input_scale) for w, s in zip(weights, scales))
+
+    # ---- the product ----------------------------------------------------------------------------------------
+
+    def __call__(self, x: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+        """x: [M, K] (any float dtype) -> [M, N] in `out_dtype`."""
+        q = self.quantize_input(x)  # [M, K]
+        if x.is_cuda:
+            if self.scheme.kind == "float":
+                return self._fp8_cuda(q, out_dtype)
+            return self._int8_cuda(q, out_dtype)
+        return self.reference(q, out_dtype)
+
+    def quantize_input(self, x: torch.Tensor) -> torch.Tensor:
+        """x * (1 / input_scale), clamped (and rounded half to even for int8), in the storage dtype: one Triton
+        pass on CUDA (`backend.kernels.quantize`), the same arithmetic in torch elsewhere."""
+        s = self.scheme
+        if x.is_cuda:
+            from spinfc.backend.kernels.quantize import quantize
+
+            return quantize(x, self.inv_input_scale, s.storage, s.q_min, s.q_max)
+        from spinfc.backend.kernels.quantize_reference import quantize_reference
+
+        return quantize_reference(x, self.inv_input_scale, s.storage, s.q_min, s.q_max)
+
+    def reference(self, q: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+        """The dequantized reference: dequantize(q) @ dequantize(weight)^T in float32."""
+        if self._dequantized is None or self._dequantized.device != q.device:
+            self._dequantized = self.dequantize(torch.float32)
+        return F.linear(self.scheme.dequantize(q, self.input_scale), self._dequantized).to(out_dtype)
+
+    def _fp8_cuda(self, q: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+        mode = _FP8_MODE.get(q.device) or _probe_fp8(q.device)
+        weight_t = self.weight.t()  # [K, N], column-major as _scaled_mm wants
+        if mode == "rowwise":
+            scale_a = self.input_scale.expand(q.shape[0], 1).contiguous()  # [M, 1]
+            return torch._scaled_mm(q, weight_t, scale_a=scale_a, scale_b=self.weight_scale[None, :],
+                                    out_dtype=torch.bfloat16).to(out_dtype)
+        out = torch._scaled_mm(q, weight_t, scale_a=self.input_scale, scale_b=_one(q.device), out_dtype=torch.float32)
+        return (out * self.weight_scale).to(out_dtype)
+
+    def _int8_cuda(self, q: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+        if self._epilogue is None or self._epilogue.device != q.device:
+            self._epilogue = (self.input_scale * self.weight_scale)[None, :].contiguous()  # [1, N]
+        acc = torch._int_mm(q, self.weight.t())  # [M, N] int32
+        return (acc * self._epilogue).to(out_dtype)
+
+
+_ONES: dict[torch.device, torch.Tensor] = {}
+
+
+def _one(device: torch.device) -> torch.Tensor:
+    if device not in _ONES:
+        _ONES[device] = torch.ones((), dtype=torch.float32, device=device)
+    return _ONES[device]
+
+
+def _probe_fp8(device: torch.device) -> str:
+    """Whether this torch takes row-wise scales in `_scaled_mm` (torch >= 2.5 on sm89+): tried once per device on
+    a small product, outside any graph capture (the first eager forward of a warm-up reaches it)."""
+    a = torch.ones(32, 64, device=device).to(torch.float8_e4m3fn)
+    b = torch.ones(32, 64, device=device).to(torch.float8_e4m3fn)
+    try:
+        out = torch._scaled_mm(a, b.t(), scale_a=torch.full((32, 1), 2.0, device=device),
+                               scale_b=torch.full((1, 32), 0.5, device=device), out_dtype=torch.bfloat16)
+        mode = "rowwise" if torch.allclose(out.float(), torch.full_like(out.float(), 64.0)) else "tensorwise"
+    except (RuntimeError, TypeError, NotImplementedError):
+        mode = "tensorwise"
+    _FP8_MODE[device] = mode
+    return mode
+
+
+def fp8_mode(device: torch.device | str) -> str:
+    """The fp8 scaling mode used on `device` ("rowwise" or "tensorwise"), probing it if not done yet."""
+    device = torch.device(device)
+    return _FP8_MODE.get(device) or _probe_fp8(device)

@@ -1,0 +1,32 @@
+"""The start-up row-invariance check: it passes on the CPU's products, and names the layer where rows mix."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spinfc.backend.invariance import NotRowInvariant, check_row_invariance
+from spinfc.runtime.models import build_model
+from spinfc.runtime.weights.config import ModelConfig
+
+CONFIG = ModelConfig(family="llama", hidden=32, layers=2, heads=2, kv_heads=1, head_dim=16, intermediate=48,
+                     vocab=64, rope_theta=10000.0, norm_eps=1e-5, tie_embeddings=True)
+
+
+def test_check_passes_and_names_a_product_whose_rows_mix(monkeypatch):
+    g = torch.Generator().manual_seed(0)
+    state = {"model.embed_tokens.weight": torch.randn(64, 32, generator=g), "model.norm.weight": torch.ones(32)}
+    shapes = {"self_attn.q_proj": (32, 32), "self_attn.k_proj": (16, 32), "self_attn.v_proj": (16, 32),
+              "self_attn.o_proj": (32, 32), "mlp.gate_proj": (48, 32), "mlp.up_proj": (48, 32),
+              "mlp.down_proj": (32, 48)}
+    for i in range(2):
+        for name, shape in shapes.items():
+            state[f"model.layers.{i}.{name}.weight"] = torch.randn(*shape, generator=g)
+        for name in ("input_layernorm", "post_attention_layernorm"):
+            state[f"model.layers.{i}.{name}.weight"] = torch.ones(32)
+    model = build_model(CONFIG, state, weights_hash="x", fuse=True)
+    check_row_invariance(model, 256, 32)
+    mixing = type(model).linear
+    monkeypatch.setattr(type(model), "linear", lambda self, x, w: mixing(self, x, w) + x.sum() * 1e-3)
+    with pytest.raises(NotRowInvariant, match="layer 0 qkv"):
+        check_row_invariance(model, 256, 32)
