@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from spinfc import frontend, passes
-from spinfc.backend.launch import Launch, lower
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import Program, SourceLoc
+
+if TYPE_CHECKING:  # torch is needed to lower, not to compile: `spinfc compile` runs without the serve extra
+    from spinfc.backend.launch import Launch
 
 # what `spinfc compile --emit STAGE` prints: the program after this pass (None: as the frontend built it)
 STAGES: dict[str, str | None] = {
@@ -82,6 +84,8 @@ def fixed_shapes(program: Program) -> tuple[int, int, int]:
 
 
 def lower_program(program: Program) -> tuple[Launch, ...]:
-    """One `Launch` per pass of a compiled program, all of the shape `fixed_shapes(program)`."""
+    """One `Launch` per pass of a compiled program, all of the shape `fixed_shapes(program)` (needs torch)."""
+    from spinfc.backend.launch import lower
+
     _, rows, reads = fixed_shapes(program)
     return tuple(lower(layout, rows_padded_to=rows, reads_padded_to=reads) for layout in program.layouts)
