@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from spinfc.ir.nodes import AnswerRead, PassLayout, Placement, Program, PromptRow, TrieRow, preorder
+from spinfc.ir.nodes import AnswerRead, ContentRow, PassLayout, Placement, Program, PromptRow, TrieRow, preorder
 
 
 def layout(program: Program) -> Program:
@@ -16,7 +16,8 @@ def layout(program: Program) -> Program:
     end[j] exactly when j is i's ancestor-or-self in the same content. Rows outside every span are padding:
     token `program.pad`, position 0, end = row + 1 (each sees only itself). `reads` has one `AnswerRead` per
     trie read per placed content, and `prompt_rows` one row per question per placed content (its prompt's last
-    token), both in row order. Spans are the placements' [start, start + length).
+    token), both in row order. Spans are the placements' [start, start + length). With `program.read_contents`,
+    `content_rows` lists every content row (its content and position), in row order.
     """
     rows = preorder(program.trie)
     layouts = tuple(
@@ -32,12 +33,15 @@ def _layout_pass(program: Program, index: int, placements: tuple[Placement, ...]
     ends = list(range(1, budget + 1))  # [T] padding rows see only themselves
     reads: list[AnswerRead] = []
     prompt_rows: list[PromptRow] = []
+    content_rows: list[ContentRow] = []
     for placement in placements:
         content = program.contents[placement.content].tokens
         start, length = placement.start, len(content)
         stop = placement.start + placement.length
         for k, token in enumerate(content):
             tokens[start + k], positions[start + k], ends[start + k] = token, k, stop
+        if program.read_contents:
+            content_rows.extend(ContentRow(start + k, placement.content, k) for k in range(length))
         base = start + length
         for k, row in enumerate(trie):
             at = base + k
@@ -49,5 +53,5 @@ def _layout_pass(program: Program, index: int, placements: tuple[Placement, ...]
     spans = tuple((p.start, p.start + p.length) for p in placements)
     return PassLayout(
         index=index, budget=budget, tokens=tuple(tokens), positions=tuple(positions), ends=tuple(ends),
-        spans=spans, reads=tuple(reads), prompt_rows=tuple(prompt_rows),
+        spans=spans, reads=tuple(reads), prompt_rows=tuple(prompt_rows), content_rows=tuple(content_rows),
     )
