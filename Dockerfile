@@ -48,5 +48,6 @@ VOLUME ["/cache"]
 EXPOSE 8000
 # /readyz answers 200 once the model is loaded and warm; a first start converts the model (minutes on a CPU)
 HEALTHCHECK --interval=30s --timeout=5s --start-period=600s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('SPINFC_PORT', '8000'), timeout=4)"]
+    CMD ["python", "-c", \
+         "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('SPINFC_PORT', '8000'), timeout=4)"]
 ENTRYPOINT ["spinfc", "serve"]

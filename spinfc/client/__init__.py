@@ -4,8 +4,8 @@ own response structs. Needs only `pip install "spinfc[client]"` (httpx, msgspec)
     from spinfc.client import Client
 
     with Client("http://localhost:8000") as client:        # or SPINFC_BASE_URL / SPINFC_API_KEY
-        answer = client.score(messages=[{"role": "user", "content": "..."}],
-                              scoring={"queries": [{"id": "q", "template": "Is it spam?<?>", "options": [" yes", " no"]}]})
+        answer = client.score(messages=[{"role": "user", "content": "..."}], scoring={"queries": [
+            {"id": "q", "template": "Is it spam?<?>", "options": [" yes", " no"]}]})
         answer.results[0].combinations[0].options[0].p
 """
 

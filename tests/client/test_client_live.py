@@ -47,8 +47,8 @@ def test_models_packs_score_and_decisions_answer_typed_structs(client):
     assert isinstance(client.packs(), PackList)
     answer = client.score(messages=[{"role": "user", "content": TEXTS[0]}], scoring=SCORING)
     assert isinstance(answer, ScoreResponse) and answer.results[0].id == "refund"
-    decided = client.decisions(state=TEXTS[0], questions={"refund": {"type": "noul",
-                                                                     "instructions": "Does the customer ask for a refund?"}})
+    question = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
+    decided = client.decisions(state=TEXTS[0], questions={"refund": question})
     assert isinstance(decided, DecisionResponse) and 0 <= decided.answers["refund"].answer <= 1
     with pytest.raises(SpinfcError) as raised:
         client.score(messages=[{"role": "user", "content": "x"}], scoring=SCORING, model="not-served")
