@@ -37,12 +37,12 @@ EXAMPLE = Example(summary="the scoring call: every prompt token's logprob, nothi
 @post("/v1/completions", status_code=200)
 async def completions(data: Annotated[CompletionRequest, Body(title="A completion request", examples=[EXAMPLE])],
                       service: ServiceDep, request: Request) -> Completion:
+    refuse_unsupported(data)  # what can be checked without the model is checked first
+    forms = prompt_forms(data.prompt)
+    sampling = sampling_of(data)
     engine = service.ready_engine()
     ctx = call_context(request)
     service.check_model(data.model)
-    refuse_unsupported(data)
-    forms = prompt_forms(data.prompt)
-    sampling = sampling_of(data)
     one_greedy = sampling.max_tokens == 1 and sampling.temperature == 0
     if sampling.max_tokens > 0 and not one_greedy:
         generator = service.generator
