@@ -165,3 +165,16 @@ def test_the_async_client_does_the_same():
 
     batch = asyncio.run(main())
     assert [r.results[0].id for r in batch.inputs] == [f"t{i}" for i in range(12)]
+
+
+def test_score_takes_a_request_struct_too():
+    from spinfc.client import ScoreRequest
+    from spinfc.server.schemas import Message, ScoreInput, Scoring, ScoringQuery
+
+    server = FakeServer()
+    request = ScoreRequest(scoring=Scoring([ScoringQuery(id="q", template="Spam?<?>", options=[" yes"])]),
+                           inputs=[ScoreInput([Message(role="user", content="hello")])])
+    answer = client_for(server).score(request)
+    assert answer.inputs[0].results[0].id == "hello"
+    assert json.loads(server.requests[0].content)["scoring"]["queries"][0] == {
+        "id": "q", "template": "Spam?<?>", "options": [" yes"]}

@@ -16,7 +16,7 @@ BLOCKER = textwrap.dedent("""
     class Blocked(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
             if name.split(".")[0] in BLOCKED:
-                raise ImportError(f"{name} is blocked in this test")
+                raise ModuleNotFoundError(f"No module named {name!r} (blocked in this test)", name=name)
     sys.meta_path.insert(0, Blocked())
 """)
 
@@ -61,6 +61,15 @@ def test_a_stage_that_needs_the_tokenizer_says_what_to_install():
     result = run_blocked("""
         from spinfc.cli import main
         print("code", main(["compile", "fixtures/seed-support.json", "--emit", "tokens"]))
+    """)
+    assert "code 2" in result.stdout, result.stderr
+    assert 'pip install "spinfc[serve]"' in result.stderr and "Traceback" not in result.stderr
+
+
+def test_serve_without_the_serve_extra_says_what_to_install():
+    result = run_blocked("""
+        from spinfc.cli import main
+        print("code", main(["serve", "--port", "1"]))
     """)
     assert "code 2" in result.stdout, result.stderr
     assert 'pip install "spinfc[serve]"' in result.stderr and "Traceback" not in result.stderr
