@@ -40,8 +40,8 @@ class SpinfcError(Exception):
 class Settings:
     """Where the server is and how hard to try: `base_url` (SPINFC_BASE_URL, default http://localhost:8000; a
     trailing /v1 is accepted, as OpenAI's SDKs write it), `api_key` (SPINFC_API_KEY; sent as a bearer token),
-    `max_retries` tries again after a 429 (or a 503 that says when to come back), waiting the Retry-After the
-    server sent, at most `max_wait` seconds each time."""
+    `max_retries` tries again after a 429 (or a 503 warming_up), waiting the Retry-After the server sent, at most
+    `max_wait` seconds each time."""
 
     base_url: str
     api_key: str | None
@@ -126,14 +126,17 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
-def wait_before_retry(settings: Settings, status: int, headers: Mapping[str, str], attempt: int) -> float | None:
-    """Seconds to wait before trying a call again, or None to give up. A 429 is tried again (after Retry-After,
-    or 1 s without one), and a 503 that sent Retry-After (warming up, draining); at most `max_retries` times."""
+RETRIED_503 = frozenset({"warming_up"})  # a drained or failed server is not waited for: send the work elsewhere
+
+
+def wait_before_retry(settings: Settings, error: SpinfcError, attempt: int) -> float | None:
+    """Seconds to wait before trying a call again, or None to give up (raise `error`). A 429 is tried again after
+    its Retry-After (1 s without one), and a 503 `warming_up` likewise (5 s without one); at most `max_retries`
+    times, each wait at most `max_wait`."""
     if attempt >= settings.max_retries:
         return None
-    wait = retry_after(headers)
-    if status == 429:
-        return min(settings.max_wait, 1.0 if wait is None else wait)
-    if status == 503 and wait is not None:
-        return min(settings.max_wait, wait)
+    if error.status == 429:
+        return min(settings.max_wait, 1.0 if error.retry_after is None else error.retry_after)
+    if error.status == 503 and error.code in RETRIED_503:
+        return min(settings.max_wait, 5.0 if error.retry_after is None else error.retry_after)
     return None

@@ -112,9 +112,11 @@ class Client:
         while True:
             response = self._http.request(call.method, self.settings.base_url + call.path, content=call.body,
                                           headers=self.settings.headers())
-            wait = None if response.status_code < 400 else \
-                wait_before_retry(self.settings, response.status_code, response.headers, attempt)
-            if wait is None:
+            try:
                 return decode(call, response.status_code, response.headers, response.content)
+            except SpinfcError as error:
+                wait = wait_before_retry(self.settings, error, attempt)
+                if wait is None:
+                    raise
             time.sleep(wait)
             attempt += 1

@@ -50,9 +50,10 @@ class FakeServer:
         if request.url.path == "/v1/models":
             return httpx.Response(200, json=models_body())
         if self.refuse:
-            status, headers = self.refuse.pop(0)
+            status, headers, *code = self.refuse.pop(0)
             return httpx.Response(status, headers=headers, json={"error": {
-                "message": "busy", "type": "rate_limit_error", "code": "concurrency_limit", "param": None}})
+                "message": "busy", "type": "rate_limit_error", "code": (code or ["concurrency_limit"])[0],
+                "param": None}})
         sent = json.loads(request.content)
         if self.max_inputs is not None and len(sent["inputs"]) > self.max_inputs:
             return httpx.Response(400, json={"error": {"message": "too many tokens", "type": "invalid_request_error",
@@ -118,6 +119,15 @@ def test_429_gives_up_after_max_retries_with_the_servers_error(monkeypatch):
     assert raised.value.status == 429 and raised.value.code == "concurrency_limit"
     assert raised.value.retry_after == 120
     assert waits == [7, 7, 7] and len(server.score_calls) == 4
+
+
+def test_a_warming_up_server_is_waited_for_and_a_draining_one_is_not(monkeypatch):
+    waits = []
+    monkeypatch.setattr("spinfc.client.sync.time.sleep", waits.append)
+    server = FakeServer(refuse=[(503, {"Retry-After": "5"}, "warming_up"), (503, {"Retry-After": "1"}, "draining")])
+    with pytest.raises(SpinfcError) as raised:
+        client_for(server).score(inputs=[], scoring=SCORING)
+    assert raised.value.code == "draining" and waits == [5.0] and len(server.score_calls) == 2
 
 
 def test_an_error_that_is_not_busy_is_raised_at_once(monkeypatch):
