@@ -66,9 +66,9 @@ async def complete(service, prompts: list[tuple[int, ...]], sampling: Sampling, 
     scores: list[PromptScores | None] = [None] * len(prompts)
     if (echo and top is not None) or one_greedy:
         scores = await read_prompts(service, prompts, max(1, top or 0) if one_greedy else top)
-    ends = await generator.call(end_tokens)
     if sampling.max_tokens == 0:
         return [Completed("", (), (), "length", s if echo else None) for s in scores]
+    ends = await generator.call(end_tokens)
     if one_greedy:
         firsts = {s.top[-1][0][0] for s in scores}
         pieces = await generator.call(lambda tok: {t: tok.decode([t], skip_special_tokens=False) for t in firsts})

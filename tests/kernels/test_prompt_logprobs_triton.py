@@ -1,7 +1,7 @@
 """Prompt logprobs (runtime.prompt_logprobs: one packed read, every content row gathered) through the Triton ops
 equal the reference ops' (tiny float32 models, Triton through the interpreter): the read's launch (trimmed to
-the used blocks, every content row an answer row) is one the kernels run correctly. On a CUDA machine, run this
-file without TRITON_INTERPRET to check the compiled kernels the same way."""
+the used blocks, every content row an answer row) is one the kernels run correctly. The compiled kernels on CUDA:
+benchmarks/prompt_logprobs_gpu.py."""
 
 from __future__ import annotations
 
