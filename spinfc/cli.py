@@ -31,6 +31,9 @@ except ImportError as error:  # noqa: F841  (kept for the message)
     server_cli, _server_import_error = None, error
 
 
+SERVE_EXTRA = ("torch", "transformers", "tokenizers", "gguf", "safetensors", "litestar", "uvicorn", "prometheus_client")
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
@@ -166,7 +169,14 @@ def _serve(args: argparse.Namespace) -> int:
     if server_cli is None:
         print(f"error: spinfc serve is not available: {_server_import_error}", file=sys.stderr)
         return 2
-    return server_cli.main(args)
+    try:
+        return server_cli.main(args)
+    except ModuleNotFoundError as error:  # the core install: the server's packages are the `serve` extra
+        if (error.name or "").split(".")[0] not in SERVE_EXTRA:
+            raise
+        print(f"error: spinfc serve needs {error.name}, which is not installed: pip install \"spinfc[serve]\"",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ the IR program out, stopped after any pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from collections.abc import Callable
 
@@ -22,6 +22,9 @@ from spinfc import frontend, passes
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import Program, SourceLoc
 from spinfc.passes import PASS_NAMES, PassContext
+
+if TYPE_CHECKING:  # torch is needed to lower, not to compile: `spinfc compile` runs without the serve extra
+    from spinfc.backend.launch import Launch
 
 # what `spinfc compile --emit STAGE` prints: the program as the frontend built it (`parse`), after a pass (its name),
 # or its launches; the short names of the first version are kept as aliases

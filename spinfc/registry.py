@@ -125,8 +125,11 @@ def snapshot_directory(source: ModelSource) -> Path:
 def load_tokenizer(name: str | None = None):
     """The model's tokenizer (transformers). Converting a GGUF vocabulary is slow (about 15 s for Gemma 3's
     262k), so the converted tokenizer is saved under the spinfc cache and reloaded from there."""
-    from transformers import AutoTokenizer
-
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as error:  # the core install: the stages up to `--emit ir` need no tokenizer
+        raise ModelNotFound(f"the tokenizer of {name or DEFAULT_MODEL!r} needs transformers, which is not installed: "
+                            'pip install "spinfc[serve]" (or stop at --emit ir)') from error
     source = resolve(name)
     if source.gguf is None:
         return AutoTokenizer.from_pretrained(str(snapshot_directory(source)))

@@ -37,8 +37,9 @@ class Launch:
 
 def lower(layout: PassLayout, rows_padded_to: int | None = None, reads_padded_to: int | None = None) -> Launch:
     """Turn one pass layout into tensors. With `rows_padded_to`/`reads_padded_to` the answer tensors get a
-    fixed length (padding reads score token 0 at row 0 and are dropped by the caller)."""
-    rows = sorted({read.row for read in layout.reads})
+    fixed length (padding reads score token 0 at row 0 and are dropped by the caller). A layout's content rows
+    (a program that reads its contents) are answer rows too (`Model.hidden` returns their hidden states)."""
+    rows = sorted({read.row for read in layout.reads} | {c.row for c in layout.content_rows})
     index = {row: i for i, row in enumerate(rows)}
     read_row = [index[read.row] for read in layout.reads]
     read_token = [read.token for read in layout.reads]

@@ -269,6 +269,17 @@ class PromptRow:
 
 
 @frozen
+class ContentRow:
+    """Row `row` holds token `position` of content `content`. Listed only for a program with `read_contents`:
+    every such row is gathered, and its output is the distribution of the content's next token (the prompt's
+    logprobs of /v1/completions with `echo`), read from the same one pass."""
+
+    row: int
+    content: int
+    position: int
+
+
+@frozen
 class PassLayout:
     """One pass, ready to lower: per row a token id, a position and `end`; query i sees key j iff j <= i < end[j].
 
@@ -282,6 +293,7 @@ class PassLayout:
     spans: tuple[tuple[int, int], ...]  # [start, stop) of each placed content with its tree
     reads: tuple[AnswerRead, ...]
     prompt_rows: tuple[PromptRow, ...] = ()
+    content_rows: tuple[ContentRow, ...] = ()  # with Program.read_contents: every content row, in row order
 
 
 @frozen
@@ -296,6 +308,7 @@ class Segment:
     ends: tuple[int, ...]
     reads: tuple[AnswerRead, ...]
     prompt_rows: tuple[PromptRow, ...] = ()
+    content_rows: tuple["ContentRow", ...] = ()  # every content row, with `Program.read_contents`
 
     @property
     def length(self) -> int:
@@ -326,6 +339,7 @@ class Program:
     budget: int = 16384
     block: int = 128
     pad: int = 0  # the token id of padding rows: the tokenizer's pad id (set by tokenize), else 0
+    read_contents: bool = False  # layout lists every content row in `PassLayout.content_rows` (prompt logprobs)
     stats: tuple[tuple[str, int], ...] = field(default=(), converter=tuple)
 
     def with_stat(self, name: str, value: int) -> "Program":

@@ -195,7 +195,8 @@ def _layout(out: _Writer, p: Program, lay: PassLayout) -> None:
     printed (ends and positions equal relative to its first row) is printed as one line saying so."""
     answer_rows = len({r.row for r in lay.reads})
     out.line(f"layout pass {lay.index}: {lay.budget} rows, {len(lay.spans)} spans, {len(lay.reads)} reads "
-             f"on {answer_rows} answer rows, {len(lay.prompt_rows)} prompt rows")
+             f"on {answer_rows} answer rows, {len(lay.prompt_rows)} prompt rows"
+             + (f", {len(lay.content_rows)} content rows read" if lay.content_rows else ""))
     contents = {pl.start: pl.content for pl in p.plan.passes[lay.index].placements}
     at = 0
     for start, stop in lay.spans:

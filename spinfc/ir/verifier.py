@@ -287,6 +287,12 @@ def _layout(p: Program, pss, lay: PassLayout, wanted: dict, seen: Counter, promp
             expect = p.contents[r.content].tokens + q.tokens + q.slot.options[r.option].tokens[:r.step]
             if sequence(r.row) != expect:
                 yield f"{name}: read {key} at row {r.row} does not see the content, prompt and option prefix"
+    contents_read = [(c.content, c.position, c.row) for c in lay.content_rows]
+    placed = [(pl.content, k, pl.start + k) for pl in pss.placements
+              for k in range(len(p.contents[pl.content].tokens))] if p.read_contents else []
+    if contents_read != placed:
+        yield f"{name}: content rows {contents_read[:3]}... are not every content row in row order" \
+            if p.read_contents else f"{name}: content rows listed, but the program does not read its contents"
     for pr in lay.prompt_rows:
         prompts[pr.content, pr.question] += 1
         ok = 0 <= pr.row < T and owner[pr.row] >= 0 and pss.placements[owner[pr.row]].content == pr.content

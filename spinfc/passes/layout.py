@@ -23,11 +23,11 @@ def pass_rows(segments: Sequence[Segment], shapes: Shapes) -> int:
 
 def assemble(segments: Sequence[Segment], shapes: Shapes, pad: int = 0, index: int = 0) -> PassLayout:
     """One pass holding `segments` in order, each at the next multiple of the block; padding rows hold `pad`,
-    position 0 and end[j] = j + 1 (each sees only itself). Reads and prompt rows come in segment order, so a model's
-    output splits by segment."""
+    position 0 and end[j] = j + 1 (each sees only itself). Reads, prompt rows and content rows come in segment order,
+    so a model's output splits by segment."""
     rows = pass_rows(segments, shapes)
     tokens, positions, ends = [pad] * rows, [0] * rows, list(range(1, rows + 1))
-    spans, reads, prompt_rows, used = [], [], [], 0
+    spans, reads, prompt_rows, content_rows, used = [], [], [], [], 0
     for segment in segments:
         start = round_up(used, shapes.block)
         stop = start + segment.length
@@ -38,10 +38,12 @@ def assemble(segments: Sequence[Segment], shapes: Shapes, pad: int = 0, index: i
         ends[start:stop] = [end + start for end in segment.ends]
         reads.extend(attrs.evolve(read, row=read.row + start) for read in segment.reads)
         prompt_rows.extend(attrs.evolve(row, row=row.row + start) for row in segment.prompt_rows)
+        content_rows.extend(attrs.evolve(row, row=row.row + start) for row in segment.content_rows)
         spans.append((start, stop))
         used = stop
     return PassLayout(index=index, budget=rows, tokens=tuple(tokens), positions=tuple(positions), ends=tuple(ends),
-                      spans=tuple(spans), reads=tuple(reads), prompt_rows=tuple(prompt_rows))
+                      spans=tuple(spans), reads=tuple(reads), prompt_rows=tuple(prompt_rows),
+                      content_rows=tuple(content_rows))
 
 
 def layout(program: Program, ctx: PassContext) -> Program:

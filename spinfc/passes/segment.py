@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from spinfc.ir.nodes import AnswerRead, Program, PromptRow, Segment, preorder
+from spinfc.ir.nodes import AnswerRead, ContentRow, Program, PromptRow, Segment, preorder
 from spinfc.passes.context import PassContext
 
 
@@ -30,6 +30,7 @@ def segment(program: Program, ctx: PassContext) -> Program:
             ends=(total,) * length + tuple(length + k + size for k, size in enumerate(sizes)),
             reads=tuple(AnswerRead(length + k, index, r.question, r.option, r.step, r.token) for k, r in reads),
             prompt_rows=tuple(PromptRow(length + k, index, q) for k, q in prompts),
+            content_rows=tuple(ContentRow(k, index, k) for k in range(length)) if program.read_contents else (),
         ))
     program = attrs.evolve(program, segments=tuple(segments))
     return program.with_stat("segment_rows", sum(s.length for s in segments))

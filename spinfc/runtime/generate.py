@@ -46,12 +46,23 @@ class Sampling:
 
 
 @attrs.frozen
+class StepLogprobs:
+    """One drawn token's log-probability under the model (before temperature and top_p), and the `top_logprobs`
+    most likely tokens at that step as (token, logprob), most likely first."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
+@attrs.frozen
 class Generation:
     text: str  # the completion, cut before the first stop string; without the end-of-turn token
     tokens: tuple[int, ...]  # every token drawn, the end-of-turn token included
     finish_reason: Literal["stop", "length"]  # stop: an end token or a stop string; length: max_tokens reached
     prompt_tokens: int
     template: str  # which prompt format was used (chat_format.ChatPrompt.template)
+    logprobs: tuple[StepLogprobs, ...] = ()  # with top_logprobs: per drawn token, the end-of-turn token left out
 
 
 class Cancelled(Exception):
@@ -101,13 +112,23 @@ def settled(text: str, stops: Sequence[str], prompt: ChatPrompt) -> str:
     return prompt.clean(text[:len(text) - hold] if hold else text).rstrip("\ufffd")
 
 
+def step_logprobs(logits: torch.Tensor, token: int, top: int) -> StepLogprobs:
+    """logits: [V] -> the drawn token's log-probability and the `top` most likely tokens' (one log_softmax)."""
+    scores = torch.log_softmax(logits.float(), dim=-1)  # [V]
+    best = torch.topk(scores, top) if top else None
+    pairs = tuple(zip(best.indices.tolist(), best.values.tolist())) if best is not None else ()
+    return StepLogprobs(token, float(scores[token]), pairs)
+
+
 def generate(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock: threading.Lock | None = None,
-             cancelled: threading.Event | None = None, on_text: Callable[[str], None] | None = None) -> Generation:
+             cancelled: threading.Event | None = None, on_text: Callable[[str], None] | None = None,
+             top_logprobs: int | None = None) -> Generation:
     """Generate from `prompt.tokens` with `model.decode` (each step under `lock`). Stops at the first of: one
     of `prompt.end_tokens` (finish "stop"), a stop string of `sampling.stop` or `prompt.stop` in the text
     (finish "stop", the text cut before it), `sampling.max_tokens` tokens (finish "length"). Raises `Cancelled`
     once `cancelled` is set. `on_text(text)` is called after each token that does not end the answer, with the
-    answer so far as far as it is `settled`."""
+    answer so far as far as it is `settled`. With `top_logprobs` (0 or more) each drawn token's `StepLogprobs`
+    is recorded in `Generation.logprobs`."""
     lock = lock or threading.Lock()
     generator = None
     if sampling.temperature > 0:
@@ -116,6 +137,7 @@ def generate(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock: thr
     stops = tuple(sampling.stop) + prompt.stop
     cache = KVCache(model.config.layers, device=model.device)
     drawn: list[int] = []
+    scored: list[StepLogprobs] = []
     step = torch.tensor(prompt.tokens, dtype=torch.int64)  # [T]: the prompt first, then one token at a time
     text, finish = "", "length"
     while len(drawn) < sampling.max_tokens:
@@ -125,6 +147,8 @@ def generate(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock: thr
             logits = model.decode(step, cache)  # [V]
         token = pick(logits, sampling, generator)
         drawn.append(token)
+        if top_logprobs is not None and token not in prompt.end_tokens:
+            scored.append(step_logprobs(logits, token, top_logprobs))
         if token in prompt.end_tokens:
             finish = "stop"
             break
@@ -139,7 +163,7 @@ def generate(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock: thr
     if finish == "stop" and drawn and drawn[-1] in prompt.end_tokens:
         text = tokenizer.decode(drawn[:-1], skip_special_tokens=False)
     return Generation(text=prompt.clean(text), tokens=tuple(drawn), finish_reason=finish,
-                      prompt_tokens=len(prompt.tokens), template=prompt.template)
+                      prompt_tokens=len(prompt.tokens), template=prompt.template, logprobs=tuple(scored))
 
 
 def _retrieve(future: asyncio.Future) -> None:
@@ -185,18 +209,23 @@ class Generator:
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, work)
 
-    async def run(self, prompt: ChatPrompt, sampling: Sampling) -> Generation:
-        """The whole answer. If the awaiting task is cancelled (the client went away), the generation stops after
-        its current step."""
+    async def run(self, prompt: ChatPrompt, sampling: Sampling, top_logprobs: int | None = None) -> Generation:
+        """The whole answer (with `top_logprobs`, each token's logprobs). If the awaiting task is cancelled (the
+        client went away), the generation stops after its current step."""
         cancelled = threading.Event()
         future = asyncio.get_running_loop().run_in_executor(
-            self._executor, lambda: generate(self.model, self.tokenizer, prompt, sampling, self.lock, cancelled))
+            self._executor, lambda: generate(self.model, self.tokenizer, prompt, sampling, self.lock, cancelled,
+                                             top_logprobs=top_logprobs))
         try:
             return await future
         except asyncio.CancelledError:
             cancelled.set()
             future.add_done_callback(_retrieve)
             raise
+
+    async def call(self, work: Callable):
+        """`work(tokenizer)` on the generation thread, with its tokenizer (encoding and decoding for a route)."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, work, self.tokenizer)
 
     async def stream(self, prompt: ChatPrompt, sampling: Sampling) -> AsyncIterator[str | Generation]:
         """The answer as it is generated: text pieces (joined, they are the answer's text), then the `Generation`.

@@ -16,6 +16,7 @@ from spinfc.frontend.request_schema import (  # noqa: F401  (the request format 
     ContentPart, Message, PackRef, ScoreInput, ScoreRequest, Scoring, ScoringQuery,
 )
 from spinfc.runtime.results import QueryResult
+from spinfc.server.completion_schemas import ChatLogprobs, TopCount
 
 
 class PackResult(msgspec.Struct):
@@ -155,7 +156,8 @@ class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     stream: bool | None = None  # true: the answer as server-sent events (generation only)
     stream_options: StreamOptions | None = None  # only with stream
     n: PositiveInt | None = None  # only 1
-    logprobs: bool | None = None  # only false
+    logprobs: bool | None = None  # true: each generated token's logprob (generation, not streamed)
+    top_logprobs: TopCount | None = None  # with logprobs: the most likely tokens at each step (0 to 20)
     frequency_penalty: float | None = None  # only 0
     presence_penalty: float | None = None  # only 0
     user: str | None = None  # accepted, not read
@@ -170,7 +172,7 @@ class ChatChoice(msgspec.Struct):
     index: int
     message: ChatMessage
     finish_reason: Literal["stop", "length"]
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = None  # with `logprobs: true`
 
 
 class ChatUsage(msgspec.Struct, omit_defaults=True):

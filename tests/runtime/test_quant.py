@@ -161,3 +161,10 @@ def test_loads_a_checkpoint_in_llm_compressors_fp8_preset(snapshot, tmp_path):
     for launch in launches(2):
         gap = (all_logprobs(loaded, launch) - all_logprobs(float_model, launch)).abs().max()
         assert 0 < float(gap) < 0.5
+
+
+def test_the_command_line_names_every_scheme():
+    from spinfc.cli_quant import SCHEME_NAMES
+    from spinfc.runtime.quant.schemes import SCHEMES
+
+    assert tuple(SCHEMES) == SCHEME_NAMES

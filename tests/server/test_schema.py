@@ -47,7 +47,7 @@ def base_url():
 def test_the_schema_lists_every_route() -> None:
     paths = set(SCHEMA.raw_schema["paths"])
     assert {"/v1/score", "/v1/decisions", "/v1/systemone", "/v1/packs", "/v1/models", "/healthz", "/livez",
-            "/readyz", "/v0/drain", "/metrics"} <= paths
+            "/readyz", "/v0/drain", "/metrics", "/v1/completions"} <= paths
 
 
 @pytest.mark.slow

@@ -319,15 +319,20 @@ class Model:
     @torch.inference_mode()
     def forward(self, launch: Launch) -> torch.Tensor:
         """log p(read_token[k] | what row rows[read_row[k]] sees), one float32 per read: [N]. Logits are
-        computed only at the answer rows. The last layer keeps only the answer rows after its attention (its o_proj
-        and MLP run on R rows, not T: no other row's output is ever read)."""
+        computed only at the answer rows (`hidden`)."""
+        return self.ops.answer_logprobs(self.hidden(launch), self.lm_head, launch.read_row, launch.read_token)
+
+    @torch.inference_mode()
+    def hidden(self, launch: Launch) -> torch.Tensor:
+        """The final-normed hidden states of the answer rows `launch.rows`: [R, D]. The last layer keeps only the
+        answer rows after its attention (its o_proj and MLP run on R rows, not T: no other row's output is read)."""
         x, residual = self.embed(launch.tokens), None  # [T, D]
         last = self.config.layers - 1
         for index in range(last):
             x, residual = self.layer(index, x, residual, launch)
         x, residual = self.layer(last, x, residual, launch, keep=launch.rows)  # [R, D] each
         final, _ = self.add_norm(x, residual, self.final_norm, self.precision.head)  # [R, D]
-        return self.ops.answer_logprobs(final, self.lm_head, launch.read_row, launch.read_token)
+        return final
 
     __call__ = forward
 

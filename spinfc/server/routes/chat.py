@@ -28,6 +28,7 @@ from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.prechecks import Prechecks
 from spinfc.server.errors import ApiError
 from spinfc.server.hangup import while_connected
+from spinfc.server.logprobs import Pieces, chat_logprobs, ids_in
 from spinfc.server.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage, StreamOptions
 from spinfc.server.scoring import score_body
 from spinfc.server.service import ServiceDep
@@ -54,7 +55,8 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
         return await while_connected(request, service, scored(data, service, ctx))
     Prechecks(ctx.limits, service.longest_token).messages(messages, "messages")  # before the prompt is tokenized
     stream = (data.stream_options or StreamOptions()) if data.stream else None
-    return await while_connected(request, service, generated(messages, service, ctx, sampling, stream))
+    top = (data.top_logprobs or 0) if data.logprobs else None
+    return await while_connected(request, service, generated(messages, service, ctx, sampling, stream, top))
 
 
 def refuse_unsupported(data: ChatRequest) -> None:
@@ -65,12 +67,26 @@ def refuse_unsupported(data: ChatRequest) -> None:
     if data.stream_options is not None and not data.stream:
         raise ApiError(400, "invalid_stream_options", "`stream_options` is only read with `stream: true`: remove "
                        "it, or stream", param="stream_options")
-    refused = {"n": (data.n, 1), "logprobs": (data.logprobs, False),
+    refuse_logprobs(data)
+    refused = {"n": (data.n, 1),
                "frequency_penalty": (data.frequency_penalty, 0), "presence_penalty": (data.presence_penalty, 0)}
     for name, (value, supported) in refused.items():
         if value is not None and value != supported:
             raise ApiError(400, "unsupported_parameter", f"`{name}` {value!r} is not supported: this server "
                            f"answers with {name} = {supported!r} only; omit it", param=name)
+
+
+def refuse_logprobs(data: ChatRequest) -> None:
+    """`logprobs` are those of generated tokens: not of a scoring request (nothing is generated), not streamed."""
+    if data.top_logprobs is not None and not data.logprobs:
+        raise ApiError(400, "conflicting_fields", "`top_logprobs` needs `logprobs: true`", param="top_logprobs")
+    if data.logprobs and (data.scoring is not None or data.packs):
+        raise ApiError(400, "unsupported_parameter", "`logprobs` are the generated tokens', and a scoring request "
+                       "generates nothing: remove `logprobs` (the scores are in `scoring`), or POST /v1/completions "
+                       "with echo and logprobs for the prompt's own", param="logprobs")
+    if data.logprobs and data.stream:
+        raise ApiError(400, "unsupported_parameter", "`logprobs` are not streamed by this server: send `stream` "
+                       "false or omit `logprobs`", param="logprobs")
 
 
 def completion(service, content: str, finish: str, usage: ChatUsage, **extra) -> ChatCompletion:
@@ -123,8 +139,9 @@ def sampling_of(data: ChatRequest, ctx: CallContext) -> Sampling:
 
 
 async def generated(messages: list[dict], service, ctx: CallContext, sampling: Sampling,
-                    stream: StreamOptions | None) -> ChatCompletion | ServerSentEvent:
-    """An answer generated from `messages` ([{"role", "content": str}]); with `stream`, as server-sent events."""
+                    stream: StreamOptions | None, top: int | None = None) -> ChatCompletion | ServerSentEvent:
+    """An answer generated from `messages` ([{"role", "content": str}]); with `stream`, as server-sent events;
+    with `top` (0 or more), each generated token's logprob and `top` most likely tokens."""
     generator = service.generator
     if generator is None or not generator.available:
         raise ApiError(400, "generation_not_available", f"the model {service.model_name!r} cannot generate in this "
@@ -136,11 +153,15 @@ async def generated(messages: list[dict], service, ctx: CallContext, sampling: S
             messages, check=lambda prompt: limits.check("max_content_tokens", len(prompt.tokens), "messages"))
         if stream is not None:  # the stream holds the admission place until it ends
             return stream_answer(service, generator, prompt, sampling, stream.include_usage, place.pop_all())
-        answer = await generator.run(prompt, sampling)
+        answer = await generator.run(prompt, sampling, top_logprobs=top)
     completion_tokens = len(answer.tokens)
     usage = ChatUsage(prompt_tokens=answer.prompt_tokens, completion_tokens=completion_tokens,
                       total_tokens=answer.prompt_tokens + completion_tokens)
-    return completion(service, answer.text, answer.finish_reason, usage)
+    result = completion(service, answer.text, answer.finish_reason, usage)
+    if top is not None:  # token texts on the generation thread, which owns its tokenizer
+        result.choices[0].logprobs = await generator.call(lambda tokenizer: chat_logprobs(
+            Pieces(tokenizer, ids_in([], [answer.logprobs])), answer.logprobs, top))
+    return result
 
 
 def stop_strings(stop: str | list[str] | None) -> tuple[str, ...]:

@@ -1,0 +1,24 @@
+"""spinfc's Python client: `Client` (blocking) and `AsyncClient` (asyncio) over httpx, answers typed as the server's
+own response structs. Needs only `pip install "spinfc[client]"` (httpx, msgspec): no torch. See docs/client.md.
+
+    from spinfc.client import Client
+
+    with Client("http://localhost:8000") as client:        # or SPINFC_BASE_URL / SPINFC_API_KEY
+        answer = client.score(messages=[{"role": "user", "content": "..."}], scoring={"queries": [
+            {"id": "q", "template": "Is it spam?<?>", "options": [" yes", " no"]}]})
+        answer.results[0].combinations[0].options[0].p
+"""
+
+from spinfc.client.aio import AsyncClient
+from spinfc.client.batches import Batch
+from spinfc.client.calls import SpinfcError
+from spinfc.client.sync import Client
+from spinfc.server.decision_schemas import DecisionAnswer, DecisionResponse
+from spinfc.server.schemas import InputResult, ModelCard, ModelList, PackList, PackResult, ScoreRequest, ScoreResponse
+from spinfc.runtime.results import Combination, OptionScore, QueryResult
+
+__all__ = [
+    "Client", "AsyncClient", "SpinfcError", "Batch",
+    "ScoreRequest", "ScoreResponse", "InputResult", "QueryResult", "Combination", "OptionScore", "PackResult",
+    "DecisionResponse", "DecisionAnswer", "ModelList", "ModelCard", "PackList",
+]

@@ -1,0 +1,146 @@
+"""POST /v1/completions: OpenAI's legacy completions, so a scoring client written for the OpenAI API or vLLM works
+unchanged (lm-evaluation-harness's `local-completions` among them).
+
+    prompt       a string, a list of strings, a list of token ids, or a list of token-id lists: one choice each
+    echo         the prompt is part of the choice's text and, with `logprobs`, of its logprobs
+    logprobs     k (0 to 20): per token its logprob and the k most likely tokens there (with the chosen one)
+    max_tokens   tokens to generate (default 16); 0 generates nothing: with `echo` and `logprobs`, the scoring
+                 call (every prompt token's logprob, from one packed read of all the prompts: server/completing.py)
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Annotated
+
+from litestar import Request, post
+from litestar.openapi.spec import Example
+from litestar.params import Body
+
+from spinfc.runtime.generate import Sampling
+from spinfc.server.completing import Completed, complete
+from spinfc.server.completion_schemas import (
+    Completion, CompletionChoice, CompletionRequest, CompletionUsage,
+)
+from spinfc.server.context import call_context
+from spinfc.server.errors import ApiError
+from spinfc.server.logprobs import Pieces, completion_logprobs, ids_in
+from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS, stop_strings
+from spinfc.server.service import ServiceDep
+from spinfc.server.openapi import BODY_ROUTE, errors
+
+DEFAULT_MAX_TOKENS = 16  # OpenAI's
+EXAMPLE = Example(summary="the scoring call: every prompt token's logprob, nothing generated", value={
+    "prompt": "The capital of France is Paris.", "echo": True, "logprobs": 1, "max_tokens": 0})
+
+
+@post("/v1/completions", status_code=200, responses=errors(*BODY_ROUTE))
+async def completions(data: Annotated[CompletionRequest, Body(title="A completion request", examples=[EXAMPLE])],
+                      service: ServiceDep, request: Request) -> Completion:
+    refuse_unsupported(data)  # what can be checked without the model is checked first
+    forms = prompt_forms(data.prompt)
+    sampling = sampling_of(data)
+    engine = service.ready_engine()
+    ctx = call_context(request)
+    service.check_model(data.model)
+    one_greedy = sampling.max_tokens == 1 and sampling.temperature == 0
+    if sampling.max_tokens > 0 and not one_greedy:
+        generator = service.generator
+        if not ctx.features.get("generation", True) or generator is None or not generator.available:
+            raise ApiError(400, "generation_disabled", "this server does not generate (--no-generation, or a model "
+                           "that cannot): send max_tokens 0 (with echo and logprobs to score the prompt), or 1 "
+                           "with temperature 0", param="max_tokens")
+    vocab = service.generator.model.config.vocab
+    with service.admission.admit():
+        texts = [form for form in forms if isinstance(form, str)]
+        encoded = iter(await service.generator.call(
+            lambda tok: [tuple(tok(text, add_special_tokens=True)["input_ids"]) for text in texts]))
+        prompts = [next(encoded) if isinstance(form, str) else tuple(form) for form in forms]
+        check_prompts(prompts, data.prompt, vocab, engine.shape.budget, ctx.limits)
+        done = await complete(service, prompts, sampling, bool(data.echo), data.logprobs)
+        choices = await service.generator.call(lambda tok: build_choices(tok, forms, prompts, done, data))
+    prompt_tokens = sum(len(p) for p in prompts)
+    completion_tokens = sum(len(c.tokens) for c in done)
+    return Completion(
+        id=f"cmpl-{uuid.uuid4().hex}", object="text_completion", created=int(time.time()), model=service.model_name,
+        system_fingerprint=service.fingerprint, choices=choices,
+        usage=CompletionUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                              total_tokens=prompt_tokens + completion_tokens),
+    )
+
+
+def refuse_unsupported(data: CompletionRequest) -> None:
+    """400 for a field this server honours only at one value, rather than an answer that ignores it."""
+    refused = {"n": (data.n, 1), "best_of": (data.best_of, 1), "stream": (data.stream, False),
+               "suffix": (data.suffix, None), "frequency_penalty": (data.frequency_penalty, 0),
+               "presence_penalty": (data.presence_penalty, 0), "logit_bias": (data.logit_bias or None, None)}
+    for name, (value, supported) in refused.items():
+        if value is not None and value != supported:
+            raise ApiError(400, "unsupported_parameter", f"`{name}` {value!r} is not supported by /v1/completions "
+                           f"on this server: it answers with {name} = {supported!r} only; omit it", param=name)
+
+
+def prompt_forms(prompt) -> list[str | list[int]]:
+    """The prompts of a request: each a string or a list of token ids; 400 invalid_prompt otherwise."""
+    if isinstance(prompt, str):
+        return [prompt]
+    hint = "send a string, a list of strings, a list of token ids or a list of lists of token ids"
+    if not prompt:
+        raise ApiError(400, "invalid_prompt", f"`prompt` is an empty list: {hint}", param="prompt")
+    if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
+        return [list(prompt)]
+    for i, item in enumerate(prompt):
+        ok = isinstance(item, str) or (isinstance(item, list) and all(
+            isinstance(t, int) and not isinstance(t, bool) for t in item))
+        if not ok:
+            raise ApiError(400, "invalid_prompt", f"prompt[{i}] is a {type(item).__name__}: {hint}",
+                           param=f"prompt[{i}]")
+    return list(prompt)
+
+
+def check_prompts(prompts, given, vocab: int, budget: int, limits) -> None:
+    """Each prompt has tokens, valid ids, fits the server's limits and one pass."""
+    one = isinstance(given, str) or not isinstance(given[0], list | str)
+    for i, tokens in enumerate(prompts):
+        param = "prompt" if one else f"prompt[{i}]"
+        if not tokens:
+            raise ApiError(400, "empty_prompt", f"{param} has no tokens (the model adds no BOS): give it some text",
+                           param=param)
+        bad = next((t for t in tokens if not 0 <= t < vocab), None)
+        if bad is not None:
+            raise ApiError(400, "invalid_token_id", f"{param} holds token id {bad}, outside the model's vocabulary "
+                           f"of {vocab:,} ids", param=param)
+        limits.check("max_content_tokens", len(tokens), param)
+        if len(tokens) > budget:
+            raise ApiError(400, "content_too_long", f"{param} has {len(tokens):,} tokens, more than one pass of "
+                           f"{budget:,} rows holds: shorten it, or start the server with a larger --token-budget",
+                           param=param)
+    limits.check("max_processed_tokens", sum(len(tokens) for tokens in prompts), "prompt")
+
+
+def sampling_of(data: CompletionRequest) -> Sampling:
+    max_tokens = DEFAULT_MAX_TOKENS if data.max_tokens is None else data.max_tokens
+    if max_tokens > MAX_COMPLETION_TOKENS:
+        raise ApiError(400, "max_tokens_exceeded", f"max_tokens {max_tokens:,} is over this server's limit of "
+                       f"{MAX_COMPLETION_TOKENS:,} generated tokens: ask for fewer", param="max_tokens")
+    return Sampling(max_tokens=max_tokens, temperature=1.0 if data.temperature is None else data.temperature,
+                    top_p=1.0 if data.top_p is None else data.top_p, seed=data.seed, stop=stop_strings(data.stop))
+
+
+def build_choices(tokenizer, forms, prompts, done: list[Completed], data: CompletionRequest) -> list[CompletionChoice]:
+    """The choices, on the generation thread (token texts need the tokenizer)."""
+    pieces = Pieces(tokenizer, ids_in([c.scores for c in done], [c.steps for c in done])) \
+        if data.logprobs is not None else None
+    choices = []
+    for i, (form, tokens, completed) in enumerate(zip(forms, prompts, done)):
+        shown = "" if not data.echo else form if isinstance(form, str) else \
+            tokenizer.decode(list(tokens), skip_special_tokens=True)
+        text = shown + completed.text
+        logprobs = None
+        if pieces is not None:
+            logprobs = completion_logprobs(text, pieces, completed.scores if data.echo else None, len(shown),
+                                           completed.steps, data.logprobs)
+        choices.append(CompletionChoice(index=i, text=text, logprobs=logprobs,
+                                        finish_reason=completed.finish_reason))
+    return choices
