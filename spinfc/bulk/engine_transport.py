@@ -1,0 +1,87 @@
+"""The engine in this process: the one place the bulk job touches `spinfc.runtime.engine`.
+
+A batch is one program (the texts as contents, the question set's queries and packs' queries, as the server's
+/v1/score builds it with `add_packs`), compiled with the server's default limits, scored in the engine's shared
+passes. Several batches may be in flight at once: the engine packs their contents into the same passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import attrs
+import torch
+
+from spinfc.bulk.errors import Rejected
+from spinfc.bulk.questions import QuestionSet
+from spinfc.bulk.transport import ContentResult
+from spinfc.config import Limits
+from spinfc.errors import CompileError
+from spinfc.frontend import program_from_request
+from spinfc.ir.nodes import Content
+
+
+class EngineTransport:
+    def __init__(self, questions: QuestionSet, *, device: str | None = None, dtype: str = "float32",
+                 token_budget: int | None = None, limits: Limits | None = None):
+        from spinfc.config import EngineSettings
+
+        self.questions = questions
+        self.settings = EngineSettings(model=questions.model, device=device, dtype=dtype, token_budget=token_budget)
+        self.limits = limits or Limits()
+        self.model = questions.model
+        self.fingerprint = ""
+        self.engine = None
+
+    async def start(self) -> None:
+        self.engine, self.fingerprint = await asyncio.to_thread(start_engine, self.settings)
+        from spinfc.server.request_packs import add_packs
+
+        body = {"messages": [{"role": "user", "content": "-"}],
+                "scoring": {"queries": list(self.questions.queries)}, "packs": [p.id for p in self.questions.packs]}
+        self.plan = add_packs(program_from_request(body, model=self.model), self.questions.packs)
+
+    async def score(self, texts: list[str]) -> list[ContentResult]:
+        from spinfc.runtime.engine import PassFailed, Refused
+        from spinfc.server.limits import check_limits, check_prompts
+        from spinfc.server.request_packs import split_results
+
+        plan = self.plan
+        program = attrs.evolve(plan.program, contents=tuple(Content(f"input-{i}", t) for i, t in enumerate(texts)))
+        try:
+            check_prompts(program, self.limits)
+            compiled = await self.engine.compile_program_async(
+                program, check=lambda p: check_limits(p, self.limits, True, where=plan.where))
+            scored = await self.engine.score(compiled)
+        except CompileError as error:
+            raise Rejected(error.code, error.message) from None
+        except Refused as error:
+            raise Rejected(error.code, error.message) from None
+        except PassFailed as error:
+            raise Rejected("pass_failed", str(error)) from None
+        per_input = await asyncio.to_thread(scored.results)
+        return [ContentResult(*split_results(results, plan)) for results in per_input]
+
+    async def close(self) -> None:
+        if self.engine is not None:
+            await asyncio.to_thread(self.engine.close)
+
+
+def start_engine(settings):
+    """The engine `spinfc serve` would run for `settings` (the same model loading, CUDA graph and pass shape, so
+    the same numbers and fingerprint), started and warmed up; returns (engine, fingerprint)."""
+    from spinfc.backend import serving
+    from spinfc.runtime.engine import Engine
+    from spinfc.server.service import fingerprint, load_default
+
+    device, budget = settings.resolved_device(), settings.resolved_budget()
+    on_cuda = device.startswith("cuda")
+    dtype_name = serving.cuda_dtype(settings.dtype) if on_cuda else settings.dtype
+    model = load_default(settings.model, getattr(torch, dtype_name), device)
+    engine_fingerprint = fingerprint(model, dtype_name, device)
+    options = {}
+    if on_cuda:
+        shape = serving.launch_shape(budget)
+        model = serving.graph_model(model, shape)
+        options = serving.engine_options(shape)
+    return Engine(model, budget=budget, device=device, **options).start(), engine_fingerprint
