@@ -75,9 +75,10 @@ async def _run(args: argparse.Namespace):
     from spinfc.bulk.progress import Progress
     from spinfc.bulk.questions import load_questions
     from spinfc.bulk.readers import open_input
-    from spinfc.bulk.writers import ErrorLog, open_output
+    from spinfc.bulk.writers import ErrorLog, check_output, open_output
 
     source = open_input(args.input, args.text_column, args.id_column)  # a missing column stops here, before work
+    check_output(args.output, args.resume)
     questions = load_questions(args.pack, args.queries, args.model)
     layout = Layout(questions)
     transport = make_transport(args, questions)

@@ -20,10 +20,10 @@ from spinfc.runtime.results import QueryResult
 
 class HttpTransport:
     def __init__(self, questions: QuestionSet, url: str, *, token: str | None = None, retries: int = 20,
-                 timeout: float = 600.0):
+                 timeout: float = 600.0, http: httpx.AsyncBaseTransport | None = None):
         self.questions, self.url, self.retries = questions, url.rstrip("/"), retries
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.client = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout)
+        self.client = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout, transport=http)
         self.model = questions.model
         self.fingerprint = ""
 

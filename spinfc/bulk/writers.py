@@ -46,6 +46,19 @@ class Done:
         return len(self.ids) + len(self.rows)
 
 
+def check_output(path: str, resume: bool) -> None:
+    """Before any work: an OUTPUT that already holds rows needs --resume; a Parquet OUTPUT must not be a file."""
+    found = Path(path)
+    if resume or not found.exists():
+        return
+    jsonl = path.lower().endswith(JSONL_SUFFIXES)
+    if not jsonl and not found.is_dir():
+        raise BulkError(f"{path} is a file; a Parquet OUTPUT is a folder of part files: give a new name, or end "
+                        "it in .jsonl for one JSONL file")
+    if (found.stat().st_size > 0) if jsonl else any(found.glob("part-*.parquet")):
+        raise BulkError(f"{path} already holds rows: add --resume to continue that job, or remove it to start again")
+
+
 def open_output(path: str, schema: pa.Schema, resume: bool):
     writer = JsonlOutput if path.lower().endswith(JSONL_SUFFIXES) else ParquetOutput
     return writer(Path(path), schema, resume)
