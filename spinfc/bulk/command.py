@@ -57,6 +57,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        print("spinfc score: error: pyarrow is not installed: pip install 'spinfc[bulk]' (pyarrow, and ray[data] "
+              "for --ray)", file=sys.stderr)
+        return 2
+    try:
         if args.ray is not None:
             from spinfc.bulk.ray_job import run_ray
 

@@ -63,8 +63,8 @@ def run_ray(args: argparse.Namespace) -> Summary:
                         "to resume, or write to a new OUTPUT")
     if Path(args.input).exists():  # a local INPUT is checked here; a remote one (s3://...) by Ray when it reads
         open_input(args.input, args.text_column, args.id_column)
-    output = Path(args.output)
-    if output.exists() and any(output.iterdir() if output.is_dir() else [output]):
+    output = args.output  # a path or a URI (s3://...): pyarrow and Ray read both as given
+    if Path(output).exists() and any(Path(output).iterdir() if Path(output).is_dir() else [output]):
         raise BulkError(f"{output} already exists: --ray writes a new Parquet dataset folder; give a new OUTPUT")
     questions = load_questions(args.pack, args.queries, args.model)
     started = time.perf_counter()
@@ -75,7 +75,7 @@ def run_ray(args: argparse.Namespace) -> Summary:
     columns = [args.id_column, args.text_column]
     kind = input_format(args.input)
     if kind == "parquet":
-        dataset = ray.data.read_parquet(args.input, columns=columns)
+        dataset = ray.data.read_parquet(args.input).select_columns(columns)
     elif kind == "csv":
         dataset = ray.data.read_csv(args.input).select_columns(columns)
     else:
@@ -85,14 +85,14 @@ def run_ray(args: argparse.Namespace) -> Summary:
         num_gpus=1 if gpus else 0, num_cpus=0 if gpus else 1,
         fn_constructor_kwargs={"questions": questions, "text_column": args.text_column, "id_column": args.id_column,
                                "device": args.device, "dtype": args.dtype, "token_budget": args.token_budget})
-    scored.write_parquet(str(output))
+    scored.write_parquet(output)
     summary = _summary(output, args.errors, questions, time.perf_counter() - started)
     if not args.quiet:
         print(summary.line() + f" ({actors} actor{'s' if actors != 1 else ''}, {gpus} GPUs)")
     return summary
 
 
-def _summary(output: Path, errors_path: str | None, questions, seconds: float) -> Summary:
+def _summary(output: str, errors_path: str | None, questions, seconds: float) -> Summary:
     import json
 
     import pyarrow.dataset as ds
