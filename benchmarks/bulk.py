@@ -110,7 +110,7 @@ def main() -> None:
     same = sorted(local, key=lambda r: r["id"]) == sorted(remote, key=lambda r: r["id"])
     client_p = [o["p"] for item in items for r in item["packs"][0]["results"] for c in r["combinations"]
                 for o in c["options"]]
-    local_p = [local[k][c] for k in range(len(local)) for c in local[k] if c.endswith("__p") and "__category__" not in c]
+    local_p = [value for row in local for name, value in row.items() if name.endswith("__p")]
     print(f"{'path':<24} {'rows':>5} {'seconds':>8} {'rows/s':>8} {'questions/s':>12}")
     for name, r in results.items():
         print(f"{name:<24} {r['rows']:>5} {r['seconds']:>8} {r['rows/s']:>8} {r['questions/s']:>12}")

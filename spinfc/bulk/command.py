@@ -31,7 +31,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queries", metavar="FILE", help="a JSON file with the scoring.queries of a /v1/score request")
     parser.add_argument("--text-column", default="text", metavar="NAME", help="the column to score (default: text)")
     parser.add_argument("--id-column", default="id", metavar="NAME", help="the column of unique ids (default: id)")
-    parser.add_argument("--errors", metavar="FILE", help="write one JSON line per row not scored (row, id, code, reason)")
+    parser.add_argument("--errors", metavar="FILE",
+                        help="write one JSON line per row not scored (row, id, code, reason)")
     parser.add_argument("--resume", action="store_true", help="skip the rows whose id OUTPUT already holds")
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"the model (default: {DEFAULT_MODEL}); with --server, "
                         "the model the questions are checked against")
@@ -42,7 +43,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", metavar="URL", help="send the work to a running `spinfc serve` at URL")
     parser.add_argument("--token", default=None, help="bearer token for --server (default: $SPINFC_TOKEN)")
     parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                        help="run on Ray Data: a local Ray (RAY_ADDRESS if set), or the cluster at ADDRESS (auto, ray://host:10001)")
+                        help="run on Ray Data: a local Ray (or the cluster RAY_ADDRESS names), or the cluster at "
+                        "ADDRESS (auto, ray://head:10001)")
     parser.add_argument("--actors", type=_positive, default=None,
                         help="engine actors under --ray (default: one per GPU, else 1)")
     parser.add_argument("--batch-size", type=_positive, default=32, help="rows per engine request (default: 32)")

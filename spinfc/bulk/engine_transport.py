@@ -12,7 +12,7 @@ import asyncio
 import attrs
 import torch
 
-from spinfc.bulk.errors import Rejected
+from spinfc.bulk.errors import BulkError, Rejected
 from spinfc.bulk.questions import QuestionSet
 from spinfc.bulk.transport import ContentResult
 from spinfc.config import Limits
@@ -34,12 +34,18 @@ class EngineTransport:
         self.engine = None
 
     async def start(self) -> None:
+        """Load the model and start the engine; score one short text, so the questions' floor is cached and a
+        question the engine refuses stops the job before any work (Rejected)."""
         self.engine, self.fingerprint = await asyncio.to_thread(start_engine, self.settings)
         from spinfc.server.request_packs import add_packs
 
         body = {"messages": [{"role": "user", "content": "-"}],
                 "scoring": {"queries": list(self.questions.queries)}, "packs": [p.id for p in self.questions.packs]}
         self.plan = add_packs(program_from_request(body, model=self.model), self.questions.packs)
+        try:  # the floor and the first pass's set-up are paid here, as the HTTP transport does
+            await self.score(["Hello."])
+        except Rejected as error:
+            raise BulkError(f"the engine refuses these questions: {error.code}: {error.message}") from None
 
     async def score(self, texts: list[str]) -> list[ContentResult]:
         from spinfc.runtime.engine import PassFailed, Refused

@@ -42,7 +42,8 @@ class HttpTransport:
         try:
             await self.score(["Hello."])
         except Rejected as error:
-            raise BulkError(f"the server at {self.url} refuses these questions: {error.code}: {error.message}") from None
+            raise BulkError(f"the server at {self.url} refuses these questions: {error.code}: "
+                            f"{error.message}") from None
 
     async def score(self, texts: list[str]) -> list[ContentResult]:
         body: dict = {"inputs": [{"messages": [{"role": "user", "content": text}]} for text in texts]}

@@ -75,8 +75,9 @@ def _resolve_packs(refs: Sequence[str], model: str) -> list[Pack]:
                 registry = load_pack_registry([], model)
             if registry.get(ref) is None:
                 why = next((s.reason for s in registry.skipped if s.id == ref), None)
+                known = ", ".join(registry.enabled) or "none"
                 raise BulkError(f"--pack {ref}: no bundled pack with that id for {model}" + (f" ({why})" if why else "")
-                                + f"; the bundled packs are {', '.join(registry.enabled) or 'none'}, or give a .toml file")
+                                + f"; the bundled packs are {known}, or give a .toml file")
             pack = registry.get(ref)
         if any(p.id == pack.id for p in packs):
             raise BulkError(f"--pack {ref}: pack {pack.id!r} is named twice; name each pack once")

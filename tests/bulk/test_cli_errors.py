@@ -5,7 +5,8 @@ import pyarrow.parquet as pq
 
 from spinfc.cli import main
 
-QUERIES = "fixtures/bulk-queries.json"
+from .paths import QUERIES
+
 
 
 def _input(tmp_path):

@@ -8,7 +8,8 @@ from spinfc.bulk.columns import Layout, slug
 from spinfc.bulk.questions import load_questions
 from spinfc.runtime.results import Combination, OptionScore, QueryResult
 
-QUERIES = "fixtures/bulk-queries.json"
+from .paths import QUERIES
+
 
 
 def test_slugs():

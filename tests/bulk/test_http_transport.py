@@ -10,7 +10,9 @@ from spinfc.bulk.errors import BulkError, Rejected
 from spinfc.bulk.http_transport import HttpTransport, _retry_after
 from spinfc.bulk.questions import load_questions
 
-QUESTIONS = load_questions([], "fixtures/bulk-queries.json", "gemma3-270m")
+from .paths import QUERIES
+
+QUESTIONS = load_questions([], QUERIES, "gemma3-270m")
 RESULT = {"id": "refund", "combinations": [{"values": {}, "residual": 0.5, "options": [
     {"text": " yes", "logprob": -1.0, "p": 0.6, "floor_p": 0.5}, {"text": " no", "logprob": -1.4, "p": 0.4,
                                                                   "floor_p": 0.5}]}]}

@@ -20,9 +20,8 @@ from spinfc.bulk.columns import Layout
 from spinfc.bulk.questions import load_questions
 from spinfc.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "fixtures" / "support-messages.parquet"
-QUERIES = str(ROOT / "fixtures" / "bulk-queries.json")
+from .paths import FIXTURE, QUERIES, ROOT
+
 pytestmark = pytest.mark.slow
 
 

@@ -10,7 +10,9 @@ from spinfc.bulk.errors import BulkError
 from spinfc.bulk.questions import load_questions
 from spinfc.bulk.writers import ErrorLog, open_output
 
-LAYOUT = Layout(load_questions([], "fixtures/bulk-queries.json", "gemma3-270m"))
+from .paths import QUERIES
+
+LAYOUT = Layout(load_questions([], QUERIES, "gemma3-270m"))
 SCHEMA = LAYOUT.schema({"spinfc.system_fingerprint": "fp-1", "spinfc.model": "gemma3-270m"})
 
 
