@@ -35,7 +35,7 @@ class EngineTransport:
 
     async def start(self) -> None:
         """Load the model and start the engine; score one short text, so the questions' floor is cached and a
-        question the engine refuses stops the job before any work (Rejected)."""
+        question the engine refuses stops the job before any work (BulkError)."""
         self.engine, self.fingerprint = await asyncio.to_thread(start_engine, self.settings)
         from spinfc.server.request_packs import add_packs
 

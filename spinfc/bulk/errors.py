@@ -3,7 +3,7 @@
     BulkError   the job cannot start or go on (a missing column, an OUTPUT that holds another job's rows, a server
                 that does not answer): the CLI prints it and exits with status 2; what was written stays written
     Rejected    the engine or the server refused a batch (a content over a limit, a failed pass): the runner
-                retries each row alone, so only the rows at fault become error rows
+                scores each half again, down to single rows, so only the rows at fault become error rows
     RowError    one row that was not scored, with a code and a reason: a row of the output (its `error_code` and
                 `error` columns) and a line of the --errors file
 """

@@ -2,8 +2,8 @@
 `scoring.queries` and `packs`, as the in-process transport builds it, so the numbers are the same.
 
 429 and 503 are retried after the server's Retry-After (at most `retries` times, each wait capped at 60 s); a
-400 is the batch's fault (Rejected: the runner scores its rows alone); anything else stops the job (BulkError):
-what was written stays, and --resume continues once the server is back.
+400 or 413 is the batch's fault (Rejected: the runner splits the batch to find the rows at fault); anything else
+stops the job (BulkError): what was written stays, and --resume continues once the server is back.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class HttpTransport:
             if response.status_code in (429, 503) and attempt < self.retries:
                 await asyncio.sleep(_retry_after(response, attempt))
                 continue
-            if response.status_code == 400:
+            if response.status_code in (400, 413):  # a content over a limit, or a batch over --max-body-bytes
                 raise Rejected(error.get("code") or "invalid_request", error.get("message", response.text[:300]))
             raise BulkError(f"POST {self.url}{route}: {response.status_code} {error.get('code')}: "
                             f"{error.get('message', response.text[:300])}; run again with --resume when it is fixed")

@@ -4,8 +4,9 @@ a group at a time.
 
     read  ->  skip done / duplicate ids  ->  score (batches in flight)  ->  rows in order  ->  write a group
 
-A batch the engine refuses (a content over a limit) is scored again row by row, so only the rows at fault become
-error rows; a row with no usable text never reaches the engine. Every input row gives exactly one output row.
+A batch the engine refuses (a content over a limit) is split in halves and each scored again, down to single rows,
+so only the rows at fault become error rows; a row with no usable text never reaches the engine. Every input row
+gives exactly one output row.
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ async def score_rows(transport: Transport, layout: Layout, rows: list[Row]) -> l
             if len(good) == 1:
                 row = good[0]
                 scored[row.index] = layout.error_row(row.index, row.id, error.code, error.message)
-            else:  # find the rows at fault: each alone (the engine still packs them into shared passes)
-                alone = await asyncio.gather(*(score_rows(transport, layout, [row]) for row in good))
-                scored.update((row.index, out[0]) for row, out in zip(good, alone))
+            else:  # find the rows at fault: score each half (two requests at a time), down to single rows
+                half = len(good) // 2
+                parts = await asyncio.gather(score_rows(transport, layout, good[:half]),
+                                             score_rows(transport, layout, good[half:]))
+                scored.update((row.index, out) for row, out in zip(good, parts[0] + parts[1]))
     return [scored[row.index] if row.problem is None else
             layout.error_row(row.index, row.id, row.problem.code, row.problem.message) for row in rows]
 
