@@ -5,7 +5,8 @@
     --server (a live `spinfc serve`) and --ray (a local Ray) give the in-process run's numbers, bit for bit
 
 On the CPU the reference kernels' sums depend on which contents share a pass (by up to ~6e-6 in a logprob), so
-the three runs send the same batches one at a time (--in-flight 1): their passes hold the same contents.
+the three runs send one row per request, one at a time (Ray Data cuts batches at its blocks' edges): each pass
+holds one content, the same in every run.
 """
 
 import json
@@ -90,12 +91,12 @@ def test_killed_after_some_groups_and_resumed_every_row_is_written_once(tmp_path
 
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory):
-    """The in-process run of 8 fixture rows with the two queries, batches of 3 one at a time: what --server and
-    --ray (one actor, which takes one batch at a time) must reproduce."""
+    """The in-process run of 8 fixture rows with the two queries, one row per request, one at a time: what
+    --server and --ray (one actor, which takes one batch at a time) must reproduce."""
     folder = tmp_path_factory.mktemp("in-process")
     pq.write_table(pq.read_table(FIXTURE).slice(0, 8), folder / "in.parquet")
     assert main(["score", str(folder / "in.parquet"), "-o", str(folder / "out"), "--queries", QUERIES,
-                 "--batch-size", "3", "--in-flight", "1", "--quiet"]) == 0
+                 "--batch-size", "1", "--in-flight", "1", "--quiet"]) == 0
     return folder / "in.parquet", folder / "out"
 
 
@@ -110,7 +111,7 @@ def test_a_live_server_gives_the_same_numbers(in_process, tmp_path):
     with live_server(create_app(settings)) as url:
         out = tmp_path / "out.jsonl"
         assert main(["score", str(source), "-o", str(out), "--queries", QUERIES, "--server", url,
-                     "--batch-size", "3", "--in-flight", "1", "--quiet"]) == 0
+                     "--batch-size", "1", "--in-flight", "1", "--quiet"]) == 0
     rows = {row["id"]: row for row in map(json.loads, out.read_text().splitlines())}
     assert rows == _by_id(expected)
     meta = json.loads((tmp_path / "out.jsonl.meta.json").read_text())
@@ -124,7 +125,7 @@ def test_ray_data_gives_the_same_rows_and_numbers(in_process, tmp_path):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         out = tmp_path / "out"
-        assert main(["score", str(source), "-o", str(out), "--queries", QUERIES, "--ray", "--batch-size", "3",
+        assert main(["score", str(source), "-o", str(out), "--queries", QUERIES, "--ray", "--batch-size", "1",
                      "--errors", str(tmp_path / "errors.jsonl"), "--quiet"]) == 0
     finally:
         ray.shutdown()
