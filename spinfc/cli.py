@@ -7,6 +7,7 @@
     spinfc quantize MODEL --scheme fp8-static|int8-static --calibration FILE -o DIR
     spinfc parity --fixture F --reference R [--record] [--tolerance X] [--model M]
     spinfc serve [MODEL] ...        (spinfc.server.cli)
+    spinfc score INPUT -o OUTPUT --pack ID_OR_FILE ...   (spinfc.bulk.command; docs/bulk.md)
 
 Mistakes in the input print as `file:line:col: error: ...` with a hint and exit with status 2; so does
 `packs validate` when it finds any (after printing every one).
@@ -82,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     if server_cli is not None:
         server_cli.configure_parser(serve)
     serve.set_defaults(run=_serve)
+
+    score = commands.add_parser("score", help="score every row of a Parquet, CSV or JSONL file (docs/bulk.md)")
+    from spinfc.bulk import command as score_command
+
+    score_command.configure_parser(score)
+    score.set_defaults(run=score_command.main)
     return parser
 
 

@@ -1,0 +1,186 @@
+"""Input files, read in batches of rows: Parquet (a file or a dataset folder), CSV and JSONL.
+
+    source = open_input(path, text_column="text", id_column="id")     checks the columns; BulkError if one is missing
+    source.total                                                       rows in the file when cheap to know, else None
+    for rows in source.batches(256): ...                               lists of `Row`, in file order
+
+Only the id and text columns are read, a batch at a time: memory holds one batch, never the file. A row that
+cannot be scored (a malformed JSON line, a missing or non-text value, empty text) comes as a `Row` with its
+`problem` set, in its place, and the job goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pyarrow as pa
+
+from spinfc.bulk.errors import BulkError, RowError
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+CSV_SUFFIXES = (".csv", ".tsv")
+
+
+@attrs.frozen
+class Row:
+    index: int  # 0-based position among the file's records (a malformed JSON line counts as one)
+    id: str | None  # the id column's value as text
+    text: object
+    problem: RowError | None = None
+
+
+def input_format(path: str) -> str:
+    name = path.lower().rstrip("/")
+    if name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(CSV_SUFFIXES):
+        return "csv"
+    return "parquet"
+
+
+def open_input(path: str, text_column: str = "text", id_column: str = "id"):
+    if not Path(path).exists():
+        raise BulkError(f"input {path}: no such file or folder")
+    kind = input_format(path)
+    reader = {"jsonl": JsonlInput, "csv": CsvInput, "parquet": ParquetInput}[kind]
+    return reader(path, text_column, id_column)
+
+
+def check_row(index: int, row_id, text) -> Row:
+    """A row with its problem, if any: no id, text that is not a string, or text that is empty."""
+    row_id = None if row_id is None else str(row_id)
+    if row_id is None or row_id == "":
+        return Row(index, None, text, RowError("missing_id", "the row has no id"))
+    if not isinstance(text, str):
+        kind = "nothing (null)" if text is None else f"a {type(text).__name__}"
+        return Row(index, row_id, text, RowError("not_text", f"the text column holds {kind}, not text"))
+    if not text.strip():
+        return Row(index, row_id, text, RowError("empty_content", "the text is empty"))
+    return Row(index, row_id, text)
+
+
+def _missing(path: str, column: str, flag: str, found: list[str]) -> BulkError:
+    return BulkError(f"input {path} has no column {column!r} ({flag}); the columns are "
+                     f"{', '.join(map(repr, found)) or 'none'}: name one with {flag} NAME")
+
+
+class ParquetInput:
+    def __init__(self, path: str, text_column: str, id_column: str):
+        import pyarrow.dataset as ds
+
+        self.path, self.columns = path, [id_column, text_column]
+        self.dataset = ds.dataset(path, format="parquet")
+        found = self.dataset.schema.names
+        for column, flag in ((text_column, "--text-column"), (id_column, "--id-column")):
+            if column not in found:
+                raise _missing(path, column, flag, found)
+        self.total = self.dataset.count_rows()
+
+    def batches(self, size: int) -> Iterator[list[Row]]:
+        index = 0
+        for batch in self.dataset.to_batches(columns=self.columns, batch_size=size):
+            ids, texts = (batch.column(k).to_pylist() for k in range(2))
+            yield [check_row(index + k, ids[k], texts[k]) for k in range(len(ids))]
+            index += len(ids)
+
+
+class CsvInput:
+    def __init__(self, path: str, text_column: str, id_column: str):
+        import pyarrow.csv as csv
+
+        self.path, self.columns, self.total = path, [id_column, text_column], None
+        self.invalid: list[tuple[int | None, str]] = []
+        delimiter = "\t" if path.lower().endswith(".tsv") else ","
+        self.parse = csv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
+                                      invalid_row_handler=self._invalid)
+        skip = csv.ParseOptions(delimiter=delimiter, newlines_in_values=True, invalid_row_handler=lambda row: "skip")
+        try:
+            found = csv.open_csv(path, parse_options=skip).schema.names
+        except pa.ArrowInvalid as error:
+            raise BulkError(f"input {path}: not a CSV file with a header line: {error}") from None
+        for column, flag in ((text_column, "--text-column"), (id_column, "--id-column")):
+            if column not in found:
+                raise _missing(path, column, flag, found)
+
+    def _invalid(self, row) -> str:
+        self.invalid.append((row.number, f"{row.actual_columns} fields where the header has {row.expected_columns}"))
+        return "skip"
+
+    def batches(self, size: int) -> Iterator[list[Row]]:
+        import pyarrow.csv as csv
+
+        convert = csv.ConvertOptions(include_columns=self.columns, strings_can_be_null=False,
+                                     column_types={c: pa.string() for c in self.columns})
+        reader = csv.open_csv(self.path, parse_options=self.parse, convert_options=convert,
+                              read_options=csv.ReadOptions(block_size=1 << 20, use_threads=False))
+        index, pending = 0, []
+        for batch in reader:
+            for number, why in self.invalid:
+                pending.append(Row(index, None, None, RowError("malformed_line", f"line {number}: {why}")))
+                index += 1
+            self.invalid.clear()
+            ids, texts = (batch.column(k).to_pylist() for k in range(2))
+            for k in range(len(ids)):
+                pending.append(check_row(index, ids[k], texts[k]))
+                index += 1
+            while len(pending) >= size:
+                yield pending[:size]
+                pending = pending[size:]
+        pending += [Row(index + k, None, None, RowError("malformed_line", f"line {n}: {why}"))
+                    for k, (n, why) in enumerate(self.invalid)]
+        if pending:
+            yield pending
+
+
+class JsonlInput:
+    def __init__(self, path: str, text_column: str, id_column: str):
+        self.path, self.text_column, self.id_column = path, text_column, id_column
+        first, lines = None, 0
+        with open(path, "rb") as file:
+            for line in file:
+                if not line.strip():
+                    continue
+                lines += 1
+                if first is None:
+                    try:
+                        value = json.loads(line)
+                        first = value if isinstance(value, dict) else None
+                    except ValueError:
+                        pass
+        self.total = lines
+        found = list(first) if first is not None else []
+        for column, flag in ((text_column, "--text-column"), (id_column, "--id-column")):
+            if column not in found:
+                raise _missing(path + " (its first JSON object)", column, flag, found)
+
+    def batches(self, size: int) -> Iterator[list[Row]]:
+        rows, index = [], 0
+        with open(self.path, "rb") as file:
+            for number, line in enumerate(file, start=1):
+                if not line.strip():
+                    continue
+                rows.append(self._row(index, number, line))
+                index += 1
+                if len(rows) == size:
+                    yield rows
+                    rows = []
+        if rows:
+            yield rows
+
+    def _row(self, index: int, number: int, line: bytes) -> Row:
+        path = self.path
+        try:
+            value = json.loads(line)
+        except ValueError as error:
+            return Row(index, None, None, RowError("malformed_line", f"{path}:{number}: not valid JSON: {error}"))
+        if not isinstance(value, dict):
+            return Row(index, None, None, RowError("malformed_line", f"{path}:{number}: not a JSON object"))
+        for column in (self.id_column, self.text_column):
+            if column not in value:
+                row_id = value.get(self.id_column)
+                return Row(index, None if row_id is None else str(row_id), None,
+                           RowError("missing_field", f"{path}:{number}: the object has no {column!r}"))
+        return check_row(index, value[self.id_column], value[self.text_column])

@@ -1,0 +1,35 @@
+"""How a batch of texts reaches the engine: in this process (engine_transport.py) or a running `spinfc serve`
+(http_transport.py). Both take the same question set and give the same numbers on the same device and fingerprint.
+
+    transport = ...; await transport.start()      load the model / check the server; sets model and fingerprint
+    await transport.score(["text 1", "text 2"])   one ContentResult per text, in order; Rejected for the batch
+    await transport.close()
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import attrs
+
+from spinfc.runtime.results import QueryResult
+
+
+@attrs.frozen
+class ContentResult:
+    own: list[QueryResult]  # the --queries queries, in order
+    packs: list  # one spinfc.server.schemas.PackResult per --pack, in order
+
+
+class Transport(Protocol):
+    model: str  # the served model name
+    fingerprint: str  # the system_fingerprint of every score this transport returns
+
+    async def start(self) -> None: ...
+
+    async def score(self, texts: list[str]) -> list[ContentResult]:
+        """Score every question of the question set on each text; raise `Rejected` when the engine or the server
+        refuses the batch (the caller then scores each text alone to find the one at fault)."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,70 @@
+"""The HTTP transport's answers to the server's statuses: 429/503 retried after Retry-After (bounded), 400 the
+batch's fault, anything else stops the job. The server is httpx's MockTransport speaking the API's shapes."""
+
+import asyncio
+
+import httpx
+import pytest
+
+from spinfc.bulk.errors import BulkError, Rejected
+from spinfc.bulk.http_transport import HttpTransport, _retry_after
+from spinfc.bulk.questions import load_questions
+
+from .paths import QUERIES
+
+QUESTIONS = load_questions([], QUERIES, "gemma3-270m")
+RESULT = {"id": "refund", "combinations": [{"values": {}, "residual": 0.5, "options": [
+    {"text": " yes", "logprob": -1.0, "p": 0.6, "floor_p": 0.5}, {"text": " no", "logprob": -1.4, "p": 0.4,
+                                                                  "floor_p": 0.5}]}]}
+
+
+def _transport(answers, retries=3):
+    calls = []
+
+    def handle(request):
+        calls.append(request)
+        status, headers, body = answers[min(len(calls), len(answers)) - 1]
+        return httpx.Response(status, headers=headers, json=body)
+
+    return HttpTransport(QUESTIONS, "http://server", retries=retries, http=httpx.MockTransport(handle)), calls
+
+
+def _ok(n):
+    return 200, {}, {"model": "gemma3-270m", "system_fingerprint": "fp", "inputs": [
+        {"index": i, "results": [RESULT]} for i in range(n)]}
+
+
+BUSY = (429, {"Retry-After": "0"}, {"error": {"code": "concurrency_limit", "message": "busy"}})
+
+
+def test_429_is_retried_after_retry_after_then_scored():
+    transport, calls = _transport([BUSY, BUSY, _ok(2)])
+    results = asyncio.run(transport.score(["a", "b"]))
+    assert len(calls) == 3 and len(results) == 2 and transport.fingerprint == "fp"
+    assert results[0].own[0].combinations[0].options[0].p == 0.6
+    body = calls[0].read()
+    assert b'"inputs"' in body and b'"scoring"' in body
+
+
+def test_retries_are_bounded():
+    transport, calls = _transport([BUSY], retries=2)
+    with pytest.raises(BulkError, match="429 concurrency_limit"):
+        asyncio.run(transport.score(["a"]))
+    assert len(calls) == 3
+
+
+def test_400_rejects_the_batch_and_500_stops_the_job():
+    bad = (400, {}, {"error": {"code": "max_content_tokens_exceeded", "message": "too long"}})
+    transport, _ = _transport([bad])
+    with pytest.raises(Rejected) as caught:
+        asyncio.run(transport.score(["a"]))
+    assert caught.value.code == "max_content_tokens_exceeded"
+    transport, _ = _transport([(500, {}, {"error": {"code": "pass_failed", "message": "boom"}})])
+    with pytest.raises(BulkError, match="--resume"):
+        asyncio.run(transport.score(["a"]))
+
+
+def test_retry_after_is_capped_and_falls_back_to_backoff():
+    assert _retry_after(httpx.Response(429, headers={"Retry-After": "7"}), 0) == 7
+    assert _retry_after(httpx.Response(429, headers={"Retry-After": "9999"}), 0) == 60
+    assert _retry_after(httpx.Response(503), 3) == 4
