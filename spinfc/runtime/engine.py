@@ -24,15 +24,14 @@ from collections.abc import Callable
 import attrs
 import torch
 
-from spinfc.ir.nodes import OptionSlot, Program
+from spinfc.ir.nodes import Program
+from spinfc.runtime import extract
 from spinfc.runtime.results import ContentScores, QueryResult, content_scores, query_results
 from spinfc.runtime.scheduler import (
     EngineStats, Job, PassShape, Segment, Unit, assemble, cut_segments, fill, floor_key,
 )
 
 log = logging.getLogger("spinfc.engine")
-
-SLOT_SPELLING = {"text": "<*>", "number": "<n>", "amount": "<$>", "generate": "<gen>"}
 
 WARMUP_REQUEST = {
     "messages": [{"role": "user", "content": "Customer message: the parcel arrived broken."}],
@@ -130,15 +129,6 @@ class Engine:
         """Compile a program the frontend built (a request's queries, a pack's, or both), as `compile` does."""
         from spinfc.passes import PIPELINE
 
-        for i, query in enumerate(program.queries):
-            if not isinstance(query.slot, OptionSlot):
-                kind = query.template.slot.kind if query.template.slot else "generate"
-                raise Refused(
-                    "extraction_not_available",
-                    f"query {query.id!r} uses a {kind} slot ({SLOT_SPELLING.get(kind, kind)}): extraction is not "
-                    "available yet in this version of spinfc; ask with an option slot <?> and a list of options",
-                    param=f"scoring.queries[{i}].template",
-                )
         program = attrs.evolve(program, budget=self.shape.budget, block=self.shape.block)
         for name, transform in PIPELINE:
             program = transform(program)
@@ -267,10 +257,11 @@ class Engine:
             chosen = [candidates[k] for k in fill([self._units[i].segment for i in candidates], self.shape)]
             chosen = chosen or [0]  # compile admits only segments that fit a pass; if one does not, it fails alone
         units = [self._units[i] for i in chosen]
+        units, chosen = self._floors_first(units, chosen)
         taken = set(chosen)
         self._units = [unit for i, unit in enumerate(self._units) if i not in taken]
         try:
-            logprobs = self._forward([unit.segment for unit in units])
+            logprobs, kept = self._forward([unit.segment for unit in units], keep_kv=any(map(_extracts, units)))
         except Exception as error:
             if len(units) > 1:  # find the culprit: run each alone, ahead of newer work
                 log.warning("a pass of %d contents failed (%r); retrying each alone", len(units), error)
@@ -282,21 +273,34 @@ class Engine:
             self._forget(units[0])
             units[0].fail(PassFailed(f"the forward pass failed: {type(error).__name__}: {error}"))
             return
-        offset = 0
+        offset, scores = 0, []
         for unit in units:
             n = len(unit.segment.reads)
-            self._deliver(unit, logprobs[offset:offset + n])
+            scores.append(self._scores(unit, logprobs[offset:offset + n]))
             offset += n
+        if kept is not None:
+            scores = self._extract(units, scores, kept)
+        for unit, unit_scores in zip(units, scores):
+            if unit_scores is not None:
+                self._deliver(unit, unit_scores)
 
-    def _forward(self, segments: list[Segment]) -> list[float]:
-        """Run one pass of `segments`; one logprob per read, in segment order."""
+    def _forward(self, segments: list[Segment], keep_kv: bool = False):
+        """Run one pass of `segments`: one logprob per read, in segment order, and with `keep_kv` the pass's keys
+        and values for extraction (`extract.PassKV`; else None)."""
         from spinfc.backend.launch import lower
 
         started = time.perf_counter()
         layout = assemble(segments, self.shape, index=self.stats.passes)
         launch = lower(layout, rows_padded_to=self.shape.max_rows, reads_padded_to=self.shape.max_reads)
+        kept = None
         with torch.inference_mode():
-            out = self.model.forward(launch.to(self.device))  # [N] float32 (N padded to max_reads when fixed)
+            if keep_kv:
+                launch = launch.to(self.device)
+                out, keys, values = extract.forward_keeping_kv(self.model, launch)
+                kept = extract.PassKV(launch.tokens.cpu(), launch.positions.cpu(), launch.ends.cpu(), tuple(keys),
+                                      tuple(values), layout)
+            else:
+                out = self.model.forward(launch.to(self.device))  # [N] float32 (N padded to max_reads when fixed)
         n, used = len(layout.reads), sum(segment.length for segment in segments)
         logprobs = out[:n].float().cpu().tolist()
         self.stats.passes += 1
@@ -308,18 +312,72 @@ class Engine:
                 self.on_pass(used, layout.budget, time.perf_counter() - started)
             except Exception:
                 log.exception("the on_pass observer failed")
-        return logprobs
+        return logprobs, kept
 
-    def _deliver(self, unit: Unit, logprobs: list[float]) -> None:
-        self._forget(unit)
+    # ---- extraction: the pass's K/V handed to the decode, and its results put into the scores ---------------
+
+    def _floors_first(self, units: list[Unit], chosen: list[int]) -> tuple[list[Unit], list[int]]:
+        """Floors ahead of contents in the pass (a content's extraction reads its floor's contexts), and contents
+        with extraction questions whose floor has not run and is not in this pass left for a later pass (the
+        floor is queued ahead of them, so it runs first)."""
+        def floor_ready(unit: Unit) -> bool:
+            job = unit.consumers[0][0]
+            floor = job.compiled.floor
+            return floor in job.scores or any((job, floor) in other.consumers for other in units)
+
+        pairs = [(u, i) for u, i in zip(units, chosen) if u.floor_key is not None or not _extracts(u)
+                 or floor_ready(u)]
+        pairs.sort(key=lambda pair: pair[0].floor_key is None)
+        if not pairs:  # cannot happen while floors are queued ahead; run as chosen rather than stall
+            pairs = list(zip(units, chosen))
+        return [u for u, _ in pairs], [i for _, i in pairs]
+
+    def _extract(self, units: list[Unit], scores: list, kept) -> list:
+        """Decode every extraction question of the pass in one batch and put the results into each unit's scores
+        (a unit whose extraction fails is failed and gets None)."""
+        items = []
+        for k, unit in enumerate(units):
+            job, _ = unit.consumers[0]
+            floor_unit = next((k2 for k2, other in enumerate(units) if other.floor_key is not None and
+                               (job, job.compiled.floor) in other.consumers), None)
+            start = kept.layout.spans[k][0]
+            items.append(extract.PassItem(
+                questions=unit.questions, start=start,
+                prompt_rows=tuple(attrs.evolve(p, row=p.row + start) for p in unit.segment.prompt_rows),
+                is_floor=unit.floor_key is not None,
+                floor=None if unit.floor_key is not None or floor_unit is not None else job.scores.get(
+                    job.compiled.floor),
+                floor_item=floor_unit if unit.floor_key is None else None,
+            ))
         try:
-            scores = content_scores(unit.questions, unit.segment.reads, logprobs)
+            entries, _ = extract.extract_pass(self.model, kept, items)
+        except Exception as error:
+            log.exception("extraction failed")
+            for unit in units:
+                self._forget(unit)
+                unit.fail(PassFailed(f"extraction failed: {type(error).__name__}: {error}"))
+            return [None] * len(units)
+        return [None if s is None else extract.with_entries(s, e) for s, e in zip(scores, entries)]
+
+    def _scores(self, unit: Unit, logprobs: list[float]):
+        """The unit's option scores from its reads' logprobs; None (and the unit failed) when they do not add up."""
+        try:
+            return content_scores(unit.questions, unit.segment.reads, logprobs)
         except Exception as error:
             log.exception("results of a pass could not be assembled")
+            self._forget(unit)
             unit.fail(PassFailed(f"results could not be assembled: {error}"))
-            return
+            return None
+
+    def _deliver(self, unit: Unit, scores: ContentScores) -> None:
+        self._forget(unit)
         if unit.floor_key is not None:
             self._floor_cache[unit.floor_key] = scores
             while len(self._floor_cache) > self._floor_cache_size:
                 self._floor_cache.popitem(last=False)
         unit.deliver(scores)
+
+
+def _extracts(unit: Unit) -> bool:
+    """Whether the unit's content is asked an extraction question (its pass keeps its keys and values)."""
+    return any(extract.is_extraction(unit.questions[p.question]) for p in unit.segment.prompt_rows)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from spinfc.ir.nodes import AnswerRead, PassLayout, Program, Question
+from spinfc.ir.nodes import AnswerRead, PassLayout, Program, PromptRow, Question
 
 PAD_TOKEN = 0  # padding rows see only themselves and are never read, so any id will do
 
@@ -36,6 +36,7 @@ class Segment:
     positions: tuple[int, ...]
     ends: tuple[int, ...]
     reads: tuple[AnswerRead, ...]
+    prompt_rows: tuple[PromptRow, ...] = ()  # where extraction questions start decoding (rows from 0)
 
     @property
     def length(self) -> int:
@@ -56,16 +57,18 @@ def cut_segments(layouts: Sequence[PassLayout]) -> list[Segment]:
     for layout in layouts:
         starts = [start for start, _ in layout.spans]
         by_span: list[list[AnswerRead]] = [[] for _ in layout.spans]
-        for read in layout.reads:
-            k = bisect.bisect_right(starts, read.row) - 1
-            if k < 0 or read.row >= layout.spans[k][1]:
-                raise ValueError(f"pass {layout.index}: answer row {read.row} lies in no content span")
-            by_span[k].append(read)
-        for (start, stop), reads in zip(layout.spans, by_span):
+        prompts_by_span: list[list[PromptRow]] = [[] for _ in layout.spans]
+        for rows, items in ((by_span, layout.reads), (prompts_by_span, layout.prompt_rows)):
+            for item in items:
+                k = bisect.bisect_right(starts, item.row) - 1
+                if k < 0 or item.row >= layout.spans[k][1]:
+                    raise ValueError(f"pass {layout.index}: row {item.row} lies in no content span")
+                rows[k].append(item)
+        for (start, stop), reads, prompts in zip(layout.spans, by_span, prompts_by_span):
             ends = tuple(end - start for end in layout.ends[start:stop])
             if any(not (j < end <= stop - start) for j, end in enumerate(ends)):
                 raise ValueError(f"pass {layout.index}: the mask of span [{start}, {stop}) reaches outside it")
-            contents = {read.content for read in reads}
+            contents = {read.content for read in reads} | {prompt.content for prompt in prompts}
             if len(contents) != 1:
                 raise ValueError(f"pass {layout.index}: span [{start}, {stop}) reads contents {sorted(contents)}")
             segments.append(Segment(
@@ -74,6 +77,7 @@ def cut_segments(layouts: Sequence[PassLayout]) -> list[Segment]:
                 positions=tuple(layout.positions[start:stop]),
                 ends=ends,
                 reads=tuple(attrs.evolve(read, row=read.row - start) for read in reads),
+                prompt_rows=tuple(attrs.evolve(prompt, row=prompt.row - start) for prompt in prompts),
             ))
     return segments
 
@@ -123,7 +127,7 @@ def assemble(segments: Sequence[Segment], shape: PassShape, index: int = 0) -> P
     tokens = [PAD_TOKEN] * rows
     positions = [0] * rows
     ends = list(range(1, rows + 1))
-    spans, reads, used = [], [], 0
+    spans, reads, prompts, used = [], [], [], 0
     for segment in segments:
         start = round_up(used, shape.block)
         stop = start + segment.length
@@ -133,11 +137,12 @@ def assemble(segments: Sequence[Segment], shape: PassShape, index: int = 0) -> P
         positions[start:stop] = segment.positions
         ends[start:stop] = [end + start for end in segment.ends]
         reads.extend(attrs.evolve(read, row=read.row + start) for read in segment.reads)
+        prompts.extend(attrs.evolve(prompt, row=prompt.row + start) for prompt in segment.prompt_rows)
         spans.append((start, stop))
         used = stop
     return PassLayout(
         index=index, budget=rows, tokens=tuple(tokens), positions=tuple(positions), ends=tuple(ends),
-        spans=tuple(spans), reads=tuple(reads),
+        spans=tuple(spans), reads=tuple(reads), prompt_rows=tuple(prompts),
     )
 
 

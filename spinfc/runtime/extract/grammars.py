@@ -1,0 +1,122 @@
+"""Token constraints of the searched slots, with xgrammar (benchmarks/NOTES.md says why xgrammar).
+
+Each slot kind is a regular expression over the answer's text, followed by its terminator:
+
+    <*>   any text without the terminator, at least one character, then the terminator
+    <n>   an optional space, a sign, digits (or groups of three with thousands separators), a decimal part
+    <$>   an optional space, then a currency symbol or ISO code and a number (either order)
+
+The terminator is the first character of the template's text after the slot (`"` in `A: "<*>"`); when nothing
+follows the slot, an answer ends at a newline or at the end of the turn (a stop token). A mask never changes a
+log-probability, it only removes tokens: an answer's logprob is the model's own.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import torch
+import xgrammar
+
+NUMBER = r"[+\-]?([0-9]{1,3}(,[0-9]{3})+|[0-9]+)(\.[0-9]+)?"
+SYMBOLS = "$€£¥₹₩"
+CURRENCY = f"([{SYMBOLS}]|[A-Z]{{3}})"
+AMOUNT = rf"-?{CURRENCY} ?{NUMBER}|{NUMBER} ?{CURRENCY}"
+_SPECIAL = set("\\^$.|?*+()[]{}-/\"'")
+
+
+def terminator(stop: str) -> str:
+    """What ends an answer of a slot whose template continues with `stop`: its first character, or "" (a newline
+    or the end of the turn) when nothing follows."""
+    return stop[:1]
+
+
+def _escape(char: str) -> str:
+    if char == "\n":
+        return r"\n"
+    return "\\" + char if char in _SPECIAL else char
+
+
+def slot_regex(kind: str, stop: str) -> str:
+    """The regular expression of a whole answer of a slot of `kind` (text, number, amount), terminator included."""
+    end = terminator(stop)
+    if kind == "text":
+        body = f"[^{_escape(end or chr(10))}]+"
+    elif kind == "number":
+        body = f" ?{NUMBER}"
+    elif kind == "amount":
+        body = f" ?({AMOUNT})"
+    else:
+        raise ValueError(f"no grammar for a {kind} slot")
+    # without a terminator the answer may also end with a stop token, which the matcher allows once it accepts
+    return f"({body}){_escape(end)}" if end else f"({body})(\\n)?"
+
+
+class Grammars:
+    """The compiled grammars of one tokenizer, and matchers for beams. `stop_tokens` end a turn."""
+
+    def __init__(self, tokenizer, vocab: int, stop_tokens: frozenset[int]):
+        self.vocab, self.stop_tokens = vocab, stop_tokens
+        info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab, stop_token_ids=sorted(stop_tokens))
+        self._compiler = xgrammar.GrammarCompiler(info, cache_enabled=True)
+        self._compiled: dict[str, xgrammar.CompiledGrammar] = {}
+        self._lock = threading.Lock()
+        self._stops_cleared = torch.full((xgrammar.get_bitmask_shape(1, vocab)[1],), -1, dtype=torch.int32)
+        for token in stop_tokens:
+            if token < vocab:
+                self._stops_cleared[token // 32] &= ~(1 << (token % 32))
+
+    def matcher(self, regex: str) -> xgrammar.GrammarMatcher:
+        """A fresh matcher at the start of an answer of `regex`."""
+        with self._lock:
+            if regex not in self._compiled:
+                self._compiled[regex] = self._compiler.compile_regex(regex)
+            compiled = self._compiled[regex]
+        return xgrammar.GrammarMatcher(compiled)
+
+    def masks(self, matchers) -> torch.Tensor:
+        """The allowed next tokens of each matcher as a bitmask: [B, ceil(V / 32)] int32 (xgrammar's layout)."""
+        bitmask = xgrammar.allocate_token_bitmask(len(matchers), self.vocab)
+        for i, matcher in enumerate(matchers):
+            matcher.fill_next_token_bitmask(bitmask, i)
+        return bitmask
+
+    def only_stops(self, bitmask: torch.Tensor) -> torch.Tensor:
+        """[B] bool: rows of `bitmask` that allow nothing but stop tokens (the answer is complete)."""
+        return ((bitmask & self._stops_cleared[None, :]) == 0).all(dim=1)
+
+    @staticmethod
+    def apply(logprobs: torch.Tensor, bitmask: torch.Tensor) -> None:
+        """Set the log-probabilities of tokens the bitmask forbids to -inf, in place (logprobs: [B, V] float32)."""
+        xgrammar.apply_token_bitmask_inplace(logprobs, bitmask.to(logprobs.device))
+
+
+_BY_TOKENIZER: dict[int, Grammars] = {}
+
+
+def grammars_for(tokenizer, vocab: int, stop_tokens: frozenset[int]) -> Grammars:
+    """One `Grammars` per tokenizer object (building the vocabulary's table takes about a second on Gemma 3)."""
+    key = id(tokenizer)
+    if key not in _BY_TOKENIZER:
+        _BY_TOKENIZER[key] = Grammars(tokenizer, vocab, stop_tokens)
+    return _BY_TOKENIZER[key]
+
+
+def parse_number(text: str) -> int | float:
+    """The value of a number answer (`NUMBER`, with an optional leading space): an int without a decimal part."""
+    cleaned = text.strip().replace(",", "")
+    return float(cleaned) if "." in cleaned else int(cleaned)
+
+
+def parse_amount(text: str) -> tuple[str, int | float]:
+    """(currency, value) of an amount answer (`AMOUNT`, with an optional leading space): the symbol or code as
+    written, and the number's value (negative when a minus sign leads)."""
+    stripped = text.strip()
+    before = re.fullmatch(rf"(?P<minus>-?)(?P<currency>{CURRENCY}) ?(?P<number>{NUMBER})", stripped)
+    after = re.fullmatch(rf"(?P<number>{NUMBER}) ?(?P<currency>{CURRENCY})", stripped)
+    match = before or after
+    if match is None:
+        raise ValueError(f"{text!r} is not an amount")
+    value = parse_number(match.group("number"))
+    return match.group("currency"), -value if before and match.group("minus") else value
