@@ -34,11 +34,28 @@ class WalkStats:
     beam_rows: int = 0  # beams fed over all steps: the decode's cost in rows
 
 
+# torch threads on the CPU while decoding (as for chat generation, runtime/generate.py): a step is a few hundred
+# small ops, and waking a thread pool for each costs more than it saves, far more on busy cores.
+DECODE_THREADS = 1
+
+
 def walk(model, pool: KeyPool, starts: Sequence[Start]) -> WalkStats:
     """Run every walker to its end; returns how many steps and beam rows it took."""
-    stats = WalkStats()
     if not starts:
-        return stats
+        return WalkStats()
+    on_cpu = pool.positions.device.type == "cpu"
+    threads = torch.get_num_threads()
+    if on_cpu:
+        torch.set_num_threads(DECODE_THREADS)
+    try:
+        return _walk(model, pool, starts)
+    finally:
+        if on_cpu:
+            torch.set_num_threads(threads)
+
+
+def _walk(model, pool: KeyPool, starts: Sequence[Start]) -> WalkStats:
+    stats = WalkStats()
     visible = torch.zeros((len(starts), pool.size), dtype=torch.bool)
     for i, start in enumerate(starts):
         visible[i, start.rows] = True
