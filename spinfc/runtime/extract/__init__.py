@@ -102,8 +102,9 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
                 walker = Sample(tokenizer, stops, end, Sampling(max_tokens=slot.max_tokens,
                                                                temperature=slot.temperature, seed=slot.seed))
             else:
+                cut = end or "\n"
                 walker = Search(grammars, slot_regex(KIND[type(slot).__name__], slot.stop), slot.beam_width,
-                                slot.max_tokens)
+                                slot.max_tokens, (cut, *grammars.ending_tokens(tokenizer, cut)))
             starts.append(Start(walker, visible_rows(kv.ends, prompt.row, item.start), int(kv.tokens[prompt.row]),
                                 int(kv.positions[prompt.row]), slot.max_tokens))
             owners.append((i, prompt.question))

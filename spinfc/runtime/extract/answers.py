@@ -48,13 +48,11 @@ Extracted = Searched | Generated
 
 
 def answer_text(tokenizer, tokens: tuple[int, ...], end: str, stop_tokens: frozenset[int]) -> str:
-    """The answer's text: its tokens decoded, without the stop token or the terminator that ended it."""
+    """The answer's text: its tokens decoded, up to the terminator that ended it (or without the stop token)."""
     body = tokens[:-1] if tokens and tokens[-1] in stop_tokens else tokens
     text = tokenizer.decode(list(body), skip_special_tokens=False)
     cut = end or "\n"
-    if body is tokens and text.endswith(cut):
-        text = text[: -len(cut)]
-    return text
+    return text[: text.index(cut)] if cut in text else text
 
 
 def make_answer(slot, text: str, tokens: tuple[int, ...], logprob: float, floor_logprob: float) -> Answer:

@@ -39,13 +39,17 @@ class Found:
 
 class Search:
     """Beam search of `width` beams. Per step, over every beam's allowed continuations ranked by total logprob:
-    the finishing ones (completing the grammar, or a stop token) among the first `width` are answers; the best
+    the finishing ones (completing the grammar, a token holding the terminator after text the grammar accepts, or
+    a stop token) among the first `width` are answers; the best
     `width` that do not finish go on. Keeps the best `width` answers; stops when no beam is left, when `width`
     answers are found and none of the beams going on can beat the worst of them (a logprob only falls), or at
     `max_tokens` (beams that have not finished by then are not answers)."""
 
-    def __init__(self, grammars: Grammars, regex: str, width: int, max_tokens: int):
+    def __init__(self, grammars: Grammars, regex: str, width: int, max_tokens: int,
+                 ending: tuple[str, torch.Tensor, dict[int, str]]):
+        """`ending`: the terminator, the bitmask of tokens holding it and their texts (`Grammars.ending_tokens`)."""
         self.grammars, self.width, self.max_tokens = grammars, width, max_tokens
+        self.end, self.ending_mask, self.ending_texts = ending
         matcher = grammars.matcher(regex)
         self.running = [Beam((), 0.0, matcher, grammars.masks([matcher]))]
         self.found: list[Found] = []
@@ -55,7 +59,7 @@ class Search:
     def advance(self, logprobs: torch.Tensor) -> list[tuple[int, int]]:
         n, V = logprobs.shape
         masked = logprobs.clone()
-        Grammars.apply(masked, torch.cat([beam.mask for beam in self.running]))
+        Grammars.apply(masked, torch.cat([beam.mask for beam in self.running]) | self.ending_mask[None, :])
         totals = masked + torch.tensor([beam.logprob for beam in self.running], dtype=masked.dtype)[:, None]
         flat = totals.reshape(-1)
         last_step = len(self.running[0].tokens) + 1 >= self.max_tokens
@@ -63,20 +67,27 @@ class Search:
         parents: list[int] = []
         new_found: list[Found] = []
         k = min(flat.numel(), 2 * self.width)
-        seen = 0
+        seen, rank = 0, -1  # rank: among the valid candidates (a token holding the terminator may not be one)
         while True:
             scores, order = torch.topk(flat, k)
-            for rank in range(seen, k):
-                score = float(scores[rank])
-                if score == -math.inf or (len(going) == self.width or last_step) and rank >= self.width:
+            for index in range(seen, k):
+                score = float(scores[index])
+                if score == -math.inf or (len(going) == self.width or last_step) and rank + 1 >= self.width:
                     break
-                parent, token = divmod(int(order[rank]), V)
+                parent, token = divmod(int(order[index]), V)
                 beam = self.running[parent]
-                matcher = beam.matcher.fork()
-                if not matcher.accept_token(token):
-                    continue
-                mask = self.grammars.masks([matcher])
-                finishes = token in self.grammars.stop_tokens or bool(self.grammars.only_stops(mask)[0])
+                if token in self.ending_texts:
+                    text = self.ending_texts[token]
+                    if self.grammars.ends_with(beam.matcher, text[: text.index(self.end) + len(self.end)]) is None:
+                        continue
+                    matcher, mask, finishes = None, None, True
+                else:
+                    matcher = beam.matcher.fork()
+                    if not matcher.accept_token(token):
+                        continue
+                    mask = self.grammars.masks([matcher])
+                    finishes = token in self.grammars.stop_tokens or bool(self.grammars.only_stops(mask)[0])
+                rank += 1
                 if finishes:
                     if rank < self.width and self._improvable:
                         new_found.append(Found(beam.tokens + (token,), score))

@@ -7,8 +7,10 @@ Each slot kind is a regular expression over the answer's text, followed by its t
     <$>   an optional space, then a currency symbol or ISO code and a number (either order)
 
 The terminator is the first character of the template's text after the slot (`"` in `A: "<*>"`); when nothing
-follows the slot, an answer ends at a newline or at the end of the turn (a stop token). A mask never changes a
-log-probability, it only removes tokens: an answer's logprob is the model's own.
+follows the slot, an answer ends at a newline or at the end of the turn (a stop token). The token that ends an
+answer may go on past its terminator (`"\n`, `\n\n`: tokenizers merge what usually follows): any token holding the
+terminator, whose text before it the grammar accepts, ends the answer there (`Grammars.ending`). A mask never
+changes a log-probability, it only removes tokens: an answer's logprob is the model's own.
 """
 
 from __future__ import annotations
@@ -62,10 +64,33 @@ class Grammars:
         self._compiler = xgrammar.GrammarCompiler(info, cache_enabled=True)
         self._compiled: dict[str, xgrammar.CompiledGrammar] = {}
         self._lock = threading.Lock()
+        self._endings: dict[str, tuple[torch.Tensor, dict[int, str]]] = {}
         self._stops_cleared = torch.full((xgrammar.get_bitmask_shape(1, vocab)[1],), -1, dtype=torch.int32)
         for token in stop_tokens:
             if token < vocab:
                 self._stops_cleared[token // 32] &= ~(1 << (token % 32))
+
+    def ending_tokens(self, tokenizer, end: str) -> tuple[torch.Tensor, dict[int, str]]:
+        """The tokens whose text holds `end` (a bitmask [ceil(V / 32)] int32, and each one's text), special tokens
+        excluded; decoded once per terminator."""
+        with self._lock:
+            if end not in self._endings:
+                special = set(tokenizer.all_special_ids)
+                texts = tokenizer.batch_decode([[i] for i in range(min(self.vocab, len(tokenizer)))])
+                holding = {i: t for i, t in enumerate(texts) if end in t and i not in special}
+                bits = torch.zeros(self._stops_cleared.shape, dtype=torch.int64)
+                for i in holding:
+                    bits[i // 32] |= 1 << (i % 32)
+                bits = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
+                self._endings[end] = (bits, holding)
+            return self._endings[end]
+
+    def ends_with(self, matcher, text: str) -> xgrammar.GrammarMatcher | None:
+        """A copy of `matcher` after `text` if the grammar accepts it and is then complete, else None."""
+        fork = matcher.fork()
+        if not fork.accept_string(text) or not bool(self.only_stops(self.masks([fork]))[0]):
+            return None
+        return fork
 
     def matcher(self, regex: str) -> xgrammar.GrammarMatcher:
         """A fresh matcher at the start of an answer of `regex`."""
