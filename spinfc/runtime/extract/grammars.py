@@ -21,38 +21,7 @@ import threading
 import torch
 import xgrammar
 
-NUMBER = r"[+\-]?([0-9]{1,3}(,[0-9]{3})+|[0-9]+)(\.[0-9]+)?"
-SYMBOLS = "$€£¥₹₩"
-CURRENCY = f"([{SYMBOLS}]|[A-Z]{{3}})"
-AMOUNT = rf"-?{CURRENCY} ?{NUMBER}|{NUMBER} ?{CURRENCY}"
-_SPECIAL = set("\\^$.|?*+()[]{}-/\"'")
-
-
-def terminator(stop: str) -> str:
-    """What ends an answer of a slot whose template continues with `stop`: its first character, or "" (a newline
-    or the end of the turn) when nothing follows."""
-    return stop[:1]
-
-
-def _escape(char: str) -> str:
-    if char == "\n":
-        return r"\n"
-    return "\\" + char if char in _SPECIAL else char
-
-
-def slot_regex(kind: str, stop: str) -> str:
-    """The regular expression of a whole answer of a slot of `kind` (text, number, amount), terminator included."""
-    end = terminator(stop)
-    if kind == "text":
-        body = f"[^{_escape(end or chr(10))}]+"
-    elif kind == "number":
-        body = f" ?{NUMBER}"
-    elif kind == "amount":
-        body = f" ?({AMOUNT})"
-    else:
-        raise ValueError(f"no grammar for a {kind} slot")
-    # without a terminator the answer may also end with a stop token, which the matcher allows once it accepts
-    return f"({body}){_escape(end)}" if end else f"({body})(\\n)?"
+from spinfc.passes.decode_plan import CURRENCY, NUMBER, slot_regex, terminator  # noqa: F401 (re-exported)
 
 
 class Grammars:
