@@ -350,7 +350,9 @@ class Engine:
                 floor_item=floor_unit if unit.floor_key is None else None,
             ))
         try:
-            entries, _ = extract.extract_pass(self.model, kept, items)
+            entries, walked = extract.extract_pass(self.model, kept, items)
+            self.stats.decode_steps += walked.steps
+            self.stats.decode_rows += walked.beam_rows
         except Exception as error:
             log.exception("extraction failed")
             for unit in units:

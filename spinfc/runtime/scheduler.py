@@ -160,6 +160,8 @@ class EngineStats:
     floor_hits: int = 0
     floor_misses: int = 0
     queued: int = 0  # requests submitted and not yet answered (or given up)
+    decode_steps: int = 0  # extraction: model steps over all passes (runtime/extract/decode.py)
+    decode_rows: int = 0  # extraction: beams fed over all steps
     lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
 
     def settled(self, future: concurrent.futures.Future) -> None:

@@ -38,13 +38,19 @@ class Grammars:
         for token in stop_tokens:
             if token < vocab:
                 self._stops_cleared[token // 32] &= ~(1 << (token % 32))
+        # xgrammar matches a special token by its surface text (`<unused0>`, `<|im_start|>`): no answer holds one
+        self.special = frozenset(i for i, t in tokenizer.added_tokens_decoder.items() if t.special) - stop_tokens
+        self._no_special = torch.full_like(self._stops_cleared, -1)
+        for token in self.special:
+            if token < vocab:
+                self._no_special[token // 32] &= ~(1 << (token % 32))
 
     def ending_tokens(self, tokenizer, end: str) -> tuple[torch.Tensor, dict[int, str]]:
         """The tokens whose text holds `end` (a bitmask [ceil(V / 32)] int32, and each one's text), special tokens
         excluded; decoded once per terminator."""
         with self._lock:
             if end not in self._endings:
-                special = set(tokenizer.all_special_ids)
+                special = set(tokenizer.all_special_ids) | self.special
                 texts = tokenizer.batch_decode([[i] for i in range(min(self.vocab, len(tokenizer)))])
                 holding = {i: t for i, t in enumerate(texts) if end in t and i not in special}
                 bits = torch.zeros(self._stops_cleared.shape, dtype=torch.int64)
@@ -70,11 +76,12 @@ class Grammars:
         return xgrammar.GrammarMatcher(compiled)
 
     def masks(self, matchers) -> torch.Tensor:
-        """The allowed next tokens of each matcher as a bitmask: [B, ceil(V / 32)] int32 (xgrammar's layout)."""
+        """The allowed next tokens of each matcher as a bitmask: [B, ceil(V / 32)] int32 (xgrammar's layout),
+        special tokens other than the stop tokens left out."""
         bitmask = xgrammar.allocate_token_bitmask(len(matchers), self.vocab)
         for i, matcher in enumerate(matchers):
             matcher.fill_next_token_bitmask(bitmask, i)
-        return bitmask
+        return bitmask & self._no_special[None, :]
 
     def only_stops(self, bitmask: torch.Tensor) -> torch.Tensor:
         """[B] bool: rows of `bitmask` that allow nothing but stop tokens (the answer is complete)."""
