@@ -13,6 +13,7 @@ decode loop (decode.py) runs every walker's beams in one batch, so slots of any 
 from __future__ import annotations
 
 import math
+import os
 
 import attrs
 import torch
@@ -109,12 +110,12 @@ class Search:
 
 
 class Sample:
-    """One beam: the most likely token each step (temperature 0) or a draw (seeded), until a stop token, a token
-    whose text holds the terminator, or `max_tokens` tokens (finish "length")."""
+    """One beam: the most likely token each step (temperature 0) or a draw (seeded; no seed: a random one), until a
+    stop token, a token whose text holds the terminator, or `max_tokens` tokens (finish "length")."""
 
     def __init__(self, tokenizer, stop_tokens: frozenset[int], end: str, sampling: Sampling):
         self.tokenizer, self.stop_tokens, self.end, self.sampling = tokenizer, stop_tokens, end, sampling
-        seed = sampling.seed if sampling.seed is not None else 0
+        seed = sampling.seed if sampling.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
         self.generator = torch.Generator().manual_seed(seed) if sampling.temperature > 0 else None
         self.tokens: list[int] = []
         self.logprob = 0.0
