@@ -224,9 +224,10 @@ def _decode_plan(out: _Writer, p: Program, lay: PassLayout) -> None:
     decoded = [s for s in plan if not p.contents[s.content].is_floor]
     if not decoded:
         return
-    out.line(f"decode plan pass {lay.index}: {_count(len(decoded), 'slot', 'slots')} decoded from the pass's keys and values, one batch "
-             f"of at most {sum(s.beams for s in decoded)} beams a step, at most {max(s.max_tokens for s in decoded)} "
-             "steps, then each searched answer read on the floor", 1)
+    out.line(f"decode plan pass {lay.index}: {_count(len(decoded), 'slot', 'slots')} decoded from the pass's keys and "
+             f"values", 1)
+    out.line(f"one batch of at most {sum(s.beams for s in decoded)} beams a step, at most "
+             f"{max(s.max_tokens for s in decoded)} steps, then each searched answer read on the floor", 2)
     for s in plan:
         name = _question_name(s.question, p.questions[s.question])
         if p.contents[s.content].is_floor:

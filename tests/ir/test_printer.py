@@ -47,7 +47,8 @@ layout pass 0: 32 rows, 2 spans, 8 reads on 6 answer rows, 6 prompt rows
     [16, 17) content positions 0..0 end=22
     [17, 22) tree laid out as c0's (5 rows, same ends and positions relative to its first row)
   [22, 32) padding token=0 position=0 end=row+1
-  decode plan pass 0: 1 slot decoded from the pass's keys and values, one batch of at most 4 beams a step, at most 16 steps, then each searched answer read on the floor
+  decode plan pass 0: 1 slot decoded from the pass's keys and values
+    one batch of at most 4 beams a step, at most 16 steps, then each searched answer read on the floor
     row 6 c0 q2 q2: text, 4 beams, <= 16 tokens, from position 6, sees 5 rows; ([^\\n]+)(\\n)?
     row 20 c1 (floor) q2 q2: its context kept (sees 3 rows); the contents' answers are read from here for floor_p
 stats tree_tokens_before=8 tree_tokens=5 passes=1 rows_used=14

@@ -117,7 +117,8 @@ def test_the_seed_example_on_a_live_server_and_through_extra_body(client, base_u
     seed = {"model": "gemma3-270m", "messages": messages, "scoring": {"queries": [
         {"id": "topic", "template": "\n\nTopic (billing, technical, account, shipping, or cancellation):{?}",
          "options": [" billing", " technical", " account", " shipping", " cancellation"]},
-        {"id": "refund", "template": "\n\nIs the customer asking for a refund?\nAnswer:{?}", "options": [" yes", " no"]},
+        {"id": "refund", "template": "\n\nIs the customer asking for a refund?\nAnswer:{?}",
+         "options": [" yes", " no"]},
         {"id": "month", "template": "\n\nQ: Which month was charged twice?\nA: \"{*}\""}]}}
     response = httpx.post(f"{base_url}/v1/score", json=seed, timeout=600)
     assert response.status_code == 200, response.text

@@ -144,4 +144,5 @@ def with_entries(scores: tuple, entries: dict[int, object]) -> tuple:
     return tuple(entries.get(q, row) for q, row in enumerate(scores))
 
 
-__all__ = ["PassItem", "PassKV", "extract_pass", "forward_keeping_kv", "is_extraction", "with_entries", "SEARCHED_SLOTS"]
+__all__ = ["PassItem", "PassKV", "extract_pass", "forward_keeping_kv", "is_extraction", "with_entries",
+           "SEARCHED_SLOTS"]
