@@ -27,9 +27,15 @@ def terminator(stop: str) -> str:
 
 
 def _escape(char: str) -> str:
+    """`char` as a regex literal that xgrammar and Python's `re` both read: a backslash before a metacharacter,
+    `\\uXXXX` for a control or separator character (xgrammar refuses a raw NUL or CR)."""
+    if char in _SPECIAL:
+        return "\\" + char
     if char == "\n":
         return r"\n"
-    return "\\" + char if char in _SPECIAL else char
+    if ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 or char in "\u2028\u2029":
+        return f"\\u{ord(char):04x}"
+    return char
 
 
 def slot_regex(kind: str, stop: str) -> str:
