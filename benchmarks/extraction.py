@@ -45,10 +45,15 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def build_model(args):
+    """The stack a server runs on this device: the Triton ops on CUDA (eager: a pass with extraction questions
+    runs the stack's own forward to keep its keys and values), the PyTorch reference elsewhere."""
+    ops = None
+    if args.device.startswith("cuda"):
+        from spinfc.backend import triton_ops as ops
     if args.shape is None:
         from spinfc.runtime.loader import load_model
 
-        return load_model(args.model, dtype=DTYPES[args.dtype], device=args.device)
+        return load_model(args.model, dtype=DTYPES[args.dtype], device=args.device, ops=ops)
     from gpu_job import LLAMA3_8B, random_state_dict
 
     from spinfc.runtime.models import build_model as build
@@ -56,8 +61,8 @@ def build_model(args):
     vocab = len(load_tokenizer("smollm2-135m"))
     config = attrs.evolve(LLAMA3_8B, vocab=vocab)
     state = random_state_dict(config, args.device, seed=0)
-    return build(config, state, name="smollm2-135m", weights_hash="random-llama3-8b", dtype=DTYPES[args.dtype],
-                 device=args.device)
+    return build(config, state, ops=ops, name="smollm2-135m", weights_hash="random-llama3-8b",
+                 dtype=DTYPES[args.dtype], device=args.device)
 
 
 def run_once(engine: Engine, body: dict) -> tuple[float, int, int, int]:
