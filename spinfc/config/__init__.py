@@ -106,8 +106,10 @@ class ServerSettings:
 
 @attrs.frozen
 class FeatureSettings:
-    extraction: bool = setting(True, "the text, number and amount slots <*> <n> <$>", "bool")
-    generation: bool = setting(True, "free-text generation (<gen> slots, /v1/chat/completions without scoring)",
+    extraction: bool = setting(True, "the searched slots <*> <n> <$> (text, numbers and amounts extracted from the "
+                               "same read)", "bool")
+    generation: bool = setting(True, "free-text generation (<gen> slots and generate = true, /v1/chat/completions "
+                               "without scoring)",
                                "bool")
     packs: tuple[str, ...] = setting([], "a prompt-pack source, repeatable: a local folder, git+URL@tag#path or "
                                      "github:owner/repo@tag#path", "list", flag="--packs", metavar="SOURCE")

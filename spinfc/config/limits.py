@@ -26,6 +26,8 @@ class Limits:
     max_prompts_per_input: int = limit_field(10_000, "questions asked of one input, placeholder combinations "
                                              "counted one by one")
     max_extractions_per_input: int = limit_field(10, "extraction slots (<*> <n> <$> <gen>) asked of one input")
+    max_beam_width: int = limit_field(16, "answers searched at once for one <*> <n> <$> slot (its beam_width)")
+    max_slot_tokens: int = limit_field(256, "tokens decoded for one extraction slot (its max_tokens)")
     max_processed_tokens: int = limit_field(2_000_000, "tokens processed for one request (contents, questions "
                                             "and options, after prefixes are shared)")
     max_body_bytes: int = limit_field(2_000_000, "bytes in one request body")

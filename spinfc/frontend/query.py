@@ -6,7 +6,10 @@ Both have the same keys and the same rules, so a mistake reads the same in a pac
     template      text with one slot (template.lark); placeholders {name} take their values from `placeholders`
     options       the answers of an option slot <?>, e.g. [" yes", " no"]; only for <?>
     placeholders  {name = ["value", ...]}: one question per combination of values (a grid)
-    max_tokens    the longest answer of an extraction slot (<*> <n> <$> <gen>)
+    max_tokens    the longest answer of an extraction slot (<*> <n> <$> <gen>), in tokens, the terminator included
+    beam_width    how many answers a searched slot (<*> <n> <$>) keeps at each step and returns at most
+    temperature   <gen> only: 0 (the default) is greedy; above 0 samples
+    seed          <gen> only, with a temperature: the same seed gives the same text
     generate      true turns a <*> text slot into generated free text (as <gen>)
 """
 
@@ -28,9 +31,12 @@ from spinfc.ir.nodes import (
     TextSlot,
 )
 
-QUERY_KEYS = ("id", "template", "options", "placeholders", "max_tokens", "generate")
+QUERY_KEYS = ("id", "template", "options", "placeholders", "max_tokens", "beam_width", "temperature", "seed",
+              "generate")
+EXTRACTION_KEYS = ("max_tokens", "beam_width", "temperature", "seed", "generate")
 QUERY_ID = r"[A-Za-z0-9_][A-Za-z0-9_.:-]*"
 MAX_TOKENS_LIMIT = 512
+BEAM_WIDTH_LIMIT = 64  # the server's --max-beam-width (default 16) is the usual bound
 _EXTRACTORS = {"text": TextSlot, "number": NumberSlot, "amount": AmountSlot, "generate": GenerateSlot}
 
 
@@ -106,17 +112,8 @@ def _slot(f: Fields, template: Template, ref: SlotRef) -> Slot:
                 hint="remove `generate`, or use <gen> for free text",
             )
         kind = "generate" if ref.kind == "text" and _generate(f) else ref.kind
-        default = _EXTRACTORS[kind]().max_tokens
-        max_tokens = int(f.value("max_tokens", int, "token count", "16", default=default))
-        if not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
-            f.fail(
-                "max_tokens",
-                f"max_tokens = {max_tokens} is out of range",
-                code="invalid_value",
-                hint=f"give a count from 1 to {MAX_TOKENS_LIMIT}",
-            )
-        return _EXTRACTORS[kind](stop=after, max_tokens=max_tokens)
-    for key in ("max_tokens", "generate"):
+        return _extractor(f, kind, after)
+    for key in EXTRACTION_KEYS:
         if f.has(key):
             f.fail(
                 key,
@@ -151,6 +148,38 @@ def _slot(f: Fields, template: Template, ref: SlotRef) -> Slot:
                 hint='an option is the answer text, with its leading space: " yes"',
             )
     return OptionSlot(tuple(Option(text) for text in options))
+
+
+def _extractor(f: Fields, kind: str, after: str) -> Slot:
+    """The slot of an extraction query: its terminator (the text after it), its token bound, and its search
+    (`beam_width`) or sampling (`temperature`, `seed`) settings, each only where the kind uses it."""
+    cls = _EXTRACTORS[kind]
+    default = cls()
+    max_tokens = _count(f, "max_tokens", default.max_tokens, MAX_TOKENS_LIMIT)
+    if kind == "generate":
+        if f.has("beam_width"):
+            f.fail("beam_width", "`beam_width` is for searched slots (<*> <n> <$>); <gen> is generated",
+                   code="not_allowed", at_key=True, hint="remove `beam_width`, or use <*> for searched answers")
+        temperature = float(f.value("temperature", (int, float), "temperature", "0.7", default=0.0))
+        if not 0.0 <= temperature <= 2.0:
+            f.fail("temperature", f"temperature = {temperature} is out of range", code="invalid_value",
+                   hint="give 0 (greedy) or a value up to 2")
+        seed = f.value("seed", int, "seed", "1234", default=None)
+        return cls(stop=after, max_tokens=max_tokens, temperature=temperature,
+                   seed=None if seed is None else int(seed))
+    for key in ("temperature", "seed"):
+        if f.has(key):
+            f.fail(key, f"`{key}` is for generated slots (<gen>); a {kind} slot is searched, not sampled",
+                   code="not_allowed", at_key=True, hint=f"remove `{key}`, or set `beam_width` for more answers")
+    beam_width = _count(f, "beam_width", default.beam_width, BEAM_WIDTH_LIMIT)
+    return cls(stop=after, max_tokens=max_tokens, beam_width=beam_width)
+
+
+def _count(f: Fields, key: str, default: int, limit: int) -> int:
+    value = f.value(key, int, "count", str(default), default=default)
+    if isinstance(value, bool) or not 1 <= int(value) <= limit:
+        f.fail(key, f"{key} = {value} is out of range", code="invalid_value", hint=f"give a count from 1 to {limit}")
+    return int(value)
 
 
 def _generate(f: Fields) -> bool:

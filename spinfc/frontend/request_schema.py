@@ -34,10 +34,14 @@ class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 class ScoringQuery(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     id: str
-    template: str  # one slot: <?> (or {?}) with `options`; <*> <n> <$> <gen> are refused until extraction lands
+    template: str  # one slot: <?> (or {?}) with `options`, or an extraction slot <*> <n> <$> <gen> (docs/api.md)
     options: list[str] | None = None
     placeholders: dict[str, list[str]] | None = None  # name -> values; one question per combination
-    max_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS_LIMIT)] | None = None  # for extraction slots
+    # extraction slots: the longest answer in tokens, the terminator included
+    max_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
+    beam_width: int | None = None  # <*> <n> <$>: answers searched at once (default 4; --max-beam-width)
+    temperature: float | None = None  # <gen>: 0 (default) greedy, above 0 sampled
+    seed: int | None = None  # <gen> sampled: the same seed gives the same text
     generate: bool | None = None  # true turns a <*> slot into generated free text
 
 

@@ -100,28 +100,45 @@ class OptionSlot:
 
 @frozen
 class TextSlot:
-    """`<*>`: the most likely short answers, searched; ends at `stop` (the template text after the slot)."""
+    """`<*>`: the `beam_width` most likely short answers, searched; each ends at `stop` (the template text after the
+    slot; empty: a newline or the end of the turn). At most `max_tokens` tokens, the terminator included."""
 
     stop: str = ""
     max_tokens: int = 16
+    beam_width: int = 4
 
 
 @frozen
 class NumberSlot:
+    """`<n>`: the most likely numbers (sign, digits, thousands separators, decimal point), searched like `<*>`."""
+
     stop: str = ""
     max_tokens: int = 12
+    beam_width: int = 4
 
 
 @frozen
 class AmountSlot:
+    """`<$>`: the most likely amounts (a currency symbol or ISO code, and a number), searched like `<*>`."""
+
     stop: str = ""
     max_tokens: int = 16
+    beam_width: int = 4
 
 
 @frozen
 class GenerateSlot:
+    """`<gen>`: free text, greedy (`temperature` 0) or sampled (with `seed`), until `stop`, the end of the turn or
+    `max_tokens` tokens."""
+
     stop: str = ""
     max_tokens: int = 64
+    temperature: float = 0.0
+    seed: int | None = None
+
+
+SEARCHED_SLOTS = (TextSlot, NumberSlot, AmountSlot)
+EXTRACTION_SLOTS = (TextSlot, NumberSlot, AmountSlot, GenerateSlot)
 
 
 Slot = Union[OptionSlot, TextSlot, NumberSlot, AmountSlot, GenerateSlot]

@@ -88,7 +88,9 @@ def _slot(slot) -> str:
     if isinstance(slot, OptionSlot):
         return "options[" + ", ".join(repr(o.text) for o in slot.options) + "]"
     kind = type(slot).__name__.removesuffix("Slot").lower()
-    return f"{kind}(stop={slot.stop!r}, max_tokens={slot.max_tokens})"
+    search = f", beam_width={slot.beam_width}" if hasattr(slot, "beam_width") else \
+        f", temperature={slot.temperature}" + (f", seed={slot.seed}" if slot.seed is not None else "")
+    return f"{kind}(stop={slot.stop!r}, max_tokens={slot.max_tokens}{search})"
 
 
 def _question_name(i: int, q: Question) -> str:
@@ -223,6 +225,31 @@ def _layout(out: _Writer, p: Program, lay: PassLayout) -> None:
         at = max(at, stop)
     if at < lay.budget:
         _padding(out, lay, at, lay.budget)
+    _decode_plan(out, p, lay)
+
+
+def _decode_plan(out: _Writer, p: Program, lay: PassLayout) -> None:
+    """The extraction questions of the pass: where each decodes from and how (passes/decode_plan.py)."""
+    from spinfc.passes.decode_plan import decode_plan
+
+    plan = decode_plan(p, lay)
+    decoded = [s for s in plan if not p.contents[s.content].is_floor]
+    if not decoded:
+        return
+    out.line(f"decode plan pass {lay.index}: {_count(len(decoded), 'slot', 'slots')} decoded from the pass's keys and "
+             f"values", 1)
+    out.line(f"one batch of at most {sum(s.beams for s in decoded)} beams a step, at most "
+             f"{max(s.max_tokens for s in decoded)} steps, then each searched answer read on the floor", 2)
+    for s in plan:
+        name = _question_name(s.question, p.questions[s.question])
+        if p.contents[s.content].is_floor:
+            if s.kind != "generate":
+                out.line(f"row {s.row} c{s.content} (floor) {name}: its context kept (sees {s.sees} rows); the "
+                         "contents' answers are read from here for floor_p", 2)
+            continue
+        out.line(f"row {s.row} c{s.content} {name}: {s.kind}, "
+                 f"{s.beams} beams, <= {s.max_tokens} tokens, from position {s.position + 1}, sees {s.sees} rows; "
+                 f"{s.grammar}", 2)
 
 
 def _padding(out: _Writer, lay: PassLayout, start: int, stop: int) -> None:

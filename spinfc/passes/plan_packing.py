@@ -2,7 +2,7 @@
 
 `fill` is the scheduler's step: it picks the segments of the next pass from the work waiting, oldest first. The
 pass runs `pack` (fill until nothing is left) over this program's segments in the order the engine queues a
-request's work (the inputs in request order, then the floor), so `spinfc compile --emit plan` shows the
+request's work (the inputs in request order, then the floor; the floor first when a question extracts), so `spinfc compile --emit plan` shows the
 passes a server runs for the request when it runs alone.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import attrs
 
 from spinfc.errors import CompileError
-from spinfc.ir.nodes import Pass, Placement, Plan, Program, Segment
+from spinfc.ir.nodes import OptionSlot, Pass, Placement, Plan, Program, Segment
 from spinfc.passes.context import PassContext
 from spinfc.shapes import Shapes
 
@@ -44,10 +44,18 @@ def admits(segment: Segment, shapes: Shapes) -> bool:
     return fill([segment], shapes) == [0]
 
 
+def floor_first(program: Program) -> bool:
+    """Whether the floor is queued ahead of the contents: when a question extracts (its decode on a content reads
+    the floor's contexts, for floor_p)."""
+    return any(not isinstance(q.slot, OptionSlot) for q in program.questions)
+
+
 def queue_order(program: Program) -> list[int]:
-    """The order the engine queues a program's segments: the contents in order, then the floor."""
+    """The order the engine queues a program's segments: the contents in order, then the floor (first when
+    `floor_first`)."""
     floors = [i for i, content in enumerate(program.contents) if content.is_floor]
-    return [i for i, content in enumerate(program.contents) if not content.is_floor] + floors
+    others = [i for i, content in enumerate(program.contents) if not content.is_floor]
+    return floors + others if floor_first(program) else others + floors
 
 
 def pack(segments: Sequence[Segment], shapes: Shapes) -> list[list[int]]:

@@ -28,11 +28,13 @@ from collections.abc import Callable
 import attrs
 
 from spinfc import compiler
-from spinfc.ir.nodes import OptionSlot, Program, Segment
+from spinfc.ir.nodes import Program, Segment
 from spinfc.passes import SCHEDULED_FROM, PassContext
 from spinfc.passes.layout import pass_rows
-from spinfc.passes.plan_packing import admits
-from spinfc.runtime.results import ContentScores, QueryResult, ScoreMap, query_results
+from spinfc.passes.plan_packing import admits, floor_first
+from spinfc.runtime import extract
+from spinfc.runtime.results import ContentScores, QueryResult, query_results
+from spinfc.runtime.score_map import ScoreMap
 from spinfc.runtime.runner import Pending, Runner, SegmentArrays
 from spinfc.runtime.scheduler import EngineStats, Job, Unit, floor_key, schedule
 from spinfc.shapes import Shapes
@@ -41,8 +43,6 @@ log = logging.getLogger("spinfc.engine")
 
 PENDING_SECONDS = 1.0  # a compiled request not submitted within this long no longer counts as arriving
 FULL = 0.85  # a pass this full is launched behind the one in flight; a less full one waits for it to end
-
-SLOT_SPELLING = {"text": "<*>", "number": "<n>", "amount": "<$>", "generate": "<gen>"}
 
 WARMUP_REQUEST = {
     "messages": [{"role": "user", "content": "Customer message: the parcel arrived broken."}],
@@ -150,15 +150,6 @@ class Engine:
     def compile_program(self, program: Program, check: Callable[[Program], None] | None = None) -> Compiled:
         """Compile a program the frontend built (a request's queries, a pack's, or both), as `compile` does: the
         compiler driver through the segment pass; packing is the scheduler's, across every request in flight."""
-        for i, query in enumerate(program.queries):
-            if not isinstance(query.slot, OptionSlot):
-                kind = query.template.slot.kind if query.template.slot else "generate"
-                raise Refused(
-                    "extraction_not_available",
-                    f"query {query.id!r} uses a {kind} slot ({SLOT_SPELLING.get(kind, kind)}): extraction is not "
-                    "available yet in this version of spinfc; ask with an option slot <?> and a list of options",
-                    param=f"scoring.queries[{i}].template",
-                )
         program = compiler.compile(program, self.context, until=SCHEDULED_FROM, check=check)
         floors = [i for i, content in enumerate(program.contents) if content.is_floor]
         if len(floors) != 1:
@@ -289,8 +280,9 @@ class Engine:
     def _admit_job(self, job: Job) -> None:
         compiled = job.compiled
         key = floor_key(self.model, compiled.program, compiled.floor)
-        for c in compiled.inputs:  # the inputs, then the floor: the queue order `--emit plan` shows
-            self._units.append(self._unit(compiled, c, job))
+        inputs = [self._unit(compiled, c, job) for c in compiled.inputs]
+        if not floor_first(compiled.program):  # the inputs, then the floor: the queue order `--emit plan` shows
+            self._units.extend(inputs)
         cached = self._floor_cache.get(key)
         if cached is not None:
             self._floor_cache.move_to_end(key)
@@ -305,6 +297,8 @@ class Engine:
             unit = self._unit(compiled, compiled.floor, job, key)
             self._floors_queued[key] = unit
             self._units.append(unit)
+        if floor_first(compiled.program):  # extraction reads the floor's contexts: the floor runs first
+            self._units.extend(inputs)
         job.remaining = len(compiled.segments) - len(job.scores)
         if job.remaining == 0:
             job.finish()
@@ -328,7 +322,7 @@ class Engine:
     def _schedule(self, full_only: bool = False) -> list[Unit] | None:
         """The units of the next pass, taken off the queue; with `full_only`, None unless they fill FULL of the
         budget (or the answer rows or reads) — the pass would otherwise run part-empty."""
-        chosen = schedule(self._units, self.shapes)
+        chosen = self._floors_first(schedule(self._units, self.shapes))
         if full_only and not self._full([self._units[i] for i in chosen]):
             return None
         taken = set(chosen)
@@ -361,7 +355,10 @@ class Engine:
     def _run(self, units: list[Unit]) -> tuple[list[Unit], Pending] | None:
         """Launch the pass of `units`; a launch that raises puts them back to be run one by one."""
         try:
-            pending = self.runner.launch([unit.arrays for unit in units])
+            if any(map(_extracts, units)):  # the pass's keys and values are kept for the decode (run eagerly)
+                pending = self.runner.launch_keeping_kv([unit.arrays for unit in units])
+            else:
+                pending = self.runner.launch([unit.arrays for unit in units])
         except Exception as error:
             self._failed(units, error)
             return None
@@ -399,24 +396,86 @@ class Engine:
                 self.on_pass(used, pending.rows, seconds)
             except Exception:
                 log.exception("the on_pass observer failed")
-        offset = 0
+        offset, scores = 0, []
         for unit, start in zip(units, pending.starts):
             n = len(unit.arrays.read_row)
             for job, content in unit.consumers:
                 job.placements.append((pending.index, content, start, unit.segment.length))
-            self._deliver(unit, logprobs[offset:offset + n])
+            scores.append(self._scores(unit, logprobs[offset:offset + n]))
             offset += n
+        if pending.kept is not None:
+            scores = self._extract(units, scores, pending)
+        for unit, unit_scores in zip(units, scores):
+            if unit_scores is not None:
+                self._deliver(unit, unit_scores)
 
-    def _deliver(self, unit: Unit, logprobs) -> None:
-        self._forget(unit)
+    def _scores(self, unit: Unit, logprobs) -> ContentScores | None:
+        """The unit's option scores from its reads' logprobs; None (and the unit failed) when they do not add up."""
         try:
-            scores = unit.score_map.scores(logprobs)
+            return unit.score_map.scores(logprobs)
         except Exception as error:
             log.exception("results of a pass could not be assembled")
+            self._forget(unit)
             unit.fail(PassFailed(f"results could not be assembled: {error}"))
-            return
+            return None
+
+    # ---- extraction: the pass's K/V handed to the decode, its results put into the scores -----------------------
+
+    def _floors_first(self, chosen: list[int]) -> list[int]:
+        """Floors ahead of contents in the pass (a content's extraction reads its floor's contexts), and contents
+        with extraction questions whose floor has not run and is not in this pass left for a later pass (their
+        floor is queued ahead of them, so it runs first)."""
+        units = [self._units[i] for i in chosen]
+        if not any(map(_extracts, units)):
+            return chosen
+
+        def floor_ready(unit: Unit) -> bool:
+            job = unit.consumers[0][0]
+            floor = job.compiled.floor
+            return floor in job.scores or any((job, floor) in other.consumers for other in units)
+
+        kept = [i for i, u in zip(chosen, units) if u.floor_key is not None or not _extracts(u) or floor_ready(u)]
+        kept.sort(key=lambda i: self._units[i].floor_key is None)
+        return kept or chosen  # cannot be empty while floors are queued ahead; run as chosen rather than stall
+
+    def _extract(self, units: list[Unit], scores: list, pending: Pending) -> list:
+        """Decode every extraction question of the pass in one batch and put the results into each unit's scores
+        (a unit whose extraction fails is failed and gets None)."""
+        items = []
+        for unit, start in zip(units, pending.starts):
+            job, _ = unit.consumers[0]
+            floor_unit = next((k2 for k2, other in enumerate(units) if other.floor_key is not None and
+                               (job, job.compiled.floor) in other.consumers), None)
+            items.append(extract.PassItem(
+                questions=job.compiled.program.questions, start=start,
+                prompt_rows=tuple(attrs.evolve(p, row=p.row + start) for p in unit.segment.prompt_rows),
+                is_floor=unit.floor_key is not None,
+                floor=None if unit.floor_key is not None or floor_unit is not None else job.scores.get(
+                    job.compiled.floor),
+                floor_item=floor_unit if unit.floor_key is None else None,
+            ))
+        try:
+            entries, walked = extract.extract_pass(self.model, pending.kept, items)
+            self.stats.decode_steps += walked.steps
+            self.stats.decode_rows += walked.beam_rows
+        except Exception as error:
+            log.exception("extraction failed")
+            for unit in units:
+                self._forget(unit)
+                unit.fail(PassFailed(f"extraction failed: {type(error).__name__}: {error}"))
+            return [None] * len(units)
+        return [None if s is None else extract.with_entries(s, e) for s, e in zip(scores, entries)]
+
+    def _deliver(self, unit: Unit, scores: ContentScores) -> None:
+        self._forget(unit)
         if unit.floor_key is not None:
             self._floor_cache[unit.floor_key] = scores
             while len(self._floor_cache) > self._floor_cache_size:
                 self._floor_cache.popitem(last=False)
         unit.deliver(scores)
+
+
+def _extracts(unit: Unit) -> bool:
+    """Whether the unit's content is asked an extraction question (its pass keeps its keys and values)."""
+    questions = unit.consumers[0][0].compiled.program.questions
+    return any(extract.is_extraction(questions[p.question]) for p in unit.segment.prompt_rows)

@@ -6,7 +6,9 @@
     residual  1 - the sum of the options' full probabilities, clamped to [0, 1]: the mass outside the options
 
 The shape is the seed's: per query `{"id", "combinations": [{"values", "options": [{"text", "logprob", "p",
-"floor_p"}], "residual"}]}`, one combination per placeholder combination, in the order of expansion.
+"floor_p"}], "residual"}]}`, one combination per placeholder combination, in the order of expansion. An extraction
+query's combination has `answers` and `coverage` instead (<*> <n> <$>: runtime/extract/answers.py), or `text`,
+`logprob` and `finish_reason` (<gen>).
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ import math
 from collections.abc import Sequence
 
 import msgspec
-import numpy as np
 
 from spinfc.ir.nodes import AnswerRead, OptionSlot, Program, Question
 
-# [question][option] -> the option's full log-probability on one content
-ContentScores = tuple[tuple[float, ...], ...]
+# [question][option] -> the option's full log-probability on one content; an extraction question's row is its
+# result (extract.answers: Searched, Generated) on a content, and its PromptContext on the floor
+ContentScores = tuple
 
 
 class OptionScore(msgspec.Struct, frozen=True):
@@ -30,10 +32,29 @@ class OptionScore(msgspec.Struct, frozen=True):
     floor_p: float
 
 
-class Combination(msgspec.Struct, frozen=True):
+class AnswerScore(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One answer of a searched slot; `value` for <n> and <$>, `currency` for <$>."""
+
+    text: str
+    logprob: float
+    p: float
+    floor_p: float
+    value: int | float | None = None
+    currency: str | None = None
+
+
+class Combination(msgspec.Struct, frozen=True, omit_defaults=True):
+    """An option question: options and residual. A searched slot: answers and coverage. <gen>: text, logprob and
+    finish_reason."""
+
     values: dict[str, str]
-    options: list[OptionScore]
-    residual: float
+    options: list[OptionScore] | None = None
+    residual: float | None = None
+    answers: list[AnswerScore] | None = None
+    coverage: float | None = None
+    text: str | None = None
+    logprob: float | None = None
+    finish_reason: str | None = None
 
 
 class QueryResult(msgspec.Struct, frozen=True):
@@ -42,9 +63,8 @@ class QueryResult(msgspec.Struct, frozen=True):
 
 
 def _options(question: Question) -> tuple:
-    if not isinstance(question.slot, OptionSlot):
-        raise TypeError(f"question of query {question.query_id!r} has no option slot; only option slots are scored")
-    return question.slot.options
+    """An option question's options; () for an extraction question (nothing of it is read in the pass)."""
+    return question.slot.options if isinstance(question.slot, OptionSlot) else ()
 
 
 def content_scores(questions: Sequence[Question], reads: Sequence[AnswerRead], logprobs: Sequence[float]) -> ContentScores:
@@ -71,25 +91,6 @@ def content_scores(questions: Sequence[Question], reads: Sequence[AnswerRead], l
     return tuple(tuple(row) for row in sums)
 
 
-class ScoreMap:
-    """How the reads of one program's segments sum into option logprobs, checked once per program (every content of
-    a program is asked the same questions, so its segments' reads come in the same order). `scores(logprobs)` is
-    `content_scores` for one segment's logprobs, vectorised."""
-
-    def __init__(self, questions: Sequence[Question], reads: Sequence[AnswerRead]) -> None:
-        content_scores(questions, reads, [0.0] * len(reads))  # every option read once per token, or ValueError
-        sizes = [len(_options(q)) for q in questions]
-        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)  # [Q + 1]
-        self.index = np.fromiter((self.offsets[r.question] + r.option for r in reads), np.int64, len(reads))
-        self.total = int(self.offsets[-1])
-
-    def scores(self, logprobs: np.ndarray) -> ContentScores:
-        if len(logprobs) != len(self.index):
-            raise ValueError(f"{len(self.index)} reads but {len(logprobs)} logprobs")
-        sums = np.bincount(self.index, weights=np.asarray(logprobs, np.float64), minlength=self.total).tolist()
-        return tuple(tuple(sums[a:b]) for a, b in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist()))
-
-
 def softmax(logprobs: Sequence[float]) -> list[float]:
     """exp(l_i) / sum_j exp(l_j), computed from the largest so that nothing overflows or underflows to 0/0."""
     top = max(logprobs)
@@ -107,14 +108,29 @@ def query_results(program: Program, scores: ContentScores, floor: ContentScores)
     """One content's results, per query in request order, per combination in expansion order."""
     by_query: dict[str, list[Combination]] = {query.id: [] for query in program.queries}
     for qi, question in enumerate(program.questions):
-        options = _options(question)
-        p, floor_p = softmax(scores[qi]), softmax(floor[qi])
-        by_query[question.query_id].append(Combination(
-            values=dict(question.values),
-            options=[
-                OptionScore(text=option.text, logprob=scores[qi][oi], p=p[oi], floor_p=floor_p[oi])
-                for oi, option in enumerate(options)
-            ],
-            residual=residual(scores[qi]),
-        ))
+        by_query[question.query_id].append(_combination(question, scores[qi], floor[qi]))
     return [QueryResult(id=query_id, combinations=combos) for query_id, combos in by_query.items()]
+
+
+def _combination(question: Question, row, floor_row) -> Combination:
+    from spinfc.runtime.extract.answers import Generated, Searched  # here: the response schemas need no torch
+
+    values = dict(question.values)
+    if isinstance(row, Generated):
+        return Combination(values=values, text=row.text, logprob=row.logprob, finish_reason=row.finish_reason)
+    if isinstance(row, Searched):
+        answers = row.answers
+        p = softmax([a.logprob for a in answers]) if answers else []
+        floor_p = softmax([a.floor_logprob for a in answers]) if answers else []
+        return Combination(values=values, coverage=row.coverage, answers=[
+            AnswerScore(text=a.text, logprob=a.logprob, p=p[k], floor_p=floor_p[k], value=a.value, currency=a.currency)
+            for k, a in enumerate(answers)
+        ])
+    options = _options(question)
+    p, floor_p = softmax(row), softmax(floor_row)
+    return Combination(
+        values=values,
+        options=[OptionScore(text=option.text, logprob=row[oi], p=p[oi], floor_p=floor_p[oi])
+                 for oi, option in enumerate(options)],
+        residual=residual(row),
+    )

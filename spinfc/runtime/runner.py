@@ -63,6 +63,7 @@ class Pending:
     slot: int = 0
     index: int = 0  # the engine's pass number
     started: float = 0.0  # when it was launched (perf_counter)
+    kept: object = None  # extract.PassKV: the pass's keys and values, when it holds extraction questions
 
 
 class _HostBuffers:
@@ -155,6 +156,20 @@ class Runner:
             pending.output = out.float()
         return pending
 
+    def launch_keeping_kv(self, arrays: Sequence[SegmentArrays]) -> Pending:
+        """Stage and run one pass eagerly on the plain stack, keeping every layer's keys and values for the
+        extraction decode (`extract.PassKV`); returns once it has run."""
+        from spinfc.runtime import extract
+
+        launch, pending = self.stage(arrays)
+        with torch.inference_mode():
+            out, keys, values = extract.forward_keeping_kv(self.model, launch)
+        pending.output = out.float().cpu()
+        spans = _Spans(launch.spans)
+        pending.kept = extract.PassKV(launch.tokens.cpu(), launch.positions.cpu(), launch.ends.cpu(), tuple(keys),
+                                      tuple(values), spans)
+        return pending
+
     def collect(self, pending: Pending) -> np.ndarray:
         """The pass's logprobs, one per real read in segment order (waits for the GPU on CUDA)."""
         if pending.event is not None:
@@ -165,3 +180,10 @@ class Runner:
 @attrs.frozen
 class _Len:
     length: int
+
+
+@attrs.frozen
+class _Spans:
+    """What the extraction decode reads of a pass's layout: its spans."""
+
+    spans: tuple[tuple[int, int], ...]

@@ -37,6 +37,8 @@ class EngineStats:
     queued: int = 0  # requests submitted and not yet answered (or given up)
     queued_tokens: int = 0  # rows of work admitted by the worker and not yet run (what admission bounds)
     rate: float | None = None  # rows per second of pass time, smoothed over recent passes (None before the first)
+    decode_steps: int = 0  # extraction: model steps over all passes (runtime/extract/decode.py)
+    decode_rows: int = 0  # extraction: beams fed over all steps
     lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
 
     def settled(self, future: concurrent.futures.Future) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from spinfc.config import Limits
-from spinfc.ir.nodes import OptionSlot, Program
+from spinfc.ir.nodes import GenerateSlot, OptionSlot, Program
 from spinfc.passes.dedupe_prefixes import trie_size
 from spinfc.passes.expand_placeholders import grid_size
 
@@ -46,12 +46,18 @@ def processed_tokens(program: Program) -> int:
 
 def check_extractions(program: Program, limits: Limits, where: Mapping[str, str] | None = None) -> None:
     """`max_extractions_per_input`: the extraction questions (`<*>` `<n>` `<$>` `<gen>` slots, placeholder
-    combinations counted one by one) asked of each input, counted on the frontend's program (before expansion)."""
+    combinations counted one by one) asked of each input, counted on the frontend's program (before expansion);
+    `max_beam_width` and `max_slot_tokens` on each extraction query's `beam_width` and `max_tokens`."""
     where = where or {query.id: f"scoring.queries[{k}]" for k, query in enumerate(program.queries)}
     count, last = 0, None
     for query in program.queries:
         if not isinstance(query.slot, OptionSlot):
             count, last = count + grid_size(query), where[query.id]
+            at = where[query.id]
+            field = (lambda name: at) if at.startswith("packs[") else (lambda name: f"{at}.{name}")  # noqa: E731
+            if not isinstance(query.slot, GenerateSlot):
+                limits.check("max_beam_width", query.slot.beam_width, field("beam_width"))
+            limits.check("max_slot_tokens", query.slot.max_tokens, field("max_tokens"))
     if last is not None:
         limits.check("max_extractions_per_input", count, f"{last}.template")
 

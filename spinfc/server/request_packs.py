@@ -22,7 +22,7 @@ import attrs
 
 from spinfc.errors import RequestError
 from spinfc.frontend import Pack
-from spinfc.ir.nodes import OptionSlot, Program
+from spinfc.ir.nodes import Program
 from spinfc.runtime.pack_scores import score_pack
 from spinfc.runtime.results import QueryResult
 from spinfc.server.schemas import PackResult
@@ -64,10 +64,6 @@ def add_packs(program: Program, packs: Sequence[Pack]) -> WithPacks:
     for k, pack in enumerate(packs):
         ids = []
         for query in pack.queries:
-            if not isinstance(query.slot, OptionSlot):
-                raise RequestError(f"pack {pack.id!r} asks {query.id!r} with an extraction slot, which this server "
-                                   "does not run yet", code="extraction_not_available", param=f"packs[{k}].id",
-                                   hint="use a pack whose questions all have option slots <?>")
             inner = f"{pack.id}/{query.id}"
             while inner in taken:
                 inner += "~"
@@ -93,6 +89,8 @@ def split_results(results: list[QueryResult], plan: WithPacks) -> tuple[list[Que
         p, floor = {}, {}
         for result in pack_results:
             for combination in result.combinations:
+                if combination.options is None:  # an extraction question: categories count option questions only
+                    continue
                 key = (result.id, tuple(combination.values.items()))
                 p[key] = {option.text: option.p for option in combination.options}
                 floor[key] = {option.text: option.floor_p for option in combination.options}

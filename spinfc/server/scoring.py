@@ -10,11 +10,12 @@ request is compiled and run (429 concurrency_limit beyond --queue, 503 draining)
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 import attrs
 
 from spinfc.frontend import program_from_request
-from spinfc.ir.nodes import OptionSlot, Program
+from spinfc.ir.nodes import GenerateSlot, OptionSlot, Program
 from spinfc.runtime.engine import Scored
 from spinfc.runtime.results import QueryResult
 from spinfc.server.context import CallContext
@@ -35,15 +36,30 @@ class ScoringOutcome:
     debug: dict | None
 
 
-def check_features(program: Program, ctx: CallContext) -> None:
-    """400 extraction_disabled for an extraction slot when the server (or this call) turned extraction off."""
-    if ctx.features.get("extraction", True):
-        return
-    for k, query in enumerate(program.queries):
-        if not isinstance(query.slot, OptionSlot):
-            raise ApiError(400, "extraction_disabled", f"query {query.id!r} uses an extraction slot, and extraction "
-                           "is turned off on this server (--no-extraction): ask with an option slot <?>",
-                           param=f"scoring.queries[{k}].template")
+def check_features(program: Program, ctx: CallContext, where: Mapping[str, str] | None = None) -> None:
+    """The one place a query is refused for a feature that is off, on the server (--no-extraction,
+    --no-generation) or for this call (a trusted caller's `features`): 400 extraction_disabled for a searched slot
+    (<*> <n> <$>), 400 generation_disabled for generated text (<gen>, or <*> with generate = true). `where` maps a
+    query id to its JSON path (default `scoring.queries[i]`); a pack's queries point at the pack."""
+    where = where or {query.id: f"scoring.queries[{k}]" for k, query in enumerate(program.queries)}
+    for query in program.queries:
+        if isinstance(query.slot, OptionSlot):
+            continue
+        generated = isinstance(query.slot, GenerateSlot)
+        feature = "generation" if generated else "extraction"
+        if ctx.features.get(feature, True):
+            continue
+        at = where[query.id]
+        param = at if at.startswith("packs[") else f"{at}.template"
+        if generated:
+            raise ApiError(400, "generation_disabled", f"query {query.id!r} generates free text (<gen>), and "
+                           "generation is turned off on this server (--no-generation) or for this call: ask with a "
+                           "searched slot <*> or an option slot <?>, or ask the operator to turn generation on",
+                           param=param)
+        raise ApiError(400, "extraction_disabled", f"query {query.id!r} uses an extraction slot (<*> <n> <$>), and "
+                       "extraction is turned off on this server (--no-extraction) or for this call: ask with an "
+                       "option slot <?> and a list of options, or ask the operator to turn extraction on",
+                       param=param)
 
 
 async def score_body(service: Service, ctx: CallContext, body: dict, pack_ids: list[str]) -> ScoringOutcome:
@@ -54,9 +70,9 @@ async def score_body(service: Service, ctx: CallContext, body: dict, pack_ids: l
 
     def frontend() -> WithPacks:
         program = program_from_request(body, model=engine.model.name)
-        check_features(program, ctx)
-        check_extractions(program, ctx.limits)
         plan = add_packs(program, packs)
+        check_features(plan.program, ctx, plan.where)
+        check_extractions(plan.program, ctx.limits, plan.where)
         check_prompts(plan.program, ctx.limits)
         return plan
 

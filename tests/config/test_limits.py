@@ -10,6 +10,8 @@ DEFAULTS = {
     "max_content_tokens": 4096, "max_query_tokens": 256, "max_prompts_per_input": 10_000,
     "max_extractions_per_input": 10, "max_processed_tokens": 2_000_000, "max_body_bytes": 2_000_000,
     "max_options": 1000, "max_option_tokens": 5,
+    # not in the operator's guide: the bounds of an extraction slot's search (issue 10)
+    "max_beam_width": 16, "max_slot_tokens": 256,
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from spinfc.registry import load_tokenizer
-from spinfc.runtime.engine import Engine, PassFailed, Refused
+from spinfc.runtime.engine import Engine, PassFailed
 from spinfc.runtime.loader import load_model
 from spinfc.shapes import Shapes
 
@@ -140,13 +140,15 @@ def test_a_withdrawn_request_is_dropped_before_it_runs(model) -> None:
 
 
 @pytest.mark.parametrize("template", ["\n\nWhich month?\nA: \"<*>\"", "Amount: <$>", "Count: {n}", "Say: <gen>"])
-def test_extraction_slots_are_refused_with_a_code(model, template: str) -> None:
+def test_extraction_questions_compile_with_their_prompt_rows(model, template: str) -> None:
+    """An extraction question's segment carries the row where its decode starts (its prompt's last token), on every
+    content and on the floor; it adds no answer read."""
     engine = Engine(model, Shapes.for_device("cpu", BUDGET))
-    with pytest.raises(Refused) as refused:
-        engine.compile(body(TICKET, queries=(REFUND, {"id": "month", "template": template})))
-    assert refused.value.code == "extraction_not_available"
-    assert "not available yet" in refused.value.message and "'month'" in refused.value.message
-    assert refused.value.param == "scoring.queries[1].template"
+    compiled = engine.compile(body(TICKET, queries=(REFUND, {"id": "month", "template": template})))
+    for segment in compiled.segments:
+        prompts = {p.question: p.row for p in segment.prompt_rows}
+        assert set(prompts) == {0, 1} and {r.question for r in segment.reads} == {0}
+        assert segment.tokens[prompts[1]] == compiled.program.questions[1].tokens[-1]
     engine.close()
 
 

@@ -218,3 +218,49 @@ def test_errors_are_pack_errors_with_a_json_ready_form(tmp_path):
     assert isinstance(error, PackError)
     assert error.as_dict()["loc"] == {"file": error.loc.file, "line": 13, "column": 6}
     assert error.as_dict()["code"] == "duplicate_id"
+
+
+EXTRACTION = """
+[[questions]]
+id = "month"
+template = "\\n\\nQ: Which month?\\nA: \\"<*>\\""
+beam_width = 3
+
+[[questions]]
+id = "amount"
+template = "\\n\\nQ: How much?\\nA: <$>\\n"
+max_tokens = 10
+
+[[questions]]
+id = "summary"
+template = "\\n\\nSummary:<gen>"
+temperature = 0.7
+seed = 5
+"""
+
+
+def test_extraction_questions_load_with_their_settings(tmp_path):
+    pack = load_pack(write(tmp_path, HEADER + QUESTION + EXTRACTION))
+    month, amount, summary = pack.queries[1:]
+    assert (month.slot.beam_width, month.slot.stop) == (3, '"')
+    assert (amount.slot.max_tokens, amount.slot.beam_width, amount.slot.stop) == (10, 4, "\n")
+    assert (summary.slot.temperature, summary.slot.seed) == (0.7, 5)
+
+
+@pytest.mark.parametrize("line, code, key", [
+    ('beam_width = 0', "invalid_value", "beam_width"),
+    ('temperature = 0.5', "not_allowed", "temperature"),
+    ('seed = 3', "not_allowed", "seed"),
+    ('options = [" a"]', "options_not_allowed", "options"),
+])
+def test_validate_checks_extraction_questions(tmp_path, line, code, key):
+    body = HEADER + f'\n[[questions]]\nid = "month"\ntemplate = "Month: <*>"\n{line}\n'
+    write(tmp_path, body)
+    (error,) = validate_packs(tmp_path)
+    assert error.code == code and error.loc.line == 10 and key in error.message
+
+
+def test_validate_refuses_beam_width_on_gen(tmp_path):
+    write(tmp_path, HEADER + '\n[[questions]]\nid = "say"\ntemplate = "Say: <gen>"\nbeam_width = 2\n')
+    (error,) = validate_packs(tmp_path)
+    assert error.code == "not_allowed" and "beam_width" in error.message

@@ -13,8 +13,7 @@ from passes.test_pipeline import program as gemma_program
 
 SMALL = [[7, 8, 9], [7]], [([1, 2], [[3], [4, 5]]), ([1, 6], [[3]]), ([1, 2, 9], None)]
 
-EXPECTED_TAIL = """\
-trie (5 nodes, 8 tokens before dedupe)
+EXPECTED_TAIL = """trie (5 nodes, 8 tokens before dedupe)
   1  @0
     2  @1
       prompt end: q0 q0
@@ -32,24 +31,28 @@ segments (2: each content with its 5-row question tree, rows from 0)
   segment c1 'c1': 6 rows (1 content + 5 tree), 3 answer rows, 4 reads, 3 prompt rows
 plan (1 pass of 32 rows, block 16, 14 rows used of 32: 43.8% full)
   pass 0: 2 contents, 14 rows (43.8%)
-    [0, 8) c0 'c0': 3 content + 5 tree tokens
-    [16, 22) c1 'c1': 1 content + 5 tree tokens
+    [0, 6) c1 'c1': 1 content + 5 tree tokens
+    [16, 24) c0 'c0': 3 content + 5 tree tokens
 tokens processed: 14 (each content once + its question tree; padding not counted)
 one sequence per question: 28 (per content and question: content + prompt + each option's tokens but its last)
 saving: 2.00x fewer tokens than one sequence per question
 layout pass 0: 32 rows, 2 spans, 8 reads on 6 answer rows, 6 prompt rows
-  [0, 8) span c0 'c0'
-    [0, 3) content positions 0..2 end=8
-    [3, 4) tree positions 3..3 end=8
-    [4, 5) tree positions 4..4 end=7
-    [5, 6) tree positions 5..5 end=6
-    [6, 7) tree positions 5..5 end=7
-    [7, 8) tree positions 4..4 end=8
-  [8, 16) padding token=0 position=0 end=row+1
-  [16, 22) span c1 'c1'
-    [16, 17) content positions 0..0 end=22
-    [17, 22) tree laid out as c0's (5 rows, same ends and positions relative to its first row)
-  [22, 32) padding token=0 position=0 end=row+1
+  [0, 6) span c1 'c1'
+    [0, 1) content positions 0..0 end=6
+    [1, 2) tree positions 1..1 end=6
+    [2, 3) tree positions 2..2 end=5
+    [3, 4) tree positions 3..3 end=4
+    [4, 5) tree positions 3..3 end=5
+    [5, 6) tree positions 2..2 end=6
+  [6, 16) padding token=0 position=0 end=row+1
+  [16, 24) span c0 'c0'
+    [16, 19) content positions 0..2 end=24
+    [19, 24) tree laid out as c1's (5 rows, same ends and positions relative to its first row)
+  [24, 32) padding token=0 position=0 end=row+1
+  decode plan pass 0: 1 slot decoded from the pass's keys and values
+    one batch of at most 4 beams a step, at most 16 steps, then each searched answer read on the floor
+    row 4 c1 (floor) q2 q2: its context kept (sees 3 rows); the contents' answers are read from here for floor_p
+    row 22 c0 q2 q2: text, 4 beams, <= 16 tokens, from position 6, sees 5 rows; ([^\\n]+)(\\n)?
 stats tree_tokens_before=8 tree_tokens=5 segment_rows=14 passes=1 rows_used=14
 """
 

@@ -114,7 +114,7 @@ def test_plan_misaligned_overlapping_over_budget_and_missing():
     assert_caught(plan_with(a, attrs.evolve(b, start=b.start + 1)), "starts at 17, not a block multiple")
     assert_caught(plan_with(a, attrs.evolve(b, start=0)), "overlap")
     assert_caught(plan_with(a, attrs.evolve(b, start=64)), "past the budget 64")
-    assert_caught(plan_with(a), "content 1 is placed 0 times, not once")
+    assert_caught(plan_with(b), "content 1 is placed 0 times, not once")
     assert_caught(plan_with(a, b, Placement(1, 32, b.length)), "content 1 is placed 2 times")
     assert_caught(plan_with(a, attrs.evolve(b, length=b.length + 1)), "has length")
 
@@ -122,16 +122,18 @@ def test_plan_misaligned_overlapping_over_budget_and_missing():
 def test_layout_ends_positions_padding_and_reads():
     program = compiled()
     lay = program.layouts[0]
-    # rows: 0:7 1:8 2:9 | 3:1 4:2 5:4 6:9 7:6 | padding 8..15 | floor 16..21
-    assert lay.spans == ((0, 8), (16, 22)) and lay.ends[:8] == (8, 8, 8, 8, 7, 6, 7, 8)
-    assert_caught(with_layout(program, replace_row(lay, "ends", 5, 5)), "row 5 has end 5, outside (5, 8]")
-    assert_caught(with_layout(program, replace_row(lay, "ends", 5, 9)), "row 5 has end 9, outside (5, 8]")
-    assert_caught(with_layout(program, replace_row(lay, "ends", 0, 7)), "content row 0 ends at 7")
-    assert_caught(with_layout(program, replace_row(lay, "positions", 4, 7)), "row 4 has position 7, its depth is 4")
-    assert_caught(with_layout(program, replace_row(lay, "tokens", 1, 42)), "do not hold content 0's tokens")
+    # the floor first (a text slot extracts, and a content's decode reads its floor's contexts):
+    # floor 0..5 | padding 6..15 | rows 16:7 17:8 18:9 | 19:1 20:2 21:4 22:9 23:6
+    assert lay.spans == ((0, 6), (16, 24)) and lay.ends[16:24] == (24, 24, 24, 24, 23, 22, 23, 24)
+    assert_caught(with_layout(program, replace_row(lay, "ends", 21, 21)), "row 21 has end 21, outside (21, 24]")
+    assert_caught(with_layout(program, replace_row(lay, "ends", 21, 25)), "row 21 has end 25, outside (21, 24]")
+    assert_caught(with_layout(program, replace_row(lay, "ends", 16, 23)), "content row 16 ends at 23")
+    assert_caught(with_layout(program, replace_row(lay, "positions", 20, 7)), "row 20 has position 7, its depth is 4")
+    assert_caught(with_layout(program, replace_row(lay, "tokens", 17, 42)), "do not hold content 0's tokens")
     assert_caught(with_layout(program, replace_row(lay, "ends", 13, 15)), "padding row 13 is not")
-    # row 5 (option token 4, under row 4 which ends at 7) made to end at 8, past its parent's subtree
-    assert_caught(with_layout(program, replace_row(lay, "ends", 5, 8)), "row 5's subtree (to 8) leaves its parent row 4")
+    # row 21 (option token 4, under row 20 which ends at 23) made to end at 24, past its parent's subtree
+    assert_caught(with_layout(program, replace_row(lay, "ends", 21, 24)),
+                  "row 21's subtree (to 24) leaves its parent row 20")
     read = lay.reads[0]
     assert_caught(with_layout(program, attrs.evolve(lay, reads=(attrs.evolve(read, row=read.row + 1),) + lay.reads[1:])),
                   "does not see the content, prompt and option prefix")

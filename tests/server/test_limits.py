@@ -97,9 +97,17 @@ def test_max_extractions_per_input_at_its_default(client) -> None:
     refused(client, "max_extractions_per_input", body, "scoring.queries[10].template")
     refused(client, "max_extractions_per_input", body | {"scoring": {"queries": body["scoring"]["queries"][:2]}},
             "scoring.queries[1].template", max_extractions_per_input=1)
-    # within the limit, the engine says what it cannot do yet
-    response = client.post("/v1/score", json={**body, "scoring": {"queries": body["scoring"]["queries"][:1]}})
-    assert response.json()["error"]["code"] == "extraction_not_available"
+
+
+
+def test_beam_width_and_slot_tokens(client) -> None:
+    body = copy.deepcopy(BODY)
+    body["scoring"]["queries"] = [{"id": "what", "template": "\n\nQ: what was bought?\nA: \"<*>\"", "beam_width": 8,
+                                   "max_tokens": 40}]
+    refused(client, "max_beam_width", body, "scoring.queries[0].beam_width", max_beam_width=4)
+    refused(client, "max_slot_tokens", body, "scoring.queries[0].max_tokens", max_slot_tokens=32)
+    body["scoring"]["queries"] = [{"id": "say", "template": "\n\nSay: <gen>", "max_tokens": 300}]
+    refused(client, "max_slot_tokens", body, "scoring.queries[0].max_tokens")
 
 
 def test_max_processed_tokens(client) -> None:
@@ -153,6 +161,10 @@ def test_per_call_limits_are_checked(client) -> None:
     body = {**BODY, "scoring": {"queries": [{"id": "m", "template": "\n\nMonth: <*>"}]}}
     error = client.post("/v1/score", json={**body, "features": {"extraction": False}}, headers=TRUSTED).json()["error"]
     assert error["code"] == "extraction_disabled" and error["param"] == "scoring.queries[0].template"
+    body = {**BODY, "scoring": {"queries": [{"id": "say", "template": "\n\nSay: <gen>"}]}}
+    error = client.post("/v1/score", json={**body, "features": {"generation": False}}, headers=TRUSTED).json()["error"]
+    assert error["code"] == "generation_disabled" and error["param"] == "scoring.queries[0].template"
+    assert "--no-generation" in error["message"]
     untrusted = client.post("/v1/score", json={**BODY, "limits": {"max_options": 2}})
     assert untrusted.status_code == 403 and untrusted.json()["error"]["code"] == "trusted_token_required"
 

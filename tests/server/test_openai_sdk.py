@@ -79,7 +79,7 @@ def test_models_lists_the_served_model_its_aliases_features_and_limits(client) -
     assert card.id == "gemma3-270m"
     extra = card.model_extra
     assert "google/gemma-3-270m" in extra["aliases"] and extra["ready"] is True
-    assert extra["features"] == {"scoring": True, "extraction": False, "generation": True}
+    assert extra["features"] == {"scoring": True, "extraction": True, "generation": True}
     assert extra["limits"]["max_completion_tokens"] == 2048 and extra["limits"]["token_budget"] == 512
 
 
@@ -109,6 +109,30 @@ def test_scoring_through_extra_body_equals_v1_score(client, base_url) -> None:
             assert a["floor_p"] == b["floor_p"]
     refund = {o["text"]: o["p"] for o in got[0]["combinations"][0]["options"]}
     assert abs(sum(refund.values()) - 1) < 1e-6
+
+
+@pytest.mark.slow
+def test_the_seed_example_on_a_live_server_and_through_extra_body(client, base_url) -> None:
+    """The seed README's complete request (two classifications and `month`, the `{*}` spelling) on /v1/score, and
+    its `month` query in `scoring` of a chat completion with `<*>`: 200, the same answers both ways."""
+    messages = [{"role": "user", "content": TICKET}]
+    seed = {"model": "gemma3-270m", "messages": messages, "scoring": {"queries": [
+        {"id": "topic", "template": "\n\nTopic (billing, technical, account, shipping, or cancellation):{?}",
+         "options": [" billing", " technical", " account", " shipping", " cancellation"]},
+        {"id": "refund", "template": "\n\nIs the customer asking for a refund?\nAnswer:{?}",
+         "options": [" yes", " no"]},
+        {"id": "month", "template": "\n\nQ: Which month was charged twice?\nA: \"{*}\""}]}}
+    response = httpx.post(f"{base_url}/v1/score", json=seed, timeout=600)
+    assert response.status_code == 200, response.text
+    results = {r["id"]: r["combinations"][0] for r in response.json()["results"]}
+    assert len(results["topic"]["options"]) == 5 and len(results["refund"]["options"]) == 2
+    answers = results["month"]["answers"]
+    assert answers and abs(sum(a["p"] for a in answers) - 1) < 1e-6 and 0 < results["month"]["coverage"] <= 1
+    month = {"id": "month", "template": "\n\nQ: Which month was charged twice?\nA: \"<*>\""}
+    answer = client.chat.completions.create(model="gemma3-270m", messages=messages,
+                                            extra_body={"scoring": {"queries": [month]}})
+    (got,) = answer.model_extra["scoring"]
+    assert [a["text"] for a in got["combinations"][0]["answers"]] == [a["text"] for a in answers]
 
 
 def test_packs_through_extra_body(client) -> None:

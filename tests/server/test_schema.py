@@ -28,7 +28,7 @@ SETTINGS = Settings(
     engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=256, warmup="none"),
     features=FeatureSettings(generation=False),
     limits=Limits(max_content_tokens=48, max_prompts_per_input=4, max_processed_tokens=400, max_options=8,
-                  max_body_bytes=20_000),
+                  max_body_bytes=20_000, max_extractions_per_input=1, max_beam_width=2, max_slot_tokens=4),
 )
 APP = create_app(SETTINGS)
 # the coverage phase sends hundreds of variants of each documented example, each a real forward pass: off

@@ -161,13 +161,22 @@ def test_concurrent_requests_are_both_answered_and_a_contents_scores_do_not_depe
     assert second.json()["results"][0]["id"] == "refund"
 
 
-def test_an_extraction_query_is_refused_with_its_code(client) -> None:
+@pytest.mark.slow
+def test_the_seed_example_with_its_extraction_query(client) -> None:
+    """The seed README's complete request: two classifications and the `month` extraction, from one read."""
     body = copy.deepcopy(SEED)
     body["scoring"]["queries"].append(MONTH)
-    err = error(client, body)
-    assert err["code"] == "extraction_not_available" and err["type"] == "invalid_request_error"
-    assert "extraction is not available yet" in err["message"] and "'month'" in err["message"]
-    assert err["param"] == "scoring.queries[2].template"
+    response = client.post("/v1/score", json=body)
+    assert response.status_code == 200, response.text
+    results = {r["id"]: r["combinations"][0] for r in response.json()["results"]}
+    assert set(results) == {"topic", "refund", "month"}
+    assert len(results["topic"]["options"]) == 5 and len(results["refund"]["options"]) == 2
+    month = results["month"]
+    answers = month["answers"]
+    assert 1 <= len(answers) <= 4 and "options" not in month and 0 < month["coverage"] <= 1
+    assert sum(a["p"] for a in answers) == pytest.approx(1.0) and sum(a["floor_p"] for a in answers) == pytest.approx(1.0)
+    assert [a["logprob"] for a in answers] == sorted((a["logprob"] for a in answers), reverse=True)
+    assert all('"' not in a["text"] and a["text"] for a in answers)
 
 
 def test_a_model_not_served_is_refused(client) -> None:
@@ -203,7 +212,7 @@ def test_models_and_unknown_routes(client) -> None:
     (card,) = listed["data"]
     assert listed["object"] == "list" and card["id"] == "gemma3-270m" and card["ready"] is True
     assert "google/gemma-3-270m" in card["aliases"] and card["limits"]["token_budget"] == 512
-    assert card["features"]["extraction"] is False
+    assert card["features"]["extraction"] is True
     missing = client.get("/v1/nothing-here")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     wrong_method = client.get("/v1/score")

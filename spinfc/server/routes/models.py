@@ -16,7 +16,8 @@ def list_models(service: ServiceDep) -> ModelList:
     card = ModelCard(
         id=service.model_name, object="model", created=service.created, owned_by="spinfc",
         aliases=service.aliases, ready=service.status == "ready",
-        features={"scoring": True, "extraction": False, "generation": generation_available(service)},
+        features={"scoring": True, "extraction": settings.features.extraction,
+                  "generation": generation_available(service)},
         limits={"token_budget": service.engine.shapes.budget if service.engine else settings.engine.resolved_budget(),
                 **settings.limits.as_dict(), "max_completion_tokens": MAX_COMPLETION_TOKENS},
     )

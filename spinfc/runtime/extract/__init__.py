@@ -1,0 +1,148 @@
+"""Extraction from the same read: the `<*>` `<n>` `<$>` `<gen>` slots, decoded from the scoring pass's keys and
+values (the content is never prefilled again).
+
+    engine pass with extraction questions -> kv.forward_keeping_kv (the pass's K/V, every layer)
+    extract_pass(model, pass K/V, items)  -> per floor item: each question's PromptContext (kept with the floor's
+                                             scores, for floor_p); per content item: each question's Searched or
+                                             Generated result, every slot of every item decoded in one batch
+                                             (decode.walk), then every searched answer read on its floor (Forced)
+
+The engine calls `extract_pass` once per pass; what it returns replaces the extraction questions' entries of each
+item's scores (ContentScores: a row of option logprobs per option question).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+
+import attrs
+import torch
+
+from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, GenerateSlot, PromptRow, Question
+from spinfc.runtime.chat_format import end_tokens
+from spinfc.runtime.extract.answers import Generated, Searched, answer_text, generated_text, make_answer
+from spinfc.runtime.extract.beams import Forced, Sample, Search
+from spinfc.runtime.extract.decode import Start, WalkStats, walk
+from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
+from spinfc.runtime.extract.kv import KeyPool, PromptContext, forward_keeping_kv, gather_context, stack_of, visible_rows
+from spinfc.runtime.generate import Sampling
+
+KIND = {"TextSlot": "text", "NumberSlot": "number", "AmountSlot": "amount"}
+
+
+def is_extraction(question: Question) -> bool:
+    return isinstance(question.slot, EXTRACTION_SLOTS)
+
+
+@attrs.frozen
+class PassKV:
+    """A pass as the decode reads it: its rows' tokens, positions and ends, and every layer's keys and values."""
+
+    tokens: torch.Tensor  # [T]
+    positions: torch.Tensor  # [T]
+    ends: torch.Tensor  # [T]
+    keys: tuple[torch.Tensor, ...]  # per layer [T, Hk, D]
+    values: tuple[torch.Tensor, ...]
+    layout: object = None  # the pass's PassLayout (its spans, in the order of the engine's units)
+
+
+@attrs.frozen
+class PassItem:
+    """One placed content of a pass: its questions, where its span starts, its prompt rows (pass rows), whether it
+    is a floor, and (for a content) its floor's entries: one `PromptContext` per extraction question."""
+
+    questions: tuple[Question, ...]
+    start: int
+    prompt_rows: tuple[PromptRow, ...]
+    is_floor: bool
+    floor: Sequence | None = None  # the floor's scores, when it ran in an earlier pass (or was cached)
+    floor_item: int | None = None  # else the index of the floor's item in this pass
+
+
+class _Tokenizers:
+    """The engine thread's own copy of a model's tokenizer (a tokenizer is not shared across threads)."""
+
+    def __init__(self):
+        self._copies: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def get(self, stack):
+        with self._lock:
+            if stack.name not in self._copies:
+                self._copies[stack.name] = copy.deepcopy(stack.tokenizer)
+            return self._copies[stack.name]
+
+
+_TOKENIZERS = _Tokenizers()
+
+
+def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dict[int, object]], WalkStats]:
+    """Per item, question index -> its entry (PromptContext on a floor, Searched or Generated on a content), and
+    what the decode cost. Raises ValueError when a content's floor lacks a context (it must run first)."""
+    stack, _ = stack_of(model)
+    tokenizer = _TOKENIZERS.get(stack)
+    stops = end_tokens(tokenizer)
+    grammars = grammars_for(tokenizer, stack.config.vocab, stops)
+    out: list[dict[int, object]] = [{} for _ in items]
+    pool = KeyPool(kv.keys, kv.values, kv.positions)
+    starts, owners = [], []  # owners: (item, question) per start
+    for i, item in enumerate(items):
+        for prompt in item.prompt_rows:
+            question = item.questions[prompt.question]
+            if not is_extraction(question):
+                continue
+            if item.is_floor:
+                out[i][prompt.question] = gather_context(kv.keys, kv.values, kv.tokens, kv.positions, kv.ends,
+                                                         prompt.row, item.start)
+                continue
+            slot, end = question.slot, terminator(question.slot.stop)
+            if isinstance(slot, GenerateSlot):
+                walker = Sample(tokenizer, stops, end, Sampling(max_tokens=slot.max_tokens,
+                                                               temperature=slot.temperature, seed=slot.seed))
+            else:
+                cut = end or "\n"
+                walker = Search(grammars, slot_regex(KIND[type(slot).__name__], slot.stop), slot.beam_width,
+                                slot.max_tokens, (cut, *grammars.ending_tokens(tokenizer, cut)))
+            starts.append(Start(walker, visible_rows(kv.ends, prompt.row, item.start), int(kv.tokens[prompt.row]),
+                                int(kv.positions[prompt.row]), slot.max_tokens))
+            owners.append((i, prompt.question))
+    stats = walk(model, pool, starts)
+    floor_starts, floor_owners = [], []
+    for start, (i, q) in zip(starts, owners):
+        walker = start.walker
+        if isinstance(walker, Search) and walker.found:
+            item = items[i]
+            context = item.floor[q] if item.floor is not None else \
+                out[item.floor_item].get(q) if item.floor_item is not None else None
+            if not isinstance(context, PromptContext):
+                raise ValueError(f"question {q} has no floor context: the floor must run before its contents")
+            forced = Forced([f.tokens for f in walker.found])
+            floor_starts.append(Start(forced, pool.append(context), context.token, context.position,
+                                      max(len(f.tokens) for f in walker.found)))
+            floor_owners.append((i, q, walker))
+        elif isinstance(walker, Search):
+            out[i][q] = Searched(())
+        else:
+            question = items[i].questions[q]
+            text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop), stops)
+            out[i][q] = Generated(text, tuple(walker.tokens), walker.logprob, walker.finish)
+    floor_stats = walk(model, pool, floor_starts)
+    for start, (i, q, search) in zip(floor_starts, floor_owners):
+        slot = items[i].questions[q].slot
+        end = terminator(slot.stop)
+        out[i][q] = Searched(tuple(
+            make_answer(slot, answer_text(tokenizer, f.tokens, end, stops), f.tokens, f.logprob, floor_logprob)
+            for f, floor_logprob in zip(search.found, start.walker.logprobs)
+        ))
+    return out, WalkStats(stats.steps + floor_stats.steps, stats.beam_rows + floor_stats.beam_rows)
+
+
+def with_entries(scores: tuple, entries: dict[int, object]) -> tuple:
+    """A content's scores with the extraction questions' rows replaced by their entries."""
+    return tuple(entries.get(q, row) for q, row in enumerate(scores))
+
+
+__all__ = ["PassItem", "PassKV", "extract_pass", "forward_keeping_kv", "is_extraction", "with_entries",
+           "SEARCHED_SLOTS"]

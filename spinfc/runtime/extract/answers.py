@@ -1,0 +1,72 @@
+"""What an extraction question returns on one content, before it becomes JSON (results.py):
+
+    searched (<*> <n> <$>)  answers, most likely first: text, logprob (answer and terminator), p (normalised over
+                            the answers returned), floor_p (the same answers read on the floor, normalised the
+                            same way), value (<n>, <$>) and currency (<$>); coverage: the probability mass the
+                            answers hold together (sum of exp(logprob), at most 1)
+    generated (<gen>)       text, logprob (of every token drawn), finish_reason (stop or length)
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from spinfc.ir.nodes import AmountSlot, NumberSlot
+from spinfc.runtime.extract.grammars import parse_amount, parse_number
+
+
+@attrs.frozen
+class Answer:
+    text: str
+    tokens: tuple[int, ...]
+    logprob: float
+    floor_logprob: float
+    value: int | float | None = None
+    currency: str | None = None
+
+
+@attrs.frozen
+class Searched:
+    answers: tuple[Answer, ...]
+
+    @property
+    def coverage(self) -> float:
+        return min(1.0, sum(math.exp(a.logprob) for a in self.answers))
+
+
+@attrs.frozen
+class Generated:
+    text: str
+    tokens: tuple[int, ...]
+    logprob: float
+    finish_reason: str
+
+
+Extracted = Searched | Generated
+
+
+def answer_text(tokenizer, tokens: tuple[int, ...], end: str, stop_tokens: frozenset[int]) -> str:
+    """The answer's text: its tokens decoded, up to the terminator that ended it (or without the stop token)."""
+    body = tokens[:-1] if tokens and tokens[-1] in stop_tokens else tokens
+    text = tokenizer.decode(list(body), skip_special_tokens=False)
+    cut = end or "\n"
+    return text[: text.index(cut)] if cut in text else text
+
+
+def make_answer(slot, text: str, tokens: tuple[int, ...], logprob: float, floor_logprob: float) -> Answer:
+    """An `Answer` with its parsed value for number and amount slots (the grammar guarantees they parse)."""
+    if isinstance(slot, NumberSlot):
+        return Answer(text, tokens, logprob, floor_logprob, value=parse_number(text))
+    if isinstance(slot, AmountSlot):
+        currency, value = parse_amount(text)
+        return Answer(text, tokens, logprob, floor_logprob, value=value, currency=currency)
+    return Answer(text, tokens, logprob, floor_logprob)
+
+
+def generated_text(tokenizer, tokens: tuple[int, ...], end: str, stop_tokens: frozenset[int]) -> str:
+    """A generation's text: cut before the terminator, without a final stop token."""
+    body = tokens[:-1] if tokens and tokens[-1] in stop_tokens else tokens
+    text = tokenizer.decode(list(body), skip_special_tokens=False)
+    return text[: text.index(end)] if end and end in text else text

@@ -1,0 +1,123 @@
+"""Token constraints of the searched slots, with xgrammar (benchmarks/NOTES.md says why xgrammar).
+
+Each slot kind is a regular expression over the answer's text, followed by its terminator:
+
+    <*>   any text without the terminator, at least one character, then the terminator
+    <n>   an optional space, a sign, digits (or groups of three with thousands separators), a decimal part
+    <$>   an optional space, then a currency symbol or ISO code and a number (either order)
+
+The terminator is the first character of the template's text after the slot (`"` in `A: "<*>"`); when nothing
+follows the slot, an answer ends at a newline or at the end of the turn (a stop token). The token that ends an
+answer may go on past its terminator (`"\n`, `\n\n`: tokenizers merge what usually follows): any token holding the
+terminator, whose text before it the grammar accepts, ends the answer there (`Grammars.ending`). A mask never
+changes a log-probability, it only removes tokens: an answer's logprob is the model's own.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import torch
+import xgrammar
+
+from spinfc.passes.decode_plan import CURRENCY, NUMBER, slot_regex, terminator  # noqa: F401 (re-exported)
+
+
+class Grammars:
+    """The compiled grammars of one tokenizer, and matchers for beams. `stop_tokens` end a turn."""
+
+    def __init__(self, tokenizer, vocab: int, stop_tokens: frozenset[int]):
+        self.vocab, self.stop_tokens = vocab, stop_tokens
+        info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab, stop_token_ids=sorted(stop_tokens))
+        self._compiler = xgrammar.GrammarCompiler(info, cache_enabled=True)
+        self._compiled: dict[str, xgrammar.CompiledGrammar] = {}
+        self._lock = threading.Lock()
+        self._endings: dict[str, tuple[torch.Tensor, dict[int, str]]] = {}
+        self._stops_cleared = torch.full((xgrammar.get_bitmask_shape(1, vocab)[1],), -1, dtype=torch.int32)
+        for token in stop_tokens:
+            if token < vocab:
+                self._stops_cleared[token // 32] &= ~(1 << (token % 32))
+        # xgrammar matches a special token by its surface text (`<unused0>`, `<|im_start|>`): no answer holds one
+        self.special = frozenset(i for i, t in tokenizer.added_tokens_decoder.items() if t.special) - stop_tokens
+        self._no_special = torch.full_like(self._stops_cleared, -1)
+        for token in self.special:
+            if token < vocab:
+                self._no_special[token // 32] &= ~(1 << (token % 32))
+
+    def ending_tokens(self, tokenizer, end: str) -> tuple[torch.Tensor, dict[int, str]]:
+        """The tokens whose text holds `end` (a bitmask [ceil(V / 32)] int32, and each one's text), special tokens
+        excluded; decoded once per terminator."""
+        with self._lock:
+            if end not in self._endings:
+                special = set(tokenizer.all_special_ids) | self.special
+                texts = tokenizer.batch_decode([[i] for i in range(min(self.vocab, len(tokenizer)))])
+                holding = {i: t for i, t in enumerate(texts) if end in t and i not in special}
+                bits = torch.zeros(self._stops_cleared.shape, dtype=torch.int64)
+                for i in holding:
+                    bits[i // 32] |= 1 << (i % 32)
+                bits = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
+                self._endings[end] = (bits, holding)
+            return self._endings[end]
+
+    def ends_with(self, matcher, text: str) -> xgrammar.GrammarMatcher | None:
+        """A copy of `matcher` after `text` if the grammar accepts it and is then complete, else None."""
+        fork = matcher.fork()
+        if not fork.accept_string(text) or not bool(self.only_stops(self.masks([fork]))[0]):
+            return None
+        return fork
+
+    def matcher(self, regex: str) -> xgrammar.GrammarMatcher:
+        """A fresh matcher at the start of an answer of `regex`."""
+        with self._lock:
+            if regex not in self._compiled:
+                self._compiled[regex] = self._compiler.compile_regex(regex)
+            compiled = self._compiled[regex]
+        return xgrammar.GrammarMatcher(compiled)
+
+    def masks(self, matchers) -> torch.Tensor:
+        """The allowed next tokens of each matcher as a bitmask: [B, ceil(V / 32)] int32 (xgrammar's layout),
+        special tokens other than the stop tokens left out."""
+        bitmask = xgrammar.allocate_token_bitmask(len(matchers), self.vocab)
+        for i, matcher in enumerate(matchers):
+            matcher.fill_next_token_bitmask(bitmask, i)
+        return bitmask & self._no_special[None, :]
+
+    def only_stops(self, bitmask: torch.Tensor) -> torch.Tensor:
+        """[B] bool: rows of `bitmask` that allow nothing but stop tokens (the answer is complete)."""
+        return ((bitmask & self._stops_cleared[None, :]) == 0).all(dim=1)
+
+    @staticmethod
+    def apply(logprobs: torch.Tensor, bitmask: torch.Tensor) -> None:
+        """Set the log-probabilities of tokens the bitmask forbids to -inf, in place (logprobs: [B, V] float32)."""
+        xgrammar.apply_token_bitmask_inplace(logprobs, bitmask.to(logprobs.device))
+
+
+_BY_TOKENIZER: dict[int, Grammars] = {}
+
+
+def grammars_for(tokenizer, vocab: int, stop_tokens: frozenset[int]) -> Grammars:
+    """One `Grammars` per tokenizer object (building the vocabulary's table takes about a second on Gemma 3)."""
+    key = id(tokenizer)
+    if key not in _BY_TOKENIZER:
+        _BY_TOKENIZER[key] = Grammars(tokenizer, vocab, stop_tokens)
+    return _BY_TOKENIZER[key]
+
+
+def parse_number(text: str) -> int | float:
+    """The value of a number answer (`NUMBER`, with an optional leading space): an int without a decimal part."""
+    cleaned = text.strip().replace(",", "")
+    return float(cleaned) if "." in cleaned else int(cleaned)
+
+
+def parse_amount(text: str) -> tuple[str, int | float]:
+    """(currency, value) of an amount answer (`AMOUNT`, with an optional leading space): the symbol or code as
+    written, and the number's value (negative when a minus sign leads)."""
+    stripped = text.strip()
+    before = re.fullmatch(rf"(?P<minus>-?)(?P<currency>{CURRENCY}) ?(?P<number>{NUMBER})", stripped)
+    after = re.fullmatch(rf"(?P<number>{NUMBER}) ?(?P<currency>{CURRENCY})", stripped)
+    match = before or after
+    if match is None:
+        raise ValueError(f"{text!r} is not an amount")
+    value = parse_number(match.group("number"))
+    return match.group("currency"), -value if before and match.group("minus") else value

@@ -1,0 +1,97 @@
+"""The decode from a pass's keys and values, on small random-weight models of each family: an option read token by
+token by decode steps (`Forced`, from the prompt row's visible rows of the pass) has the log-probability the tree
+forward gives it; beams of several contents in one batch do not see one another; and it does not matter which
+other beams share the batch. Gemma's window (6 positions) is crossed by the answers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spinfc.runtime.extract.beams import Forced
+from spinfc.runtime.extract.decode import Start, walk
+from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, gather_context, visible_rows
+from spinfc.runtime.loader import load_model
+
+from tests.runtime.test_parity_random import _configs
+from tests.runtime.tree_launch import Case, Question, build_launch
+
+
+@pytest.fixture(scope="module", params=["llama", "gemma3"])
+def model(request, tmp_path_factory):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    config = _configs()[request.param]
+    theirs = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    with torch.no_grad():
+        for name, parameter in theirs.named_parameters():
+            if "norm" in name:
+                parameter.normal_(0.0, 0.3)
+    directory = tmp_path_factory.mktemp(request.param)
+    theirs.save_pretrained(directory)
+    return load_model(str(directory))
+
+
+def _cases():
+    g = torch.Generator().manual_seed(3)
+    draw = lambda n: tuple(torch.randint(1, 96, (n,), generator=g).tolist())  # noqa: E731
+    return [Case(draw(10), (Question(draw(3), (draw(5), draw(8))), Question(draw(4), (draw(7),)))),
+            Case(draw(7), (Question(draw(2), (draw(9), draw(1))),))]
+
+
+def _prompt_rows(placed):
+    """(case, question, prompt row) for every question, following build_launch's order."""
+    out = []
+    for index, (start, case) in enumerate(placed):
+        row = start + len(case.content)
+        for qi, question in enumerate(case.questions):
+            row += len(question.prompt)
+            out.append((index, qi, row - 1))
+            row += sum(map(len, question.options))
+    return out
+
+
+def test_forced_decode_equals_the_tree_forward(model):
+    cases = _cases()
+    placed = [(0, cases[0]), (64, cases[1])]
+    launch, keys = build_launch(placed, 128)
+    tree, k, v = forward_keeping_kv(model, launch)
+    want = {}
+    for key, value in zip(keys, tree.tolist()):
+        case, q, o, _ = key
+        want[(case, q, o)] = want.get((case, q, o), 0.0) + value
+    pool = KeyPool(k, v, launch.positions)
+    starts, owners = [], []
+    for case, q, row in _prompt_rows(placed):
+        options = cases[case].questions[q].options
+        rows = visible_rows(launch.ends, row, placed[case][0])
+        starts.append(Start(Forced(list(options)), rows, int(launch.tokens[row]), int(launch.positions[row]),
+                            max(map(len, options))))
+        owners.append((case, q))
+    walk(model, pool, starts)
+    for start, (case, q) in zip(starts, owners):
+        for o, got in enumerate(start.walker.logprobs):
+            assert abs(got - want[(case, q, o)]) < 1e-4, (case, q, o, got, want[(case, q, o)])
+
+
+def test_a_context_appended_to_the_pool_reads_the_same(model):
+    """A floor's context is gathered out of its pass and appended to another pass's pool: the same answers."""
+    cases = _cases()
+    launch, keys = build_launch([(0, cases[0])], 64)
+    tree, k, v = forward_keeping_kv(model, launch)
+    (_, _, row), *_ = _prompt_rows([(0, cases[0])])
+    options = list(cases[0].questions[0].options)
+    direct = Forced(options)
+    walk(model, KeyPool(k, v, launch.positions), [Start(direct, visible_rows(launch.ends, row, 0),
+                                                       int(launch.tokens[row]), int(launch.positions[row]), 8)])
+    context = gather_context(k, v, launch.tokens, launch.positions, launch.ends, row, 0)
+    other, _ = build_launch([(0, cases[1])], 64)
+    _, k2, v2 = forward_keeping_kv(model, other)
+    pool = KeyPool(k2, v2, other.positions)
+    moved, noise = Forced(options), Forced(list(cases[1].questions[0].options))
+    (_, _, row2), = _prompt_rows([(0, cases[1])])
+    walk(model, pool, [Start(noise, visible_rows(other.ends, row2, 0), int(other.tokens[row2]),
+                             int(other.positions[row2]), 9),
+                       Start(moved, pool.append(context), context.token, context.position, 8)])
+    assert max(abs(a - b) for a, b in zip(direct.logprobs, moved.logprobs)) < 1e-5
