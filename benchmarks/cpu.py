@@ -27,6 +27,7 @@ import job  # noqa: E402
 
 from spinfc import registry  # noqa: E402
 from spinfc.runtime.loader import load_model  # noqa: E402
+from spinfc.shapes import Shapes  # noqa: E402
 
 
 def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[float, torch.Tensor, dict]:
@@ -36,7 +37,7 @@ def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[fl
 
     from spinfc.runtime.engine import Engine
 
-    engine = Engine(load_model(model_name), budget=budget).start()
+    engine = Engine(load_model(model_name), Shapes.for_device("cpu", budget)).start()
     try:
         start = time.perf_counter()
         scored = asyncio.run(engine.score(engine.compile(job.request_body(contents))))

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import job  # noqa: E402
 
 from spinfc.registry import load_tokenizer  # noqa: E402
+from spinfc.shapes import Shapes  # noqa: E402
 from spinfc.runtime.engine import Engine  # noqa: E402
 
 SLOT = {"id": "subject", "template": "\n\nQ: Who or what is the article mainly about?\nA: \"<*>\"", "max_tokens": 16}
@@ -58,11 +59,27 @@ def build_model(args):
 
     from spinfc.runtime.models import build_model as build
 
-    vocab = len(load_tokenizer("smollm2-135m"))
+    vocab = len(load_tokenizer(tokenizer_name(args)))
     config = attrs.evolve(LLAMA3_8B, vocab=vocab)
     state = random_state_dict(config, args.device, seed=0)
-    return build(config, state, ops=ops, name="smollm2-135m", weights_hash="random-llama3-8b",
+    return build(config, state, ops=ops, name=tokenizer_name(args), weights_hash="random-llama3-8b",
                  dtype=DTYPES[args.dtype], device=args.device)
+
+
+def tokenizer_name(args) -> str:
+    """SmolLM2's tokenizer: the embedded model's, or a tokenizer folder given with --tokenizer (a machine without
+    the model package), made a snapshot name by a config.json beside it."""
+    if not args.tokenizer:
+        return "smollm2-135m"
+    import shutil
+    from pathlib import Path
+
+    folder = Path("/tmp/spinfc-extraction-tokenizer")
+    folder.mkdir(parents=True, exist_ok=True)
+    for file in Path(args.tokenizer).iterdir():
+        shutil.copy(file, folder / file.name)
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
+    return str(folder)
 
 
 def run_once(engine: Engine, body: dict) -> tuple[float, int, int, int]:
@@ -90,17 +107,18 @@ def main() -> None:
     parser.add_argument("--beam-width", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--tokenizer", default=None, help="a tokenizer folder for --shape (default: SmolLM2's)")
     args = parser.parse_args()
     on_cuda = args.device.startswith("cuda")
     args.dtype = args.dtype or ("bfloat16" if on_cuda else "float32")
     budget = args.token_budget or (16384 if on_cuda else 2048)
     model = build_model(args)
-    tokenizer = load_tokenizer("smollm2-135m" if args.shape else args.model)
+    tokenizer = load_tokenizer(tokenizer_name(args) if args.shape else args.model)
     contents = [job.content(i, tokenizer) for i in range(args.contents)]
     scoring = job.request_body(contents)
     extracting = json.loads(json.dumps(scoring))
     extracting["scoring"]["queries"].append({**SLOT, "beam_width": args.beam_width})
-    engine = Engine(model, budget=budget, device=args.device).start()
+    engine = Engine(model, Shapes.for_device(args.device, budget), device=args.device, tokenizer=tokenizer).start()
     try:
         run_once(engine, scoring)
         run_once(engine, extracting)

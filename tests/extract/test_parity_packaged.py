@@ -10,6 +10,7 @@ import asyncio
 import pytest
 import torch
 
+from spinfc.shapes import Shapes
 from spinfc.ir.nodes import GenerateSlot, NumberSlot, TextSlot
 from spinfc.registry import resolve
 from spinfc.runtime.engine import Engine
@@ -53,7 +54,7 @@ def scored(pair):
             "scoring": {"queries": QUERIES}}
 
     async def go():
-        engine = Engine(ours, budget=512).start()
+        engine = Engine(ours, Shapes.for_device("cpu", 512)).start()
         try:
             compiled = engine.compile(body)
             return await engine.score(compiled)
