@@ -39,7 +39,8 @@ class EngineTransport:
         from spinfc.server.request_packs import add_packs
 
         body = {"messages": [{"role": "user", "content": "-"}],
-                "scoring": {"queries": list(self.questions.queries)}, "packs": [p.id for p in self.questions.packs]}
+                "scoring": {"queries": list(self.questions.queries)},
+                "packs": [{"id": p.id} for p in self.questions.packs]}
         self.plan = add_packs(program_from_request(body, model=self.model), self.questions.packs)
         try:  # the floor and the first pass's set-up are paid here, as the HTTP transport does
             await self.score(["Hello."])

@@ -84,3 +84,7 @@ async def before_deadline(items: AsyncIterator[T], service) -> AsyncIterator[T]:
             yield item
     finally:
         deadline.cancel()
+        close = getattr(items, "aclose", None)
+        if close is not None:  # a client that left closes this generator: close the one it reads, so its own
+            with contextlib.suppress(BaseException):  # clean-up (stopping the generation) runs now, not at GC
+                await close()

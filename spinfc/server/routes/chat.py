@@ -56,6 +56,8 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     Prechecks(ctx.limits, service.longest_token).messages(messages, "messages")  # before the prompt is tokenized
     stream = (data.stream_options or StreamOptions()) if data.stream else None
     top = (data.top_logprobs or 0) if data.logprobs else None
+    if stream is not None:  # a stream notices a client that leaves itself (chat_stream.py) and stops the generation
+        return await generated(messages, service, ctx, sampling, stream, top)
     return await while_connected(request, service, generated(messages, service, ctx, sampling, stream, top))
 
 

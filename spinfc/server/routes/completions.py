@@ -57,7 +57,7 @@ async def completions(data: Annotated[CompletionRequest, Body(title="A completio
         encoded = iter(await service.generator.call(
             lambda tok: [tuple(tok(text, add_special_tokens=True)["input_ids"]) for text in texts]))
         prompts = [next(encoded) if isinstance(form, str) else tuple(form) for form in forms]
-        check_prompts(prompts, data.prompt, vocab, engine.shape.budget, ctx.limits)
+        check_prompts(prompts, data.prompt, vocab, engine.shapes.budget, ctx.limits)
         done = await complete(service, prompts, sampling, bool(data.echo), data.logprobs)
         choices = await service.generator.call(lambda tok: build_choices(tok, forms, prompts, done, data))
     prompt_tokens = sum(len(p) for p in prompts)
