@@ -66,16 +66,15 @@ async def while_connected(request: Request, service, work: Awaitable[T]) -> T:
 
 async def before_deadline(items: AsyncIterator[T], service) -> AsyncIterator[T]:
     """`items` one by one until the shutdown deadline passes; then the pending step is cancelled and
-    `ShuttingDown` is raised."""
+    `ShuttingDown` is raised. Closed or cancelled early (a client that left), it cancels the step in flight first,
+    so `items` is not running when its owner closes it (its clean-up stops the generation)."""
     deadline = asyncio.ensure_future(service.shutdown.deadline())
+    step = None
     try:
         while True:
             step = asyncio.ensure_future(anext(items))
             done, _ = await asyncio.wait({step, deadline}, return_when=asyncio.FIRST_COMPLETED)
             if step not in done:
-                step.cancel()
-                with contextlib.suppress(BaseException):
-                    await step
                 raise ShuttingDown()
             try:
                 item = step.result()
@@ -84,7 +83,7 @@ async def before_deadline(items: AsyncIterator[T], service) -> AsyncIterator[T]:
             yield item
     finally:
         deadline.cancel()
-        close = getattr(items, "aclose", None)
-        if close is not None:  # a client that left closes this generator: close the one it reads, so its own
-            with contextlib.suppress(BaseException):  # clean-up (stopping the generation) runs now, not at GC
-                await close()
+        if step is not None and not step.done():
+            step.cancel()
+            with contextlib.suppress(BaseException):
+                await step
