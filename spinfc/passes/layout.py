@@ -13,11 +13,18 @@ from spinfc.passes.plan_packing import round_up
 from spinfc.shapes import Shapes
 
 
-def pass_rows(segments: Sequence[Segment], shapes: Shapes) -> int:
-    """Rows a pass of `segments` launches: the budget, or with `shapes.trim` the used rows rounded up to the block."""
+def used_rows(lengths: Sequence[int], block: int) -> int:
+    """The rows segments of `lengths` take, each at the next multiple of `block`: the last one's stop."""
     used = 0
-    for segment in segments:
-        used = round_up(used, shapes.block) + segment.length
+    for length in lengths:
+        used = round_up(used, block) + length
+    return used
+
+
+def pass_rows(lengths: Sequence[int], shapes: Shapes) -> int:
+    """Rows a pass of segments of `lengths` launches: the budget, or with `shapes.trim` the used rows rounded up to
+    the block."""
+    used = used_rows(lengths, shapes.block)
     return min(shapes.budget, round_up(max(used, 1), shapes.block)) if shapes.trim else shapes.budget
 
 
@@ -25,7 +32,7 @@ def assemble(segments: Sequence[Segment], shapes: Shapes, pad: int = 0, index: i
     """One pass holding `segments` in order, each at the next multiple of the block; padding rows hold `pad`,
     position 0 and end[j] = j + 1 (each sees only itself). Reads, prompt rows and content rows come in segment order,
     so a model's output splits by segment."""
-    rows = pass_rows(segments, shapes)
+    rows = pass_rows([segment.length for segment in segments], shapes)
     tokens, positions, ends = [pad] * rows, [0] * rows, list(range(1, rows + 1))
     spans, reads, prompt_rows, content_rows, used = [], [], [], [], 0
     for segment in segments:

@@ -9,7 +9,9 @@ contents in shared passes.
 
 A pass holds segments of any number of requests; a segment's rows are the same wherever it lands (scheduler.py),
 so a content's results never depend on its neighbours. On CUDA the runner's launch returns at once, so pass k+1
-is scheduled and staged while pass k runs, and pass k's results are assembled while pass k+1 runs. The floor (the questions on empty content) is run once per
+is scheduled and staged while pass k runs, and pass k's results are assembled while pass k+1 runs.
+
+The floor (the questions on empty content) is run once per
 question set and cached: a request whose floor is cached, or already queued by another request, reuses it. A pass
 that raises is retried with each of its segments alone, so only the request whose segment fails gets the error.
 """
@@ -30,8 +32,8 @@ import attrs
 from spinfc import compiler
 from spinfc.ir.nodes import Program, Segment
 from spinfc.passes import SCHEDULED_FROM, PassContext
-from spinfc.passes.layout import pass_rows
-from spinfc.passes.plan_packing import admits, floor_first
+from spinfc.passes.layout import used_rows
+from spinfc.passes.plan_packing import admits, floor_first, round_up
 from spinfc.runtime import extract
 from spinfc.runtime.results import ContentScores, QueryResult, query_results
 from spinfc.runtime.score_map import ScoreMap
@@ -78,10 +80,6 @@ class Compiled:
     arrays: tuple[SegmentArrays, ...]  # the segments as the runner stages them
     score_map: ScoreMap  # how a segment's reads sum into option logprobs
 
-    @property
-    def tokens(self) -> int:
-        """Rows the request puts into passes when its floor is not cached."""
-        return sum(segment.length for segment in self.segments)
 
 
 @attrs.frozen
@@ -346,11 +344,15 @@ class Engine:
                 return
 
     def _full(self, units: list[Unit]) -> bool:
-        shapes, rows = self.shapes, pass_rows([unit.segment for unit in units], attrs.evolve(self.shapes, trim=True))
+        """Whether `units` fill FULL of a pass's rows (rounded up to the block), answer rows or reads."""
+        shapes = self.shapes
+        used = used_rows([unit.segment.length for unit in units], shapes.block)
+        rows = min(shapes.budget, round_up(max(used, 1), shapes.block))
         answer_rows = sum(unit.segment.rows for unit in units)
         reads = sum(len(unit.segment.reads) for unit in units)
-        return rows >= FULL * shapes.budget or (shapes.answer_rows is not None and answer_rows >= FULL * shapes.answer_rows) \
-            or (shapes.reads is not None and reads >= FULL * shapes.reads)
+        return (rows >= FULL * shapes.budget
+                or (shapes.answer_rows is not None and answer_rows >= FULL * shapes.answer_rows)
+                or (shapes.reads is not None and reads >= FULL * shapes.reads))
 
     def _run(self, units: list[Unit]) -> tuple[list[Unit], Pending] | None:
         """Launch the pass of `units`; a launch that raises puts them back to be run one by one."""

@@ -102,7 +102,7 @@ class Runner:
             used = start + len(a.tokens)
         if used > shapes.budget:
             raise ValueError(f"segments of {used} rows do not fit a pass of {shapes.budget}")
-        T = shapes.budget if shapes.fixed else pass_rows([_Len(len(a.tokens)) for a in arrays], shapes)
+        T = shapes.budget if shapes.fixed else pass_rows([len(a.tokens) for a in arrays], shapes)
         R = sum(len(a.answer_rows) for a in arrays)
         N = sum(len(a.read_row) for a in arrays)
         if shapes.fixed:
@@ -175,11 +175,6 @@ class Runner:
         if pending.event is not None:
             pending.event.synchronize()
         return pending.output[:pending.reads].numpy().copy()
-
-
-@attrs.frozen
-class _Len:
-    length: int
 
 
 @attrs.frozen
