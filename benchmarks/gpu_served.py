@@ -11,7 +11,7 @@ questions, benchmarks/job.py, as text) at the Llama-3-8B shape (random bf16 weig
 and compares every HTTP score with the in-process score of the same content (bit-identical expected: same
 fingerprint, and a content's rows do not depend on its neighbours).
 
-    python benchmarks/gpu_served.py --tokenizer DIR [--budget 19200 --block 64] [--out results.json]
+    python benchmarks/gpu_served.py --tokenizer DIR [--budget 19200 --block 64] [--pass-sizes 4] [--out results.json]
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder (tokenizer.json, ...)")
 ARGS.add_argument("--budget", type=int, default=19200, help="rows per pass (server and in-process)")
 ARGS.add_argument("--block", type=int, default=64, help="content alignment (server and in-process)")
+ARGS.add_argument("--pass-sizes", type=int, default=4, help="launch sizes per pass (server and in-process)")
 ARGS.add_argument("--port", type=int, default=8391)
 ARGS.add_argument("--small", action="store_true", help="a tiny model and job (checks the script, any device)")
 ARGS.add_argument("--device", default="cuda:0")
@@ -94,13 +95,14 @@ def job_bodies(name: str, small: bool) -> dict:
 # ---- the server, in a child process ------------------------------------------------------------------------------
 
 
-def serve_child(name: str, small: bool, device: str, budget: int, block: int, port: int) -> None:
+def serve_child(name: str, small: bool, device: str, budget: int, block: int, sizes: int, port: int) -> None:
     import uvicorn
 
     from spinfc.config import EngineSettings, ServerSettings, Settings
     from spinfc.server.app import create_app
 
     settings = Settings(engine=EngineSettings(model=name, device=device, token_budget=budget, block=block,
+                                              pass_sizes=sizes,
                                               warmup="short"), server=ServerSettings(port=port))
     app = create_app(settings, load_model=lambda n, dtype, d: random_model(name, small, d))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
@@ -129,6 +131,12 @@ def scores_of(answer: dict) -> list:
             for item in answer["inputs"]]
 
 
+async def passes_run(client) -> int:
+    """The server's spinfc_passes_total (what a pattern's passes are counted with)."""
+    text = (await client.get("/metrics")).text
+    return int(float(next(line.split()[-1] for line in text.splitlines() if line.startswith("spinfc_passes_total"))))
+
+
 async def pattern(base: str, bodies: list[dict], concurrency: int, questions: int) -> dict:
     import httpx
 
@@ -140,10 +148,12 @@ async def pattern(base: str, bodies: list[dict], concurrency: int, questions: in
             while queue:
                 i = queue.pop(0)
                 answers[i] = await post(client, bodies[i], stats)
+        before = await passes_run(client)
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         seconds = time.perf_counter() - began
-    return {"seconds": round(seconds, 3), "questions_per_s": round(questions / seconds, 1), **stats,
+        passes = await passes_run(client) - before
+    return {"seconds": round(seconds, 3), "questions_per_s": round(questions / seconds, 1), "passes": passes, **stats,
             "answers": answers}
 
 
@@ -166,7 +176,8 @@ def wait_ready(base: str, child, limit: float = 400) -> float:
 # ---- in-process --------------------------------------------------------------------------------------------------
 
 
-def in_process(name: str, small: bool, device: str, budget: int, block: int, job: dict, reps: int) -> dict:
+def in_process(name: str, small: bool, device: str, budget: int, block: int, sizes: int, job: dict,
+               reps: int) -> dict:
     from spinfc.backend import serving
     from spinfc.compiler import compile, lower_program
     from spinfc.frontend import program_from_request
@@ -175,11 +186,11 @@ def in_process(name: str, small: bool, device: str, budget: int, block: int, job
     from spinfc.runtime.engine import Engine
     from spinfc.shapes import Shapes
 
-    shapes = Shapes.for_device(device, budget, block)
+    shapes = Shapes.for_device(device, budget, block, sizes)
     model = random_model(name, small, device)
     tokenizer = load_tokenizer(name)
     if device.startswith("cuda"):
-        model = serving.graph_model(model, serving.launch_shape(shapes))
+        model, shapes = serving.graph_model(model, shapes)
     engine = Engine(model, shapes, device=device, tokenizer=tokenizer).start()
     questions = len(job["texts"]) * job["questions_per_content"]
 
@@ -189,10 +200,12 @@ def in_process(name: str, small: bool, device: str, budget: int, block: int, job
     try:
         asyncio.run(score(job["whole"]))  # warm (the floor is then cached, as on a server that has run before)
         times = []
+        passes, rows = engine.stats.passes, engine.stats.rows_total
         for _ in range(reps):
             began = time.perf_counter()
             scored = asyncio.run(score(job["whole"]))
             times.append(time.perf_counter() - began)
+        passes, rows = (engine.stats.passes - passes) // reps, (engine.stats.rows_total - rows) // reps
         engine_seconds = min(times)
         per_content = [scored.scores[c] for c in scored.compiled.inputs]
         # the pre-lowered path: the same compiled passes as `spinfc compile --emit launches`, replayed back to back
@@ -210,6 +223,8 @@ def in_process(name: str, small: bool, device: str, budget: int, block: int, job
             lowered.append(time.perf_counter() - began)
         del outs
         return {"engine_seconds": round(engine_seconds, 3), "engine_questions_per_s": round(questions / engine_seconds, 1),
+                "engine_passes": passes, "engine_rows_launched": rows,
+                "launch_sizes": [size[0] for size in shapes.launch_sizes()] if shapes.fixed else [shapes.budget],
                 "prelowered_seconds": round(min(lowered), 3),
                 "prelowered_questions_per_s": round(questions / min(lowered), 1),
                 "passes": len(launches), "plan_fill": round(program.stat("rows_used") / (len(launches) * budget), 4),
@@ -227,12 +242,12 @@ def main() -> None:
     job = job_bodies(name, o.small)
     n = len(job["texts"])
     q = job["questions_per_content"]
-    results: dict = {"budget": o.budget, "block": o.block, "contents": n, "questions": n * q}
-    results["in_process"] = inproc = in_process(name, o.small, o.device, o.budget, o.block, job, reps=3)
+    results: dict = {"budget": o.budget, "block": o.block, "pass_sizes": o.pass_sizes, "contents": n, "questions": n * q}
+    results["in_process"] = inproc = in_process(name, o.small, o.device, o.budget, o.block, o.pass_sizes, job, reps=3)
     print(json.dumps({k: v for k, v in inproc.items() if k != "scores"}), flush=True)
 
     child = mp.get_context("spawn").Process(target=serve_child,
-                                            args=(name, o.small, o.device, o.budget, o.block, o.port), daemon=True)
+                                            args=(name, o.small, o.device, o.budget, o.block, o.pass_sizes, o.port), daemon=True)
     child.start()
     base = f"http://127.0.0.1:{o.port}"
     try:
@@ -274,15 +289,17 @@ def main() -> None:
         child.terminate()
         child.join(30)
     inproc.pop("scores")
-    print("\n| path | seconds | questions/s | of in-process engine | of pre-lowered | 429s | bit-identical |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print(f"\nlaunch sizes {inproc['launch_sizes']}")
+    print("| path | seconds | questions/s | of in-process engine | of pre-lowered | passes | 429s | bit-identical |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     print(f"| in-process engine | {inproc['engine_seconds']} | {inproc['engine_questions_per_s']:,} | 1.000 | "
-          f"{inproc['engine_questions_per_s'] / inproc['prelowered_questions_per_s']:.3f} | | |")
+          f"{inproc['engine_questions_per_s'] / inproc['prelowered_questions_per_s']:.3f} | "
+          f"{inproc['engine_passes']} ({inproc['engine_rows_launched']:,} rows) | | |")
     print(f"| pre-lowered launches ({inproc['passes']} passes, fill {inproc['plan_fill']}) | "
-          f"{inproc['prelowered_seconds']} | {inproc['prelowered_questions_per_s']:,} | | 1.000 | | |")
+          f"{inproc['prelowered_seconds']} | {inproc['prelowered_questions_per_s']:,} | | 1.000 | | | |")
     for label, r in results.get("served", {}).items():
         print(f"| HTTP: {label} | {r['seconds']} | {r['questions_per_s']:,} | {r['of_in_process_engine']} | "
-              f"{r['of_prelowered']} | {r['429_all_runs']} | {r['bit_identical_to_in_process']} |")
+              f"{r['of_prelowered']} | {r['passes']} | {r['429_all_runs']} | {r['bit_identical_to_in_process']} |")
     if o.out:
         o.out.write_text(json.dumps(results, indent=1, default=str))
 

@@ -1,6 +1,7 @@
 """`spinfc`: compile a pack or a request and print any stage, validate packs, serve.
 
-    spinfc compile PACK_OR_REQUEST [--model M] [--device D] [--token-budget N] [--block N] [--content TEXT ...]
+    spinfc compile PACK_OR_REQUEST [--model M] [--device D] [--token-budget N] [--block N] [--pass-sizes N]
+                   [--content TEXT ...]
                    --emit STAGE
     spinfc packs validate DIR
     spinfc packs list [--packs SOURCE ...] [--model M]
@@ -18,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spinfc.compiler import ALIASES, STAGES, compile_stage, fixed_shapes, load_source, lower_program
+from spinfc.compiler import ALIASES, STAGES, compile_stage, launch_shapes, load_source, lower_program
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import Program
 from spinfc.ir.printer import print_ir
@@ -54,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--token-budget", type=_positive, default=None,
                           help="rows per pass (default: the server's for the device: 2048 on cpu, 16384 on cuda)")
     compile_.add_argument("--block", type=_positive, default=128, help="every content starts on a multiple (default: 128)")
+    compile_.add_argument("--pass-sizes", type=_positive, default=4,
+                          help="on cuda, the launch sizes a pass may take, as `spinfc serve --pass-sizes` (default: 4)")
     compile_.add_argument("--content", action="append", default=[], metavar="TEXT",
                           help="a text to ask a pack's questions about (repeatable; without it only the floor)")
     compile_.add_argument("--emit", choices=[*STAGES, *ALIASES], required=True, metavar="STAGE",
@@ -104,19 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def compile_shapes(device: str, budget: int | None, block: int) -> Shapes:
+def compile_shapes(device: str, budget: int | None, block: int, sizes: int = 4) -> Shapes:
     """The shapes a server on `device` runs (`Shapes.for_device`), with its default budget when none is given."""
     from spinfc.config import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET
 
     cuda = device.startswith("cuda")
     try:
-        return Shapes.for_device(device, budget or (CUDA_TOKEN_BUDGET if cuda else CPU_TOKEN_BUDGET), block)
+        return Shapes.for_device(device, budget or (CUDA_TOKEN_BUDGET if cuda else CPU_TOKEN_BUDGET), block, sizes)
     except ShapeError as error:
         raise CompileError(str(error), code="bad_shapes", hint="change --token-budget or --block") from None
 
 
 def _compile(args: argparse.Namespace) -> int:
-    shapes = compile_shapes(args.device, args.token_budget, args.block)
+    shapes = compile_shapes(args.device, args.token_budget, args.block, args.pass_sizes)
     program = load_source(args.source, args.model, contents=args.content)
     needs_tokenizer = args.emit not in ("parse", "ir", "expand-placeholders", "add-floor")
     tokenizer = load_tokenizer(program.model) if needs_tokenizer else None
@@ -129,9 +132,10 @@ def _compile(args: argparse.Namespace) -> int:
 
 def format_launches(program: Program, shapes: Shapes | None = None) -> str:
     """The fixed shapes and a summary of each pass lowered with `backend.launch.lower`."""
-    T, R, N = fixed_shapes(program, shapes)
-    lines = [f"launches ({len(program.layouts)}): tokens/positions/ends [{T}], rows [{R}], read_row/read_token [{N}]"]
-    for layout, launch in zip(program.layouts, lower_program(program, shapes)):
+    sizes = launch_shapes(program, shapes)
+    lines = [f"launches ({len(program.layouts)}): " + ", ".join(
+        f"tokens/positions/ends [{T}], rows [{R}], read_row/read_token [{N}]" for T, R, N in sorted(set(sizes)))]
+    for layout, launch, (_, R, N) in zip(program.layouts, lower_program(program, shapes), sizes):
         answer_rows, reads = len({r.row for r in layout.reads}), len(layout.reads)
         lines.append(
             f"  launch {layout.index}: tokens {tuple(launch.tokens.shape)} {launch.tokens.dtype}, positions max "

@@ -6,7 +6,7 @@ the IR program out, stopped after any pass.
       -> passes      compile(program, ctx): expand-placeholders, add-floor, tokenize, dedupe-prefixes, segment
                      (where the engine stops: its scheduler packs the segments of every request in flight),
                      plan-packing, layout (the scheduler's packer and layout on this program alone)
-      -> backend     lower_program: one fixed-shape `Launch` per pass
+      -> backend     lower_program: one fixed-shape `Launch` per pass (on CUDA at its launch size)
 """
 
 from __future__ import annotations
@@ -84,21 +84,25 @@ def compile_stage(program: Program, stage: str, ctx: PassContext, verify: bool =
     return program if until is None else compile(program, ctx, until=until, verify=verify)
 
 
-def fixed_shapes(program: Program, shapes=None) -> tuple[int, int, int]:
-    """(T, R, N) for this program's launches: the shapes' fixed answer rows and reads where they are fixed (CUDA),
-    else the most of any pass rounded up to the block, so that every pass lowers to one shape."""
-    block = program.block
-    rows = max((len({r.row for r in lay.reads}) for lay in program.layouts), default=0)
-    reads = max((len(lay.reads) for lay in program.layouts), default=0)
+def launch_shapes(program: Program, shapes=None) -> tuple[tuple[int, int, int], ...]:
+    """(T, R, N) of each pass's launch. Where the shapes are fixed (CUDA): the launch size each pass runs at, as the
+    runner picks it (`Shapes.launch_for`); else every pass at the most answer rows and reads of any pass rounded up
+    to the block, so that the passes lower to one shape."""
+    def counts(lay):
+        return len({r.row for r in lay.reads} | {c.row for c in lay.content_rows}), len(lay.reads)
+
     if shapes is not None and shapes.fixed:
-        return shapes.budget, shapes.answer_rows, shapes.reads
-    budget = max((lay.budget for lay in program.layouts), default=program.budget)
-    return budget, max(block, -(-rows // block) * block), max(block, -(-reads // block) * block)
+        return tuple(shapes.launch_for(lay.budget, *counts(lay)) for lay in program.layouts)
+    block = program.block
+    rows = max((counts(lay)[0] for lay in program.layouts), default=0)
+    reads = max((counts(lay)[1] for lay in program.layouts), default=0)
+    R, N = max(block, -(-rows // block) * block), max(block, -(-reads // block) * block)
+    return tuple((lay.budget, R, N) for lay in program.layouts)
 
 
 def lower_program(program: Program, shapes=None) -> tuple:
-    """One `Launch` per pass of a compiled program, all of the shape `fixed_shapes(program, shapes)`."""
+    """One `Launch` per pass of a compiled program, each of its shape in `launch_shapes(program, shapes)`."""
     from spinfc.backend.launch import lower
 
-    _, rows, reads = fixed_shapes(program, shapes)
-    return tuple(lower(layout, rows_padded_to=rows, reads_padded_to=reads) for layout in program.layouts)
+    return tuple(lower(layout, rows_padded_to=R, reads_padded_to=N)
+                 for layout, (_, R, N) in zip(program.layouts, launch_shapes(program, shapes)))

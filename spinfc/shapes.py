@@ -7,6 +7,9 @@ lowering and the CUDA graphs (one value, so they cannot disagree).
     answer_rows   R  answer rows each launch gathers before the LM head, fixed on CUDA (None: as many as used)
     reads         N  log-probabilities each launch returns, fixed on CUDA (None: as many as used)
     trim             launch only the blocks a pass uses (the CPU, where a padding row costs as much as a used one)
+    sizes            on CUDA, the row counts a pass may launch with, ascending, the budget last (--pass-sizes): a
+                     pass launches at the smallest that holds it, with budget / 8 answer rows and as many reads as
+                     rows (the full size: `answer_rows`, `reads`), each size one captured CUDA graph
 
 On CUDA the kernels need more of these numbers than the CPU does: `for_device` checks them against the kernels'
 constants and refuses, naming the flag to change, a shape the kernels cannot run invariantly.
@@ -24,6 +27,9 @@ CUDA_ROW_MULTIPLE = 128
 # answer rows per pass on CUDA, as a fraction of the budget: the LM head runs on this many rows (padded) in every
 # pass, so it stays small next to the pass (at most ~1% of its matmuls at Llama-3-8B's vocabulary over hidden size)
 CUDA_ROWS_FRACTION = 8
+# launch sizes per CUDA pass by default: the budget split in quarters. A pass costs what its size costs, so a pass
+# that only part fills (the tail of a job, the first request of a burst) runs at a fraction of a full one.
+CUDA_PASS_SIZES = 4
 
 
 class ShapeError(ValueError):
@@ -37,18 +43,26 @@ class Shapes:
     answer_rows: int | None = None
     reads: int | None = None
     trim: bool = False
+    sizes: tuple[int, ...] = ()  # () : the budget alone
 
     def __attrs_post_init__(self) -> None:
         if self.block < 1 or self.budget < self.block or self.budget % self.block:
             raise ShapeError(f"the token budget {self.budget:,} is not a positive multiple of the block {self.block}: "
                              f"set --token-budget to a multiple of {max(self.block, 1)} (default 16384)")
+        if self.sizes and (list(self.sizes) != sorted(set(self.sizes)) or self.sizes[-1] != self.budget
+                           or any(size % self.block for size in self.sizes)):
+            raise ValueError(f"pass sizes {self.sizes} must ascend to the budget {self.budget} in multiples of the "
+                             f"block {self.block}")
 
     @classmethod
-    def for_device(cls, device: str, budget: int, block: int = 128) -> "Shapes":
-        """The shapes a server (or `spinfc compile --device`) on `device` runs: on CUDA full passes of `budget` rows
-        with fixed answer rows (budget / 8) and reads (budget); elsewhere passes trimmed to the blocks they use."""
+    def for_device(cls, device: str, budget: int, block: int = 128, sizes: int = CUDA_PASS_SIZES) -> "Shapes":
+        """The shapes a server (or `spinfc compile --device`) on `device` runs: on CUDA passes of `sizes` row counts
+        (the budget's k / sizes, k = 1..sizes, each a multiple of 128) with fixed answer rows (rows / 8) and reads
+        (rows); elsewhere passes trimmed to the blocks they use."""
         if not str(device).startswith("cuda"):
             return cls(budget=budget, block=block, trim=True)
+        if sizes < 1:
+            raise ShapeError(f"--pass-sizes {sizes}: give at least 1 (the budget alone)")
         if block % KERNEL_ALIGNMENT:
             raise ShapeError(f"--block {block} is not a multiple of {KERNEL_ALIGNMENT}, the content alignment the "
                              f"CUDA attention kernel needs for batch invariance: set --block {KERNEL_ALIGNMENT} or "
@@ -57,7 +71,34 @@ class Shapes:
             low = max(CUDA_ROW_MULTIPLE, budget // CUDA_ROW_MULTIPLE * CUDA_ROW_MULTIPLE)
             raise ShapeError(f"--token-budget {budget} is not a multiple of {CUDA_ROW_MULTIPLE}, which the CUDA "
                              f"kernels need: set --token-budget {low} or {low + CUDA_ROW_MULTIPLE}")
-        return cls(budget=budget, block=block, answer_rows=budget // CUDA_ROWS_FRACTION, reads=budget, trim=False)
+        multiple = max(CUDA_ROW_MULTIPLE, block)
+        steps = sorted({-(-budget * k // sizes // multiple) * multiple for k in range(1, sizes + 1)} - {0})
+        return cls(budget=budget, block=block, answer_rows=budget // CUDA_ROWS_FRACTION, reads=budget, trim=False,
+                   sizes=tuple(min(step, budget) for step in steps if step < budget) + (budget,))
+
+    def launch_sizes(self) -> tuple[tuple[int, int, int], ...]:
+        """Every launch shape (rows, answer rows, reads) of fixed shapes, smallest first; the last is the full pass."""
+        if not self.fixed:
+            raise ValueError(f"launch shapes are fixed only on CUDA, not for {self}: build them with Shapes.for_device")
+        sizes = self.sizes or (self.budget,)
+        return tuple((T, T // CUDA_ROWS_FRACTION, T) for T in sizes[:-1]) + ((self.budget, self.answer_rows,
+                                                                             self.reads),)
+
+    def launch_for(self, rows: int, answer_rows: int, reads: int) -> tuple[int, int, int]:
+        """(T, R, N) a pass using `rows` rows (its last segment's stop), `answer_rows` and `reads` launches with:
+        the smallest launch size holding all three where shapes are fixed; else the used rows rounded up to the
+        block (trimmed) or the budget, and the counts as they are."""
+        if not self.fixed:
+            T = min(self.budget, -(-max(rows, 1) // self.block) * self.block) if self.trim else self.budget
+            return T, answer_rows, reads
+        for T, R, N in self.launch_sizes():
+            if rows <= T and answer_rows <= R and reads <= N:
+                return T, R, N
+        raise ValueError(f"a pass of {rows} rows, {answer_rows} answer rows and {reads} reads does not fit {self}")
+
+    def with_sizes(self, sizes: tuple[int, ...]) -> "Shapes":
+        """The same shapes launching only `sizes` (those a device checked: `backend.serving.graph_model`)."""
+        return attrs.evolve(self, sizes=tuple(sizes))
 
     @property
     def fixed(self) -> bool:
@@ -66,4 +107,5 @@ class Shapes:
 
     def __str__(self) -> str:
         fixed = f", {self.answer_rows} answer rows, {self.reads} reads" if self.answer_rows is not None else ""
-        return f"{self.budget} rows per pass, contents at multiples of {self.block}{fixed}"
+        sizes = f" (launched at {', '.join(map(str, self.sizes))} rows)" if len(self.sizes) > 1 else ""
+        return f"{self.budget} rows per pass{sizes}, contents at multiples of {self.block}{fixed}"

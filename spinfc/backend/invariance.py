@@ -1,10 +1,13 @@
-"""`check_row_invariance`: before a CUDA server reports ready, each linear layer of the first layer (and the last
-layer's, which run on the answer rows) is run at the launch's row count, twice, with every row but three changed
-in between: those three rows must come out bit-identical. cuBLAS picks its kernel per shape, and a split-K kernel
-would make a row's result depend on the other rows; a library update can change the choice, so it is checked on
-every start rather than assumed."""
+"""Row invariance of a CUDA server's products, checked before it reports ready: each linear layer of the first
+layer at every launch size's row count, the last layer's (which run on the answer rows) and the LM head at every
+size's answer rows. A product is row invariant when a row's result depends on that row alone: the same when the
+other rows change, and the same at every row count a pass may launch with (a content's scores must not depend on
+what is packed beside it, nor on the launch size its pass took). cuBLAS picks its kernel per shape, and a split-K
+kernel breaks this; a library update can change the choice, so it is checked on every start rather than assumed."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
@@ -13,22 +16,50 @@ class NotRowInvariant(RuntimeError):
     """A GEMM of the launch shape whose rows depend on each other: scores would depend on what is packed."""
 
 
-@torch.inference_mode()
-def check_row_invariance(model, rows: int, answer_rows: int) -> None:
-    """Raise NotRowInvariant naming the layer and shape where a row changed when the other rows changed."""
+def _products(model):
+    """(label, weight, which count) of every product a pass runs: 'rows' products see the pass's rows, 'answer'
+    products its answer rows."""
     first, last = model.layers[0], model.layers[-1]
     names = ("qkv", "o", "gate_up", "down") if "qkv" in first else ("q", "k", "v", "o", "gate", "up", "down")
-    checks = [(f"layer 0 {name}", first[name], rows) for name in names]
-    checks += [(f"last layer {name}", last[name], answer_rows) for name in ("o", "gate_up", "down") if name in last]
+    products = [(f"layer 0 {name}", first[name], "rows") for name in names]
+    products += [(f"last layer {name}", last[name], "answer") for name in ("o", "gate_up", "down") if name in last]
+    return products
+
+
+def _head(hidden: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
+    from spinfc.backend.kernels.answer_head import _logits
+
+    return _logits(hidden, lm_head)
+
+
+@torch.inference_mode()
+def invariant_sizes(model, sizes: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The launch sizes (rows, answer rows, reads; ascending, the full pass last) whose every product is row
+    invariant, within the size and against the full pass. Raises NotRowInvariant, naming the product and shape, if
+    the full pass is not."""
+    full_rows, full_answer, _ = sizes[-1]
     g = torch.Generator(device=model.device).manual_seed(0)
-    for label, weight, M in checks:
+    failed: dict[tuple, str] = {}
+    checks = [(label, weight, count) for label, weight, count in _products(model)]
+    head = getattr(model, "lm_head", None)
+    for label, weight, count in checks + ([("LM head", head, "answer")] if head is not None else []):
         K = weight.shape[1]
-        x = torch.randn(M, K, generator=g, device=model.device).to(model.dtype)
-        kept = torch.tensor([0, M // 2, M - 1], device=model.device)
-        other = torch.randn(M, K, generator=g, device=model.device).to(model.dtype)
-        other[kept] = x[kept]
-        if not torch.equal(model.linear(x, weight)[kept], model.linear(other, weight)[kept]):
-            raise NotRowInvariant(
-                f"the {label} product ({M} x {K} x {weight.shape[0]}, {model.scheme}) is not row invariant on this "
-                "GPU and library: a score would depend on the other contents of its pass. Try another --token-budget "
-                "(a multiple of 128, at least 512) or another --dtype, and report the torch and CUDA versions")
+        M = full_rows if count == "rows" else full_answer
+        dtype = model.dtype if label != "LM head" else head.dtype
+        x = torch.randn(M, K, generator=g, device=model.device).to(dtype)
+        run = (lambda a: _head(a, head)) if label == "LM head" else (lambda a, w=weight: model.linear(a, w))
+        full = run(x)
+        for size in sizes:
+            m = size[0] if count == "rows" else size[1]
+            kept = torch.tensor([0, m // 2, m - 1], device=model.device)
+            other = torch.randn(m, K, generator=g, device=model.device).to(dtype)
+            other[kept] = x[kept]
+            if not (torch.equal(run(other)[kept], full[kept]) and torch.equal(run(x[:m])[kept], full[kept])):
+                failed.setdefault(size, f"the {label} product ({m} x {K} x {weight.shape[0]}, "
+                                        f"{getattr(model, 'scheme', model.dtype)})")
+    if sizes[-1] in failed:
+        raise NotRowInvariant(
+            f"{failed[sizes[-1]]} is not row invariant on this GPU and library: a score would depend on the other "
+            "contents of its pass. Try another --token-budget (a multiple of 128, at least 4096) or another --dtype, "
+            "and report the torch and CUDA versions")
+    return [size for size in sizes if size not in failed]

@@ -1,17 +1,23 @@
-"""How a server runs a model on CUDA: the Triton ops in bf16, one fixed launch shape, each pass replayed from a
+"""How a server runs a model on CUDA: the Triton ops in bf16, a few fixed launch shapes, each pass replayed from a
 CUDA graph captured at start-up.
 
-The engine launches every pass at the full budget (no trimming) with the answer rows and reads padded to the fixed
-counts of its `Shapes` (`Shapes.for_device`), so one `LaunchShape` covers every request; `graph_model` compiles every kernel of that shape and captures
-the pass before the server reports ready, and nothing is compiled per request afterwards.
+The engine launches every pass at one of its `Shapes`' launch sizes (`Shapes.launch_sizes`: by default the budget's
+quarters, each with rows / 8 answer rows and as many reads as rows), the smallest that holds the pass. `graph_model`
+checks every GEMM of every size for row invariance, compiles every kernel of the sizes that pass and captures one
+graph per size before the server reports ready; nothing is compiled per request afterwards.
 """
 
 from __future__ import annotations
+
+import logging
 
 import torch
 
 from spinfc.backend.graphs import GraphedModel, LaunchShape
 from spinfc.shapes import Shapes
+
+log = logging.getLogger("spinfc.serving")
+
 
 def cuda_dtype(configured: str | None) -> str:
     """The dtype of a CUDA server's matmuls: the setting as given (an explicit float32 is served in float32), or
@@ -19,21 +25,27 @@ def cuda_dtype(configured: str | None) -> str:
     return configured or "bfloat16"
 
 
-def launch_shape(shapes: Shapes) -> LaunchShape:
-    """The one launch shape of a CUDA server with these (fixed) pass shapes."""
+def launch_shapes(shapes: Shapes) -> list[LaunchShape]:
+    """The launch shapes of a CUDA server with these (fixed) pass shapes, smallest first."""
     if not shapes.fixed:
         raise ValueError(f"a CUDA graph needs fixed pass shapes, not {shapes}: build them with Shapes.for_device")
-    return LaunchShape(budget=shapes.budget, rows=shapes.answer_rows, reads=shapes.reads)
+    return [LaunchShape(*size) for size in shapes.launch_sizes()]
 
 
-def graph_model(model, shape: LaunchShape) -> GraphedModel:
-    """`model` (a stack on a CUDA device, built with ops=spinfc.backend.triton_ops) wrapped so each pass of `shape`
-    replays a CUDA graph; returns once every kernel is compiled and the pass is captured. Slow (seconds): run it
-    off the event loop, before the server reports ready."""
-    from spinfc.backend.invariance import check_row_invariance
+def graph_model(model, shapes: Shapes) -> tuple[GraphedModel, Shapes]:
+    """`model` (a stack on a CUDA device, built with ops=spinfc.backend.triton_ops) wrapped so each pass replays the
+    CUDA graph of its launch size, and the shapes to run it with: `shapes` less any smaller size whose products are
+    not row invariant on this GPU (logged; the full budget must be, or the start fails). Returns once every kernel
+    is compiled and every size captured. Slow (seconds): run it off the event loop, before the server reports
+    ready."""
+    from spinfc.backend.invariance import invariant_sizes
 
-    graphed = GraphedModel(model, [shape])
     with torch.cuda.device(model.device):
-        check_row_invariance(model, shape.budget, shape.rows)  # refuses the start where a GEMM is not
+        sizes = invariant_sizes(model, shapes.launch_sizes())  # raises where the full pass is not invariant
+        if len(sizes) < len(shapes.launch_sizes()):
+            log.warning("pass sizes %s are not row invariant on this GPU and are not used; passes launch at %s rows",
+                        sorted(set(shapes.sizes) - {s[0] for s in sizes}), [s[0] for s in sizes])
+        checked = shapes.with_sizes(tuple(T for T, _, _ in sizes))
+        graphed = GraphedModel(model, launch_shapes(checked))
         graphed.warm_up()
-    return graphed
+    return graphed, checked

@@ -83,10 +83,10 @@ def start_engine(settings):
     from spinfc.shapes import Shapes
 
     device = settings.resolved_device()
-    shapes = Shapes.for_device(device, settings.resolved_budget(), settings.block)
+    shapes = Shapes.for_device(device, settings.resolved_budget(), settings.block, settings.pass_sizes)
     model = load_default(settings.model, settings.resolved_precision(), device)
     engine_fingerprint = fingerprint(model, device)
     tokenizer = model.tokenizer
     if device.startswith("cuda"):
-        model = serving.graph_model(model, serving.launch_shape(shapes))
+        model, shapes = serving.graph_model(model, shapes)
     return Engine(model, shapes, device=device, tokenizer=tokenizer).start(), engine_fingerprint

@@ -1,6 +1,6 @@
 """The server's settings: one frozen struct, layered flags > `SPINFC_*` variables > TOML file > defaults.
 
-    [engine]    model, device, dtype, precision, token_budget, block, served_model_name, warmup
+    [engine]    model, device, dtype, precision, token_budget, block, pass_sizes, served_model_name, warmup
     [server]    host, port, token, trusted_token, queue, max_queued_tokens, shutdown_timeout, debug, log_level
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
     [limits]    max_content_tokens, max_query_tokens, ... (see `Limits`)
@@ -45,6 +45,10 @@ class EngineSettings:
                                        f"{CPU_TOKEN_BUDGET} on the CPU", "optional_int", minimum=128)
     block: int = setting(128, "every content starts at a multiple of this many rows (on CUDA a multiple of 64, the "
                          "attention kernel's alignment); smaller wastes fewer rows per content", "int", minimum=16)
+    pass_sizes: int = setting(4, "on CUDA, how many launch sizes a pass may take (the budget's k / N for k = 1..N, "
+                              "each captured as a CUDA graph and checked for row invariance at start-up): a pass "
+                              "launches at the smallest that holds it; 1 runs every pass at the full budget", "int",
+                              minimum=1, maximum=16)
     served_model_name: tuple[str, ...] = setting([], "the name(s) the server answers with and accepts in `model`, "
                                                  "repeatable (the first is reported; unset: the model's own name)",
                                                  "list", flag="--served-model-name", metavar="NAME")

@@ -11,6 +11,7 @@ escapes (a TOML basic string) passes `locate`, which maps each character of `sou
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable
 
 from lark import Lark, UnexpectedInput, ast_utils
@@ -51,7 +52,25 @@ def parse_template(source: str, loc: SourceLoc, *, slots_allowed: int = 1, locat
     """Parse `source`; raise `TemplateError` (with code, file place and hint) at the first mistake.
 
     Guarantees on the result: adjacent text is merged, escapes are resolved, there are at most `slots_allowed`
-    slots, some text or placeholder comes before the slot, and nothing but text follows it."""
+    slots, some text or placeholder comes before the slot, and nothing but text follows it.
+
+    Without `locate` the result is a function of (source, loc, slots_allowed) alone, and is remembered for the
+    most recent TEMPLATES_REMEMBERED of them: a server is sent the same questions over and over, and parsing is
+    most of a small request's compile. (A `Template` is immutable; a template that fails is parsed again.)"""
+    if locate is None:
+        return _parse_remembered(source, loc, slots_allowed)
+    return _parse(source, loc, slots_allowed, locate)
+
+
+TEMPLATES_REMEMBERED = 2048
+
+
+@functools.lru_cache(maxsize=TEMPLATES_REMEMBERED)
+def _parse_remembered(source: str, loc: SourceLoc, slots_allowed: int) -> Template:
+    return _parse(source, loc, slots_allowed, None)
+
+
+def _parse(source: str, loc: SourceLoc, slots_allowed: int, locate: Locate | None) -> Template:
     where = locate or offset_locator(source, loc)
     try:
         tree: syntax.Start = _PARSER.parse(source)

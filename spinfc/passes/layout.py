@@ -21,25 +21,26 @@ def used_rows(lengths: Sequence[int], block: int) -> int:
     return used
 
 
-def pass_rows(lengths: Sequence[int], shapes: Shapes) -> int:
-    """Rows a pass of segments of `lengths` launches: the budget, or with `shapes.trim` the used rows rounded up to
-    the block."""
-    used = used_rows(lengths, shapes.block)
-    return min(shapes.budget, round_up(max(used, 1), shapes.block)) if shapes.trim else shapes.budget
+def pass_shape(lengths: Sequence[int], answer_rows: int, reads: int, shapes: Shapes) -> tuple[int, int, int]:
+    """(T, R, N) a pass of segments of `lengths` (with `answer_rows` and `reads` in all) launches with
+    (`Shapes.launch_for`): on CUDA the smallest launch size holding it, with its fixed answer rows and reads;
+    trimmed, the used rows rounded up to the block."""
+    return shapes.launch_for(used_rows(lengths, shapes.block), answer_rows, reads)
 
 
 def assemble(segments: Sequence[Segment], shapes: Shapes, pad: int = 0, index: int = 0) -> PassLayout:
     """One pass holding `segments` in order, each at the next multiple of the block; padding rows hold `pad`,
     position 0 and end[j] = j + 1 (each sees only itself). Reads, prompt rows and content rows come in segment order,
     so a model's output splits by segment."""
-    rows = pass_rows([segment.length for segment in segments], shapes)
+    rows, _, _ = pass_shape([segment.length for segment in segments], sum(segment.rows for segment in segments),
+                            sum(len(segment.reads) for segment in segments), shapes)
     tokens, positions, ends = [pad] * rows, [0] * rows, list(range(1, rows + 1))
     spans, reads, prompt_rows, content_rows, used = [], [], [], [], 0
     for segment in segments:
         start = round_up(used, shapes.block)
         stop = start + segment.length
         if stop > rows:
-            raise ValueError(f"segments need more than the pass's {shapes.budget} rows")
+            raise ValueError(f"segments need more than the pass's {rows} rows")
         tokens[start:stop] = segment.tokens
         positions[start:stop] = segment.positions
         ends[start:stop] = [end + start for end in segment.ends]

@@ -2,7 +2,7 @@
 contents in shared passes.
 
     compile  (a compile thread)  body -> frontend -> compiler.compile(program, ctx, until="segment") -> `Segment`s,
-                                 one per content and the floor (the same driver `spinfc compile` runs)
+                                 one per content and the floor (the same driver `spinfc compile` runs; intake.py)
     submit   (any thread)        a compiled request joins the queue; returns a future of its scores
     worker   (one thread)        loop: schedule (fill the next pass from the oldest work) / run (the runner stages
                                  and launches it) / postprocess (the pass before it: its scores to their requests)
@@ -27,23 +27,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-import attrs
-
-from spinfc import compiler
-from spinfc.ir.nodes import Program, Segment
-from spinfc.passes import SCHEDULED_FROM, PassContext
+from spinfc.passes import PassContext
 from spinfc.passes.layout import used_rows
-from spinfc.passes.plan_packing import admits, floor_first, round_up
-from spinfc.runtime import extract
-from spinfc.runtime.results import ContentScores, QueryResult, query_results
-from spinfc.runtime.score_map import ScoreMap
-from spinfc.runtime.runner import Pending, Runner, SegmentArrays
+from spinfc.passes.plan_packing import floor_first, round_up
+from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Refused re-exported)
+from spinfc.runtime.extract.scheduling import extract_units, extracts, floors_first
+from spinfc.runtime.intake import Intake
+from spinfc.runtime.results import ContentScores
+from spinfc.runtime.runner import Pending, Runner
 from spinfc.runtime.scheduler import EngineStats, Job, Unit, floor_key, schedule
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
 
-PENDING_SECONDS = 1.0  # a compiled request not submitted within this long no longer counts as arriving
 FULL = 0.85  # a pass this full is launched behind the one in flight; a less full one waits for it to end
 
 WARMUP_REQUEST = {
@@ -51,14 +47,6 @@ WARMUP_REQUEST = {
     "scoring": {"queries": [{"id": "warmup", "template": "\n\nIs the customer unhappy?\nAnswer:<?>",
                              "options": [" yes", " no"]}]},
 }
-
-
-class Refused(Exception):
-    """A request the engine will not run, with an error code, a message saying what to do, and the field at fault."""
-
-    def __init__(self, code: str, message: str, param: str | None = None):
-        super().__init__(message)
-        self.code, self.message, self.param = code, message, param
 
 
 class PassFailed(Exception):
@@ -69,31 +57,7 @@ class EngineClosed(Exception):
     """The engine stopped before this request ran."""
 
 
-@attrs.frozen
-class Compiled:
-    """A request compiled against the engine's model and pass shape."""
-
-    program: Program  # through the segment pass
-    segments: tuple[Segment, ...]  # one per content, the floor included
-    floor: int  # index of the floor content in program.contents
-    inputs: tuple[int, ...]  # indices of the request's own contents, in request order
-    arrays: tuple[SegmentArrays, ...]  # the segments as the runner stages them
-    score_map: ScoreMap  # how a segment's reads sum into option logprobs
-
-
-
-@attrs.frozen
-class Scored:
-    compiled: Compiled
-    scores: dict[int, ContentScores]  # content index -> [question][option] logprob
-    processed_tokens: int  # rows this request put into passes (a reused floor costs none)
-    floor_cached: bool
-    placements: tuple = ()  # (pass, content index, start row, rows) of each of its segments, in the order run
-
-    def results(self) -> list[list[QueryResult]]:
-        """Per input (request order), per query: the seed's result shape."""
-        program, floor = self.compiled.program, self.scores[self.compiled.floor]
-        return [query_results(program, self.scores[c], floor) for c in self.compiled.inputs]
+_NONE = object()  # `_admit` was handed no job
 
 
 class Engine:
@@ -115,12 +79,13 @@ class Engine:
         self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._units: list[Unit] = []  # waiting work, oldest first
         self._floors_queued: dict[str, Unit] = {}
-        self._compiler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spinfc-compile")
+        self.intake = Intake(model.name, self.context)
+        # the compile side's entry points (runtime/intake.py), on the engine as every caller knows them
+        self.compile, self.compile_program = self.intake.compile, self.intake.compile_program
+        self.compile_async, self.compile_program_async = self.intake.compile_async, self.intake.compile_program_async
+        self.arriving = self.intake.arriving
         self._worker = threading.Thread(target=self._loop, name="spinfc-engine", daemon=True)
         self._closed = False
-        self._compiling = 0  # requests on (or waiting for) the compile thread
-        self._arriving: dict[int, float] = {}  # compiled and not yet submitted: id -> when compiled
-        self._compiling_lock = threading.Lock()
 
     # ---- the caller's side --------------------------------------------------------------------------------
 
@@ -135,65 +100,7 @@ class Engine:
             self._inbox.put(None)
             if self._worker.is_alive():
                 self._worker.join()
-            self._compiler.shutdown(wait=False, cancel_futures=True)
-
-    def compile(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
-        """Compile a /v1/score body. `check(program)` sees the program once compiled (before it is queued) and may
-        raise to refuse it (the server's limits). Raises CompileError (from the frontend, the passes or `check`)
-        or Refused."""
-        from spinfc.frontend import program_from_request
-
-        return self.compile_program(program_from_request(body, model=self.model.name), check)
-
-    def compile_program(self, program: Program, check: Callable[[Program], None] | None = None) -> Compiled:
-        """Compile a program the frontend built (a request's queries, a pack's, or both), as `compile` does: the
-        compiler driver through the segment pass; packing is the scheduler's, across every request in flight."""
-        program = compiler.compile(program, self.context, until=SCHEDULED_FROM, check=check)
-        floors = [i for i, content in enumerate(program.contents) if content.is_floor]
-        if len(floors) != 1:
-            raise ValueError(f"compiled program has floors {floors}")
-        for segment in program.segments:
-            if not admits(segment, self.shapes):
-                raise Refused("content_too_long", f"a content with its questions needs {segment.length} rows and "
-                              f"{segment.rows} answer rows: more than one pass holds ({self.shapes}); shorten the "
-                              "content, ask fewer questions, or start the server with a larger --token-budget")
-        inputs = tuple(i for i in range(len(program.contents)) if i != floors[0])
-        first = program.segments[floors[0]]
-        return Compiled(program=program, segments=program.segments, floor=floors[0], inputs=inputs,
-                        arrays=tuple(SegmentArrays.of(segment) for segment in program.segments),
-                        score_map=ScoreMap(program.questions, first.reads))
-
-    async def compile_async(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
-        """`compile` on the engine's compile thread, off the event loop (tokenizers are not shared across threads)."""
-        return await self._on_compile_thread(self.compile, body, check)
-
-    async def compile_program_async(self, program: Program, check: Callable[[Program], None] | None = None) -> Compiled:
-        """`compile_program` on the engine's compile thread."""
-        return await self._on_compile_thread(self.compile_program, program, check)
-
-    async def _on_compile_thread(self, fn, *args) -> Compiled:
-        """Run `fn` on the compile thread. From the call until the compiled request is submitted (or for at most
-        PENDING_SECONDS after its compile) it counts as arriving work, for which the worker may hold a part-empty
-        pass a moment (`_gather`)."""
-        with self._compiling_lock:
-            self._compiling += 1
-        compiled = None
-        try:
-            compiled = await asyncio.get_running_loop().run_in_executor(self._compiler, fn, *args)
-            return compiled
-        finally:
-            with self._compiling_lock:
-                self._compiling -= 1
-                if compiled is not None:
-                    self._arriving[id(compiled)] = time.perf_counter()
-
-    @property
-    def _arriving_work(self) -> bool:
-        with self._compiling_lock:
-            now = time.perf_counter()
-            for key in [k for k, t in self._arriving.items() if now - t > PENDING_SECONDS]:
-                del self._arriving[key]
-            return bool(self._compiling or self._arriving)
+            self.intake.close()
 
     def submit(self, compiled: Compiled) -> concurrent.futures.Future:
         """Queue a compiled request; the future resolves to its `Job` or raises PassFailed / EngineClosed.
@@ -204,8 +111,7 @@ class Engine:
             return future
         with self.stats.lock:
             self.stats.queued += 1
-        with self._compiling_lock:
-            self._arriving.pop(id(compiled), None)
+        self.intake.submitted(compiled)
         future.add_done_callback(self.stats.settled)
         self._inbox.put(Job(compiled=compiled, future=future))
         return future
@@ -230,7 +136,7 @@ class Engine:
                 self._units = [u for u in self._units if u.wanted() or self._forget(u)]
                 # While a pass runs, the next is launched behind it only if it is full; a part-filled one waits
                 # for the pass in flight to end, so requests arriving meanwhile fill it.
-                if in_flight is None and self._units and self._arriving_work and not self._full(self._units):
+                if in_flight is None and self._units and self.intake.expecting and not self._full(self._units):
                     self._gather()
                 units = self._schedule(full_only=in_flight is not None) if self._units else None
                 launched = self._run(units) if units else None
@@ -256,10 +162,11 @@ class Engine:
             if job is not None:
                 job.fail(EngineClosed("the engine shut down before this request ran"))
 
-    def _admit(self, block: bool) -> bool:
-        """Turn queued jobs into units; False once close() was called."""
+    def _admit(self, block: bool, first=_NONE) -> bool:
+        """Turn queued jobs (`first`, taken off the inbox already, then the inbox's) into units; False once close()
+        was called."""
         try:
-            job = self._inbox.get(block=block)
+            job = first if first is not _NONE else self._inbox.get(block=block)
         except queue.Empty:
             return True
         while job is not None:
@@ -320,7 +227,7 @@ class Engine:
     def _schedule(self, full_only: bool = False) -> list[Unit] | None:
         """The units of the next pass, taken off the queue; with `full_only`, None unless they fill FULL of the
         budget (or the answer rows or reads) — the pass would otherwise run part-empty."""
-        chosen = self._floors_first(schedule(self._units, self.shapes))
+        chosen = floors_first(self._units, schedule(self._units, self.shapes))
         if full_only and not self._full([self._units[i] for i in chosen]):
             return None
         taken = set(chosen)
@@ -334,13 +241,12 @@ class Engine:
         part-empty, so the wait is paid back whenever it lets the pass hold more."""
         rate = self.stats.rate
         deadline = time.perf_counter() + (0.5 * self.shapes.budget / rate if rate else 0.05)
-        while self._arriving_work and not self._full(self._units) and time.perf_counter() < deadline:
+        while self.intake.expecting and not self._full(self._units) and time.perf_counter() < deadline:
             try:
                 job = self._inbox.get(timeout=max(0.0, min(0.005, deadline - time.perf_counter())))
             except queue.Empty:
                 continue
-            self._inbox.put(job)  # _admit takes it, and whatever else came, in order
-            if not self._admit(block=False):
+            if not self._admit(block=False, first=job):  # it, then whatever else came, in order
                 return
 
     def _full(self, units: list[Unit]) -> bool:
@@ -357,7 +263,7 @@ class Engine:
     def _run(self, units: list[Unit]) -> tuple[list[Unit], Pending] | None:
         """Launch the pass of `units`; a launch that raises puts them back to be run one by one."""
         try:
-            if any(map(_extracts, units)):  # the pass's keys and values are kept for the decode (run eagerly)
+            if any(map(extracts, units)):  # the pass's keys and values are kept for the decode (run eagerly)
                 pending = self.runner.launch_keeping_kv([unit.arrays for unit in units])
             else:
                 pending = self.runner.launch([unit.arrays for unit in units])
@@ -406,7 +312,10 @@ class Engine:
             scores.append(self._scores(unit, logprobs[offset:offset + n]))
             offset += n
         if pending.kept is not None:
-            scores = self._extract(units, scores, pending)
+            scores, error = extract_units(self.model, units, scores, pending, self.stats)
+            for unit in units if error is not None else ():
+                self._forget(unit)
+                unit.fail(PassFailed(f"extraction failed: {type(error).__name__}: {error}"))
         for unit, unit_scores in zip(units, scores):
             if unit_scores is not None:
                 self._deliver(unit, unit_scores)
@@ -421,53 +330,6 @@ class Engine:
             unit.fail(PassFailed(f"results could not be assembled: {error}"))
             return None
 
-    # ---- extraction: the pass's K/V handed to the decode, its results put into the scores -----------------------
-
-    def _floors_first(self, chosen: list[int]) -> list[int]:
-        """Floors ahead of contents in the pass (a content's extraction reads its floor's contexts), and contents
-        with extraction questions whose floor has not run and is not in this pass left for a later pass (their
-        floor is queued ahead of them, so it runs first)."""
-        units = [self._units[i] for i in chosen]
-        if not any(map(_extracts, units)):
-            return chosen
-
-        def floor_ready(unit: Unit) -> bool:
-            job = unit.consumers[0][0]
-            floor = job.compiled.floor
-            return floor in job.scores or any((job, floor) in other.consumers for other in units)
-
-        kept = [i for i, u in zip(chosen, units) if u.floor_key is not None or not _extracts(u) or floor_ready(u)]
-        kept.sort(key=lambda i: self._units[i].floor_key is None)
-        return kept or chosen  # cannot be empty while floors are queued ahead; run as chosen rather than stall
-
-    def _extract(self, units: list[Unit], scores: list, pending: Pending) -> list:
-        """Decode every extraction question of the pass in one batch and put the results into each unit's scores
-        (a unit whose extraction fails is failed and gets None)."""
-        items = []
-        for unit, start in zip(units, pending.starts):
-            job, _ = unit.consumers[0]
-            floor_unit = next((k2 for k2, other in enumerate(units) if other.floor_key is not None and
-                               (job, job.compiled.floor) in other.consumers), None)
-            items.append(extract.PassItem(
-                questions=job.compiled.program.questions, start=start,
-                prompt_rows=tuple(attrs.evolve(p, row=p.row + start) for p in unit.segment.prompt_rows),
-                is_floor=unit.floor_key is not None,
-                floor=None if unit.floor_key is not None or floor_unit is not None else job.scores.get(
-                    job.compiled.floor),
-                floor_item=floor_unit if unit.floor_key is None else None,
-            ))
-        try:
-            entries, walked = extract.extract_pass(self.model, pending.kept, items)
-            self.stats.decode_steps += walked.steps
-            self.stats.decode_rows += walked.beam_rows
-        except Exception as error:
-            log.exception("extraction failed")
-            for unit in units:
-                self._forget(unit)
-                unit.fail(PassFailed(f"extraction failed: {type(error).__name__}: {error}"))
-            return [None] * len(units)
-        return [None if s is None else extract.with_entries(s, e) for s, e in zip(scores, entries)]
-
     def _deliver(self, unit: Unit, scores: ContentScores) -> None:
         self._forget(unit)
         if unit.floor_key is not None:
@@ -476,8 +338,3 @@ class Engine:
                 self._floor_cache.popitem(last=False)
         unit.deliver(scores)
 
-
-def _extracts(unit: Unit) -> bool:
-    """Whether the unit's content is asked an extraction question (its pass keeps its keys and values)."""
-    questions = unit.consumers[0][0].compiled.program.questions
-    return any(extract.is_extraction(questions[p.question]) for p in unit.segment.prompt_rows)

@@ -80,7 +80,7 @@ def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu",
     if device.startswith("cuda"):
         from spinfc.backend import serving
 
-        loaded = serving.graph_model(loaded, serving.launch_shape(shapes))
+        loaded, shapes = serving.graph_model(loaded, shapes)
     engine = Engine(loaded, shapes, device=device, tokenizer=loaded.tokenizer).start()
 
     async def every_job() -> list[dict]:

@@ -22,7 +22,7 @@ import torch
 
 from spinfc.backend.launch import Launch
 from spinfc.ir.nodes import Segment
-from spinfc.passes.layout import pass_rows
+from spinfc.passes.layout import pass_shape
 from spinfc.passes.plan_packing import round_up
 from spinfc.shapes import Shapes
 
@@ -102,16 +102,16 @@ class Runner:
             used = start + len(a.tokens)
         if used > shapes.budget:
             raise ValueError(f"segments of {used} rows do not fit a pass of {shapes.budget}")
-        T = shapes.budget if shapes.fixed else pass_rows([len(a.tokens) for a in arrays], shapes)
         R = sum(len(a.answer_rows) for a in arrays)
         N = sum(len(a.read_row) for a in arrays)
-        if shapes.fixed:
-            if R > shapes.answer_rows or N > shapes.reads:
-                raise ValueError(f"{R} answer rows and {N} reads do not fit the fixed {shapes}")
+        T, R_launch, N_launch = pass_shape([len(a.tokens) for a in arrays], R, N, shapes)
+        if shapes.fixed:  # the launch size's leading part of the full-size buffers
             slot = self._next
             self._next ^= 1
             host = self._buffers[slot]
-            views, output = host.views, host.output
+            views = {name: view[:{"rows": R_launch, "read_row": N_launch, "read_token": N_launch}.get(name, T)]
+                     for name, view in host.views.items()}
+            output = host.output[:N_launch]
         else:
             slot = 0
             views = {"tokens": np.empty(T, np.int64), "positions": np.empty(T, np.int64),

@@ -132,9 +132,9 @@ class Service:
             device = config.resolved_device()
             on_cuda = device.startswith("cuda")
             # a budget or block the kernels cannot run fails here, naming the flag
-            shapes = Shapes.for_device(device, config.resolved_budget(), config.block)
+            shapes = Shapes.for_device(device, config.resolved_budget(), config.block, config.pass_sizes)
             # On CUDA: the Triton ops (bf16 matmuls around a float32 residual stream unless set otherwise), every
-            # pass one fixed shape replayed from a CUDA graph.
+            # pass at one of a few fixed launch sizes, each replayed from a CUDA graph.
             precision = config.resolved_precision()
             started = time.perf_counter()
             self.source = await asyncio.to_thread(resolve, config.model)
@@ -149,9 +149,9 @@ class Service:
             self.metrics.set_info(version=__version__, model=self.source.name, device=device,
                                   fingerprint=self.fingerprint)
             self.status = "warming"
-            if on_cuda:  # compile every kernel of the one launch shape and capture the pass, before /readyz
+            if on_cuda:  # check, compile and capture every launch size, before /readyz
                 started = time.perf_counter()
-                model = await asyncio.to_thread(serving.graph_model, model, serving.launch_shape(shapes))
+                model, shapes = await asyncio.to_thread(serving.graph_model, model, shapes)
                 log.info("captured the pass (%s) in %.1f s", shapes, time.perf_counter() - started)
             self.generator = Generator(model)  # the engine gets the guarded model: passes and generation take turns
             tokenizer = await asyncio.to_thread(lambda: model.tokenizer)

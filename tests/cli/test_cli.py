@@ -82,11 +82,17 @@ def test_a_missing_source_is_an_error(capsys, tmp_path):
 
 
 def test_launches_show_the_fixed_shapes(capsys, monkeypatch):
+    """On CUDA a pass launches at the smallest launch size that holds it: the floor alone takes a quarter of the
+    budget; with --pass-sizes 1 every pass is the full budget."""
     monkeypatch.chdir(REPO)
     code, out, _ = run(capsys, "compile", MODERATION, "--emit", "launches", "--token-budget", "1024", "--device", "cuda")
     assert code == 0
+    assert "launches (1): tokens/positions/ends [512], rows [64], read_row/read_token [512]" in out
+    assert re.search(r"launch 0: tokens \(512,\) torch.int64, .* rows \(64,\) \(\d+ answer rows", out)
+    code, out, _ = run(capsys, "compile", MODERATION, "--emit", "launches", "--token-budget", "1024", "--device", "cuda",
+                       "--pass-sizes", "1")
+    assert code == 0
     assert "launches (1): tokens/positions/ends [1024], rows [128], read_row/read_token [1024]" in out
-    assert re.search(r"launch 0: tokens \(1024,\) torch.int64, .* rows \(128,\) \(\d+ answer rows", out)
 
 
 def test_a_block_the_cuda_kernels_cannot_run_is_refused_with_the_flag(capsys, monkeypatch):

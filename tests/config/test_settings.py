@@ -166,7 +166,8 @@ def _sample(f):
         argv = [flag] if f.default is False else ["--no-" + flag[2:]]
         return value, str(value).lower(), str(value).lower(), argv
     if kind in ("int", "optional_int"):
-        return 300, "300", "300", [flag, "300"]
+        n = min(300, f.metadata["rules"].get("maximum", 300))
+        return n, str(n), str(n), [flag, str(n)]
     if kind == "list":
         return ("/v",), '["/v"]', "/v", [flag, "/v"]
     if kind == "choice":

@@ -1,11 +1,12 @@
-"""The start-up row-invariance check: it passes on the CPU's products, and names the layer where rows mix."""
+"""The start-up row-invariance check: it passes on the CPU's products, names the product where rows mix, and drops
+a smaller launch size whose rows differ from the full pass's."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from spinfc.backend.invariance import NotRowInvariant, check_row_invariance
+from spinfc.backend.invariance import NotRowInvariant, invariant_sizes
 from spinfc.runtime.models import build_model
 from spinfc.runtime.weights.config import ModelConfig
 
@@ -13,7 +14,10 @@ CONFIG = ModelConfig(family="llama", hidden=32, layers=2, heads=2, kv_heads=1, h
                      vocab=64, rope_theta=10000.0, norm_eps=1e-5, tie_embeddings=True)
 
 
-def test_check_passes_and_names_a_product_whose_rows_mix(monkeypatch):
+SIZES = [(64, 8, 64), (128, 16, 128), (256, 32, 256)]
+
+
+def _model():
     g = torch.Generator().manual_seed(0)
     state = {"model.embed_tokens.weight": torch.randn(64, 32, generator=g), "model.norm.weight": torch.ones(32)}
     shapes = {"self_attn.q_proj": (32, 32), "self_attn.k_proj": (16, 32), "self_attn.v_proj": (16, 32),
@@ -24,9 +28,23 @@ def test_check_passes_and_names_a_product_whose_rows_mix(monkeypatch):
             state[f"model.layers.{i}.{name}.weight"] = torch.randn(*shape, generator=g)
         for name in ("input_layernorm", "post_attention_layernorm"):
             state[f"model.layers.{i}.{name}.weight"] = torch.ones(32)
-    model = build_model(CONFIG, state, weights_hash="x", fuse=True)
-    check_row_invariance(model, 256, 32)
+    return build_model(CONFIG, state, weights_hash="x", fuse=True)
+
+
+def test_check_passes_and_names_a_product_whose_rows_mix(monkeypatch):
+    model = _model()
+    assert invariant_sizes(model, SIZES) == SIZES
     mixing = type(model).linear
     monkeypatch.setattr(type(model), "linear", lambda self, x, w: mixing(self, x, w) + x.sum() * 1e-3)
     with pytest.raises(NotRowInvariant, match="layer 0 qkv"):
-        check_row_invariance(model, 256, 32)
+        invariant_sizes(model, SIZES)
+
+
+def test_a_size_whose_rows_differ_from_the_full_pass_is_dropped(monkeypatch):
+    """A product that rounds differently below 128 rows (as a split-K kernel would): the 64-row size goes, the rest
+    stay; the check compares each size with the full pass, not only with itself."""
+    model = _model()
+    plain = type(model).linear
+    monkeypatch.setattr(type(model), "linear",
+                        lambda self, x, w: plain(self, x, w) * (1 + 1e-3 * (x.shape[0] < 128)))
+    assert invariant_sizes(model, SIZES) == SIZES[1:]

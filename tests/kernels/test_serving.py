@@ -1,4 +1,4 @@
-"""What of `backend.serving` runs without a GPU: the one launch shape a CUDA server uses, and its dtype.
+"""What of `backend.serving` runs without a GPU: the launch shapes a CUDA server uses, and its dtype.
 (Capture and a served request run on the GPU, in benchmarks/gpu_serve.py.)"""
 
 from __future__ import annotations
@@ -11,12 +11,29 @@ from spinfc.backend.kernels import tree_attention
 from spinfc.shapes import CUDA_ROW_MULTIPLE, KERNEL_ALIGNMENT, Shapes, ShapeError
 
 
-def test_launch_shape_fixes_answer_rows_and_reads_from_the_budget():
-    assert serving.launch_shape(Shapes.for_device("cuda:0", 16384)) == LaunchShape(16384, 2048, 16384)
-    assert Shapes.for_device("cuda", 1024) == Shapes(1024, 128, answer_rows=128, reads=1024, trim=False)
+def test_launch_shapes_are_the_budgets_quarters_with_answer_rows_and_reads_from_the_rows():
+    assert serving.launch_shapes(Shapes.for_device("cuda:0", 16384)) == [
+        LaunchShape(4096, 512, 4096), LaunchShape(8192, 1024, 8192), LaunchShape(12288, 1536, 12288),
+        LaunchShape(16384, 2048, 16384)]
+    assert serving.launch_shapes(Shapes.for_device("cuda:0", 19200, 64)) == [
+        LaunchShape(4864, 608, 4864), LaunchShape(9600, 1200, 9600), LaunchShape(14464, 1808, 14464),
+        LaunchShape(19200, 2400, 19200)]  # each a multiple of 128 rows
+    assert Shapes.for_device("cuda", 1024, sizes=1) == Shapes(1024, 128, answer_rows=128, reads=1024, trim=False,
+                                                             sizes=(1024,))
     assert Shapes.for_device("cpu", 1024) == Shapes(1024, 128, trim=True)
     with pytest.raises(ValueError, match="fixed pass shapes"):
-        serving.launch_shape(Shapes.for_device("cpu", 1024))
+        serving.launch_shapes(Shapes.for_device("cpu", 1024))
+
+
+def test_a_pass_launches_at_the_smallest_size_holding_its_rows_answer_rows_and_reads():
+    shapes = Shapes.for_device("cuda:0", 16384)
+    assert shapes.launch_for(4096, 512, 4096) == (4096, 512, 4096)
+    assert shapes.launch_for(4097, 10, 10) == (8192, 1024, 8192)
+    assert shapes.launch_for(100, 513, 10) == (8192, 1024, 8192)  # answer rows decide
+    assert shapes.launch_for(100, 10, 12289) == (16384, 2048, 16384)  # reads decide
+    with pytest.raises(ValueError, match="does not fit"):
+        shapes.launch_for(16385, 1, 1)
+    assert Shapes.for_device("cpu", 1024).launch_for(130, 7, 9) == (256, 7, 9)  # trimmed to the block
 
 
 def test_a_budget_or_block_the_kernels_cannot_run_is_refused_with_the_values_that_work():

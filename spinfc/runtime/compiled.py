@@ -1,0 +1,50 @@
+"""What the engine's compile side hands its worker, and what a scored request hands back.
+
+    Compiled   a request through the compiler's segment pass: one `Segment` per content (the floor included), each
+               as the arrays the runner stages, and the map from a segment's reads to option scores
+    Scored     a request once every segment has run: its scores per content, where they ran, what it cost
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from spinfc.ir.nodes import Program, Segment
+from spinfc.runtime.results import ContentScores, QueryResult, query_results
+from spinfc.runtime.runner import SegmentArrays
+from spinfc.runtime.score_map import ScoreMap
+
+
+class Refused(Exception):
+    """A request the engine will not run, with an error code, a message saying what to do, and the field at fault."""
+
+    def __init__(self, code: str, message: str, param: str | None = None):
+        super().__init__(message)
+        self.code, self.message, self.param = code, message, param
+
+
+@attrs.frozen
+class Compiled:
+    """A request compiled against the engine's model and pass shape."""
+
+    program: Program  # through the segment pass
+    segments: tuple[Segment, ...]  # one per content, the floor included
+    floor: int  # index of the floor content in program.contents
+    inputs: tuple[int, ...]  # indices of the request's own contents, in request order
+    arrays: tuple[SegmentArrays, ...]  # the segments as the runner stages them
+    score_map: ScoreMap  # how a segment's reads sum into option logprobs
+    extracts: bool = False  # whether it asks an extraction question (its passes keep their keys and values)
+
+
+@attrs.frozen
+class Scored:
+    compiled: Compiled
+    scores: dict[int, ContentScores]  # content index -> [question][option] logprob
+    processed_tokens: int  # rows this request put into passes (a reused floor costs none)
+    floor_cached: bool
+    placements: tuple = ()  # (pass, content index, start row, rows) of each of its segments, in the order run
+
+    def results(self) -> list[list[QueryResult]]:
+        """Per input (request order), per query: the seed's result shape."""
+        program, floor = self.compiled.program, self.scores[self.compiled.floor]
+        return [query_results(program, self.scores[c], floor) for c in self.compiled.inputs]

@@ -1,0 +1,111 @@
+"""The engine's compile side: requests in, `Compiled` out, on one compile thread (a tokenizer is not shared across
+threads), through the same compiler driver `spinfc compile` runs, stopping at the segment pass.
+
+It also counts the requests on their way in: parsed by their caller (`arriving`), on or waiting for the compile
+thread, or compiled and not yet submitted (for at most PENDING_SECONDS). The worker may hold a part-empty pass a
+moment while any are (`Engine._gather`): many small requests arriving together then share passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+
+from spinfc import compiler
+from spinfc.ir.nodes import Program
+from spinfc.passes import SCHEDULED_FROM, PassContext
+from spinfc.passes.plan_packing import admits
+from spinfc.runtime.compiled import Compiled, Refused
+from spinfc.runtime.runner import SegmentArrays
+from spinfc.runtime.score_map import ScoreMap
+
+PENDING_SECONDS = 1.0  # a compiled request not submitted within this long no longer counts as arriving
+
+
+def _extracts(program: Program) -> bool:
+    from spinfc.runtime.extract import is_extraction
+
+    return any(map(is_extraction, program.questions))
+
+
+class Intake:
+    def __init__(self, model_name: str, context: PassContext):
+        self.model_name, self.context, self.shapes = model_name, context, context.shapes
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spinfc-compile")
+        self._lock = threading.Lock()
+        self._on_the_way = 0  # requests being parsed, or on (or waiting for) the compile thread
+        self._compiled: dict[int, float] = {}  # compiled and not yet submitted: id -> when compiled
+
+    def compile(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
+        """Compile a /v1/score body. `check(program)` sees the program once compiled (before it is queued) and may
+        raise to refuse it (the server's limits). Raises CompileError (from the frontend, the passes or `check`)
+        or Refused."""
+        from spinfc.frontend import program_from_request
+
+        return self.compile_program(program_from_request(body, model=self.model_name), check)
+
+    def compile_program(self, program: Program, check: Callable[[Program], None] | None = None) -> Compiled:
+        """Compile a program the frontend built (a request's queries, a pack's, or both): the compiler driver
+        through the segment pass; packing is the scheduler's, across every request in flight."""
+        program = compiler.compile(program, self.context, until=SCHEDULED_FROM, check=check)
+        floors = [i for i, content in enumerate(program.contents) if content.is_floor]
+        if len(floors) != 1:
+            raise ValueError(f"compiled program has floors {floors}")
+        for segment in program.segments:
+            if not admits(segment, self.shapes):
+                raise Refused("content_too_long", f"a content with its questions needs {segment.length} rows and "
+                              f"{segment.rows} answer rows: more than one pass holds ({self.shapes}); shorten the "
+                              "content, ask fewer questions, or start the server with a larger --token-budget")
+        inputs = tuple(i for i in range(len(program.contents)) if i != floors[0])
+        first = program.segments[floors[0]]
+        return Compiled(program=program, segments=program.segments, floor=floors[0], inputs=inputs,
+                        arrays=tuple(SegmentArrays.of(segment) for segment in program.segments),
+                        score_map=ScoreMap(program.questions, first.reads), extracts=_extracts(program))
+
+    async def compile_async(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
+        """`compile` on the compile thread, off the event loop."""
+        return await self._on_thread(self.compile, body, check)
+
+    async def compile_program_async(self, program: Program, check: Callable[[Program], None] | None = None) -> Compiled:
+        """`compile_program` on the compile thread."""
+        return await self._on_thread(self.compile_program, program, check)
+
+    async def _on_thread(self, fn, *args) -> Compiled:
+        compiled = None
+        with self.arriving():
+            compiled = await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+            with self._lock:
+                self._compiled[id(compiled)] = time.perf_counter()
+            return compiled
+
+    @contextlib.contextmanager
+    def arriving(self):
+        """Count a request as on its way in for the duration (its caller parsing it, its compile)."""
+        with self._lock:
+            self._on_the_way += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._on_the_way -= 1
+
+    def submitted(self, compiled: Compiled) -> None:
+        """The request has reached the queue: it no longer counts as arriving."""
+        with self._lock:
+            self._compiled.pop(id(compiled), None)
+
+    @property
+    def expecting(self) -> bool:
+        """Whether any request is on its way in."""
+        with self._lock:
+            now = time.perf_counter()
+            for key in [k for k, t in self._compiled.items() if now - t > PENDING_SECONDS]:
+                del self._compiled[key]
+            return bool(self._on_the_way or self._compiled)
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)
