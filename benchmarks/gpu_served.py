@@ -105,7 +105,53 @@ def serve_child(name: str, small: bool, device: str, budget: int, block: int, si
                                               pass_sizes=sizes,
                                               warmup="short"), server=ServerSettings(port=port))
     app = create_app(settings, load_model=lambda n, dtype, d: random_model(name, small, d))
+    record_timeline(TIMELINE)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+TIMELINE = Path("/tmp/spinfc-served-timeline.txt")
+
+
+def record_timeline(path: Path) -> None:
+    """In the server's process: append `time kind detail` for every request parsed (its first compile-side mark),
+    compiled, pass launched (rows, segments) and request answered, for the burst's timeline (`timeline`)."""
+    from spinfc.runtime.intake import Intake
+    from spinfc.runtime.runner import Runner
+    import importlib
+
+    route = importlib.import_module("spinfc.server.routes.score")  # the module (the package exports the handler)
+
+    out = path.open("a", buffering=1)
+    compile_program, launch, score_body = Intake.compile_program, Runner.launch, route.score_body
+
+    def timed_compile(self, *args, **kwargs):
+        result = compile_program(self, *args, **kwargs)
+        out.write(f"{time.time()} compiled\n")
+        return result
+
+    def timed_launch(self, arrays):
+        pending = launch(self, arrays)
+        out.write(f"{time.time()} pass {pending.rows} {len(arrays)}\n")
+        return pending
+
+    async def timed_score_body(*args, **kwargs):
+        out.write(f"{time.time()} received\n")
+        result = await score_body(*args, **kwargs)
+        out.write(f"{time.time()} scored\n")
+        return result
+
+    Intake.compile_program, Runner.launch, route.score_body = timed_compile, timed_launch, timed_score_body
+
+
+def timeline(path: Path, began: float, ended: float) -> dict:
+    """The server's marks between `began` and `ended` (time.time()), in ms from `began`, by kind."""
+    marks: dict = {}
+    for line in path.read_text().splitlines():
+        t, kind, *detail = line.split()
+        if began <= float(t) <= ended:
+            mark = round((float(t) - began) * 1000)
+            marks.setdefault(kind, []).append([mark, *map(int, detail)] if detail else mark)
+    return marks
 
 
 # ---- the client ------------------------------------------------------------------------------------------------
@@ -149,12 +195,13 @@ async def pattern(base: str, bodies: list[dict], concurrency: int, questions: in
                 i = queue.pop(0)
                 answers[i] = await post(client, bodies[i], stats)
         before = await passes_run(client)
-        began = time.perf_counter()
+        began, wall = time.perf_counter(), time.time()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         seconds = time.perf_counter() - began
+        marks = timeline(TIMELINE, wall, time.time()) if TIMELINE.exists() and len(bodies) <= 24 else {}
         passes = await passes_run(client) - before
     return {"seconds": round(seconds, 3), "questions_per_s": round(questions / seconds, 1), "passes": passes, **stats,
-            "answers": answers}
+            "timeline": marks, "answers": answers}
 
 
 def wait_ready(base: str, child, limit: float = 400) -> float:
@@ -174,6 +221,44 @@ def wait_ready(base: str, child, limit: float = 400) -> float:
 
 
 # ---- in-process --------------------------------------------------------------------------------------------------
+
+
+def burst_timeline(engine, score, bodies: list[dict], questions: int, reps: int = 3) -> dict:
+    """The one-content requests all at once in this process (no HTTP): the time, and when (ms from the start) each
+    compile ended and each pass was launched with how many rows: where a burst waits, without the server."""
+    compiled_at, launched = [], []
+    compile_program, launch = engine.intake.compile_program, engine.runner.launch
+
+    def timed_compile(*args, **kwargs):
+        out = compile_program(*args, **kwargs)
+        compiled_at.append(time.perf_counter())
+        return out
+
+    def timed_launch(arrays):
+        pending = launch(arrays)
+        launched.append((time.perf_counter(), pending.rows, len(arrays)))
+        return pending
+
+    engine.intake.compile_program, engine.runner.launch = timed_compile, timed_launch
+
+    async def all_at_once():
+        return await asyncio.gather(*(score(body) for body in bodies))
+
+    best = None
+    try:
+        for _ in range(reps):
+            compiled_at.clear()
+            launched.clear()
+            began = time.perf_counter()
+            asyncio.run(all_at_once())
+            seconds = time.perf_counter() - began
+            run = {"seconds": round(seconds, 3), "questions_per_s": round(questions / seconds, 1),
+                   "compiled_ms": [round((t - began) * 1000) for t in compiled_at],
+                   "passes": [(round((t - began) * 1000), rows, n) for t, rows, n in launched]}
+            best = run if best is None or run["seconds"] < best["seconds"] else best
+    finally:
+        engine.intake.compile_program, engine.runner.launch = compile_program, launch
+    return best
 
 
 def in_process(name: str, small: bool, device: str, budget: int, block: int, sizes: int, job: dict,
@@ -206,6 +291,7 @@ def in_process(name: str, small: bool, device: str, budget: int, block: int, siz
             scored = asyncio.run(score(job["whole"]))
             times.append(time.perf_counter() - began)
         passes, rows = (engine.stats.passes - passes) // reps, (engine.stats.rows_total - rows) // reps
+        burst = burst_timeline(engine, score, [job["one"](t) for t in job["texts"]], questions)
         engine_seconds = min(times)
         per_content = [scored.scores[c] for c in scored.compiled.inputs]
         # the pre-lowered path: the same compiled passes as `spinfc compile --emit launches`, replayed back to back
@@ -223,7 +309,7 @@ def in_process(name: str, small: bool, device: str, budget: int, block: int, siz
             lowered.append(time.perf_counter() - began)
         del outs
         return {"engine_seconds": round(engine_seconds, 3), "engine_questions_per_s": round(questions / engine_seconds, 1),
-                "engine_passes": passes, "engine_rows_launched": rows,
+                "engine_passes": passes, "engine_rows_launched": rows, "burst": burst,
                 "launch_sizes": [size[0] for size in shapes.launch_sizes()] if shapes.fixed else [shapes.budget],
                 "prelowered_seconds": round(min(lowered), 3),
                 "prelowered_questions_per_s": round(questions / min(lowered), 1),
@@ -290,6 +376,7 @@ def main() -> None:
         child.join(30)
     inproc.pop("scores")
     print(f"\nlaunch sizes {inproc['launch_sizes']}")
+    print(f"in-process burst of one-content requests: {json.dumps(inproc['burst'])}")
     print("| path | seconds | questions/s | of in-process engine | of pre-lowered | passes | 429s | bit-identical |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     print(f"| in-process engine | {inproc['engine_seconds']} | {inproc['engine_questions_per_s']:,} | 1.000 | "

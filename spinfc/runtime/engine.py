@@ -83,7 +83,6 @@ class Engine:
         # the compile side's entry points (runtime/intake.py), on the engine as every caller knows them
         self.compile, self.compile_program = self.intake.compile, self.intake.compile_program
         self.compile_async, self.compile_program_async = self.intake.compile_async, self.intake.compile_program_async
-        self.arriving = self.intake.arriving
         self._worker = threading.Thread(target=self._loop, name="spinfc-engine", daemon=True)
         self._closed = False
 
@@ -135,8 +134,10 @@ class Engine:
                     break
                 self._units = [u for u in self._units if u.wanted() or self._forget(u)]
                 # While a pass runs, the next is launched behind it only if it is full; a part-filled one waits
-                # for the pass in flight to end, so requests arriving meanwhile fill it.
-                if in_flight is None and self._units and self.intake.expecting and not self._full(self._units):
+                # for the pass in flight to end, so requests arriving meanwhile fill it. On an idle GPU a pass
+                # waits for arriving requests only while it would launch mostly empty at its launch size.
+                if in_flight is None and self._units and self.intake.expecting and \
+                        not self._full(self._units, of_launch=True):
                     self._gather()
                 units = self._schedule(full_only=in_flight is not None) if self._units else None
                 launched = self._run(units) if units else None
@@ -236,12 +237,14 @@ class Engine:
         return units
 
     def _gather(self) -> None:
-        """The GPU is idle and the next pass is part-empty while requests are still arriving (compiling, or compiled
-        and not yet submitted): wait for them, up to half a pass's time as measured. A pass costs the same full or
-        part-empty, so the wait is paid back whenever it lets the pass hold more."""
+        """The GPU is idle and the next pass would launch part-empty at its launch size while requests are still
+        arriving (parsed, compiling, or compiled and not yet submitted): wait for them, up to half a pass's time as
+        measured. A pass costs what its launch size costs, full or part-empty, so the wait is paid back whenever it
+        lets the pass hold more."""
         rate = self.stats.rate
         deadline = time.perf_counter() + (0.5 * self.shapes.budget / rate if rate else 0.05)
-        while self.intake.expecting and not self._full(self._units) and time.perf_counter() < deadline:
+        while self.intake.expecting and not self._full(self._units, of_launch=True) and \
+                time.perf_counter() < deadline:
             try:
                 job = self._inbox.get(timeout=max(0.0, min(0.005, deadline - time.perf_counter())))
             except queue.Empty:
@@ -249,16 +252,20 @@ class Engine:
             if not self._admit(block=False, first=job):  # it, then whatever else came, in order
                 return
 
-    def _full(self, units: list[Unit]) -> bool:
-        """Whether `units` fill FULL of a pass's rows (rounded up to the block), answer rows or reads."""
+    def _full(self, units: list[Unit], of_launch: bool = False) -> bool:
+        """Whether `units` fill FULL of a pass's rows (rounded up to the block), answer rows or reads; with
+        `of_launch`, where shapes are fixed, of the launch size they would take (a full pass, where they need
+        more than a pass)."""
         shapes = self.shapes
         used = used_rows([unit.segment.length for unit in units], shapes.block)
         rows = min(shapes.budget, round_up(max(used, 1), shapes.block))
         answer_rows = sum(unit.segment.rows for unit in units)
         reads = sum(len(unit.segment.reads) for unit in units)
-        return (rows >= FULL * shapes.budget
-                or (shapes.answer_rows is not None and answer_rows >= FULL * shapes.answer_rows)
-                or (shapes.reads is not None and reads >= FULL * shapes.reads))
+        T, R, N = shapes.budget, shapes.answer_rows, shapes.reads
+        if of_launch and shapes.fixed and used <= T and answer_rows <= R and reads <= N:
+            T, R, N = shapes.launch_for(used, answer_rows, reads)
+        return (rows >= FULL * T or (R is not None and answer_rows >= FULL * R)
+                or (N is not None and reads >= FULL * N))
 
     def _run(self, units: list[Unit]) -> tuple[list[Unit], Pending] | None:
         """Launch the pass of `units`; a launch that raises puts them back to be run one by one."""

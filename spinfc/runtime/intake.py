@@ -1,8 +1,9 @@
 """The engine's compile side: requests in, `Compiled` out, on one compile thread (a tokenizer is not shared across
 threads), through the same compiler driver `spinfc compile` runs, stopping at the segment pass.
 
-It also counts the requests on their way in: parsed by their caller (`arriving`), on or waiting for the compile
-thread, or compiled and not yet submitted (for at most PENDING_SECONDS). The worker may hold a part-empty pass a
+It also counts the requests on their way in: announced by the server as their bytes arrive (`expect`), on or
+waiting for the compile thread (`arriving`), or compiled and not yet submitted (an
+announcement or a compiled request counts for at most PENDING_SECONDS). The worker may hold a part-empty pass a
 moment while any are (`Engine._gather`): many small requests arriving together then share passes.
 """
 
@@ -13,6 +14,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from spinfc import compiler
@@ -39,6 +41,7 @@ class Intake:
         self._lock = threading.Lock()
         self._on_the_way = 0  # requests being parsed, or on (or waiting for) the compile thread
         self._compiled: dict[int, float] = {}  # compiled and not yet submitted: id -> when compiled
+        self._expected: deque[float] = deque()  # announced requests not yet submitted: when each was announced
 
     def compile(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
         """Compile a /v1/score body. `check(program)` sees the program once compiled (before it is queued) and may
@@ -84,7 +87,7 @@ class Intake:
 
     @contextlib.contextmanager
     def arriving(self):
-        """Count a request as on its way in for the duration (its caller parsing it, its compile)."""
+        """Count a request as on its way in for the duration (its compile)."""
         with self._lock:
             self._on_the_way += 1
         try:
@@ -93,10 +96,18 @@ class Intake:
             with self._lock:
                 self._on_the_way -= 1
 
+    def expect(self) -> None:
+        """A request that will be scored has started to arrive (the server saw its first bytes). Announcements are
+        anonymous: each submission takes the oldest away, and one not taken counts for PENDING_SECONDS."""
+        with self._lock:
+            self._expected.append(time.perf_counter())
+
     def submitted(self, compiled: Compiled) -> None:
         """The request has reached the queue: it no longer counts as arriving."""
         with self._lock:
             self._compiled.pop(id(compiled), None)
+            if self._expected:
+                self._expected.popleft()
 
     @property
     def expecting(self) -> bool:
@@ -105,7 +116,9 @@ class Intake:
             now = time.perf_counter()
             for key in [k for k, t in self._compiled.items() if now - t > PENDING_SECONDS]:
                 del self._compiled[key]
-            return bool(self._on_the_way or self._compiled)
+            while self._expected and now - self._expected[0] > PENDING_SECONDS:
+                self._expected.popleft()
+            return bool(self._on_the_way or self._compiled or self._expected)
 
     def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)

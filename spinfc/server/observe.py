@@ -2,6 +2,9 @@
 
 It sits outside Litestar's per-route exception handler, so errors (401, 400, 429, 503) are counted with the status
 the client got. Requests that match no route (404) never reach a route's middleware and are not counted.
+
+It also tells the engine a scoring request is on its way (`Intake.expect`) before its body is read and parsed, so
+a pass about to run part-empty may wait for it (`Engine._gather`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ import time
 from litestar.middleware import ASGIMiddleware
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+
+SCORING_PATHS = frozenset({"/v1/score", "/v1/chat/completions", "/v1/decisions", "/v1/systemone"})
 
 
 class RequestMetrics(ASGIMiddleware):
@@ -27,6 +33,10 @@ class RequestMetrics(ASGIMiddleware):
                 status["code"] = message["status"]
             await send(message)
 
+        if scope.get("method") == "POST" and scope.get("path") in SCORING_PATHS:
+            engine = getattr(scope["litestar_app"].state.service, "engine", None)
+            if engine is not None:
+                engine.intake.expect()
         metrics.in_flight.inc()
         try:
             await next_app(scope, receive, send_and_note)

@@ -77,10 +77,9 @@ async def score_body(service: Service, ctx: CallContext, body: dict, pack_ids: l
         return plan
 
     with service.admission.admit():
-        with engine.arriving():  # a pass about to run part-empty may wait for this request (Engine._gather)
-            plan = await asyncio.to_thread(frontend)
-            compiled = await engine.compile_program_async(
-                plan.program, check=lambda program: check_limits(program, ctx.limits, many, where=plan.where))
+        plan = await asyncio.to_thread(frontend)
+        compiled = await engine.compile_program_async(
+            plan.program, check=lambda program: check_limits(program, ctx.limits, many, where=plan.where))
         scored = await engine.score(compiled)
     per_input = await asyncio.to_thread(scored.results)
     split = [split_results(results, plan) for results in per_input]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from spinfc.ir import verify
 from spinfc.ir.nodes import Read, preorder
 from spinfc.passes import dedupe_prefixes
+from spinfc.passes.dedupe_prefixes import trie_size
 
 from .programs import tokenized
 
@@ -28,6 +29,7 @@ def test_shared_stems_merge_and_options_branch():
     ]
     nodes = {path: row.node for path, row in zip(paths(program.trie), preorder(program.trie))}
     assert nodes[(1, 2, 3)].reads == (Read(0, 0, 0, 10), Read(0, 1, 0, 11))
+    assert trie_size(program.trie) == len(preorder(program.trie)) == 7 and trie_size(None) == 0
     assert nodes[(5,)].reads == (Read(2, 0, 0, 20), Read(2, 1, 0, 20), Read(2, 2, 0, 24))
     assert nodes[(5, 20)].reads == (Read(2, 0, 1, 21), Read(2, 1, 1, 23))
     assert nodes[(5, 20, 21)].reads == (Read(2, 0, 2, 22),)

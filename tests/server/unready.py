@@ -18,10 +18,12 @@ LONGEST_TOKEN = 31  # Gemma 3's longest vocabulary entry, in characters (what th
 
 
 class Unreachable:
-    """Stands for the engine: it has a model name (the frontend names the program's model), and any use of it
-    fails the request with a 500."""
+    """Stands for the engine: it has a model name (the frontend names the program's model) and takes the
+    announcement of a scoring request (`Intake.expect`, before its body is read), and any other use of it fails the
+    request with a 500."""
 
     model = SimpleNamespace(name="gemma3-270m")
+    intake = SimpleNamespace(expect=lambda: None)
 
     def __getattr__(self, name):
         raise AssertionError(f"a hostile request reached the engine (engine.{name})")

@@ -1,0 +1,52 @@
+"""When the worker holds a part-empty pass for requests still arriving: while it would launch mostly empty. With
+one launch size that is FULL of the budget; with launch sizes (CUDA), FULL of the size the pass would take, so a
+pass that fills a smaller size well is launched rather than held."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from spinfc.runtime.engine import FULL, Engine
+from spinfc.shapes import Shapes
+
+
+def _engine(shapes: Shapes) -> Engine:
+    tokenizer = SimpleNamespace(pad_token_id=0)
+    return Engine(SimpleNamespace(name="test", tokenizer=tokenizer), shapes, tokenizer=tokenizer)
+
+
+def _units(*lengths: int):
+    return [SimpleNamespace(segment=SimpleNamespace(length=n, rows=1, reads=(0,))) for n in lengths]
+
+
+def test_one_launch_size_is_full_at_FULL_of_the_budget():
+    engine = _engine(Shapes.for_device("cuda:0", 16384, sizes=1))
+    assert not engine._full(_units(4000), of_launch=True)
+    assert engine._full(_units(int(FULL * 16384) + 128), of_launch=True)
+    engine.intake.close()
+
+
+def test_with_launch_sizes_a_pass_is_full_at_FULL_of_its_launch_size():
+    engine = _engine(Shapes.for_device("cuda:0", 16384))  # 4096, 8192, 12288, 16384
+    assert engine._full(_units(3800), of_launch=True)  # 93% of 4096: launched at that size
+    assert not engine._full(_units(3800))  # of the budget it is not (what a pass behind one in flight needs)
+    assert not engine._full(_units(4200), of_launch=True)  # 51% of 8192: worth waiting for more
+    assert engine._full(_units(9000, 9000), of_launch=True)  # more than a pass
+    engine.intake.close()
+
+
+def test_a_request_counts_as_arriving_from_its_announcement_until_submitted_or_a_second(monkeypatch):
+    from spinfc.runtime import intake as module
+
+    engine = _engine(Shapes.for_device("cuda:0", 16384))
+    intake = engine.intake
+    assert not intake.expecting
+    intake.expect()
+    assert intake.expecting
+    intake.submitted(object())  # any submission takes the oldest announcement away
+    assert not intake.expecting
+    now = module.time.perf_counter()
+    intake.expect()
+    monkeypatch.setattr(module.time, "perf_counter", lambda: now + module.PENDING_SECONDS + 1)
+    assert not intake.expecting  # never submitted (refused, say): it stops counting
+    intake.close()
