@@ -27,6 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from spinfc.ir.nodes import Program
 from spinfc.passes import PassContext
 from spinfc.passes.layout import used_rows
 from spinfc.passes.plan_packing import floor_first, round_up
@@ -118,6 +119,23 @@ class Engine:
     async def score(self, compiled: Compiled) -> Scored:
         """Run a compiled request in shared passes; raises PassFailed or EngineClosed."""
         job = await asyncio.wrap_future(self.submit(compiled))
+        return Scored(compiled, dict(job.scores), job.processed_tokens, job.floor_cached, tuple(job.placements))
+
+    async def compile_and_score(self, program: Program, check: Callable[[Program], None] | None = None) -> Scored:
+        """`compile_program` and `submit` in one turn of the compile thread, then the scores: the request joins the
+        queue the moment it is compiled, without waiting for a turn of the event loop (which a burst of requests
+        keeps busy). Raises what the compile or the run raise."""
+        def on_thread() -> tuple[Compiled, concurrent.futures.Future]:
+            compiled = self.compile_program(program, check)
+            return compiled, self.submit(compiled)
+
+        handed = asyncio.ensure_future(self.intake.on_thread(on_thread))
+        try:
+            compiled, future = await asyncio.shield(handed)
+        except asyncio.CancelledError:  # withdraw the job once it exists (a client that hung up)
+            handed.add_done_callback(lambda done: done.cancelled() or done.exception() or done.result()[1].cancel())
+            raise
+        job = await asyncio.wrap_future(future)
         return Scored(compiled, dict(job.scores), job.processed_tokens, job.floor_cached, tuple(job.placements))
 
     async def warm_up(self) -> Scored:

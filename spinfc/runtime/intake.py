@@ -78,12 +78,16 @@ class Intake:
         return await self._on_thread(self.compile_program, program, check)
 
     async def _on_thread(self, fn, *args) -> Compiled:
-        compiled = None
         with self.arriving():
             compiled = await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
             with self._lock:
                 self._compiled[id(compiled)] = time.perf_counter()
             return compiled
+
+    async def on_thread(self, fn):
+        """`fn()` on the compile thread, counted as arriving while it runs (`fn` submits what it compiles)."""
+        with self.arriving():
+            return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
 
     @contextlib.contextmanager
     def arriving(self):

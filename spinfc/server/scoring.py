@@ -77,10 +77,10 @@ async def score_body(service: Service, ctx: CallContext, body: dict, pack_ids: l
         return plan
 
     with service.admission.admit():
-        plan = await asyncio.to_thread(frontend)
-        compiled = await engine.compile_program_async(
+        plan = await asyncio.to_thread(frontend)  # off the compile thread: a costly bad body delays no one's compile
+        scored = await engine.compile_and_score(  # compiled and queued in one turn of the compile thread
             plan.program, check=lambda program: check_limits(program, ctx.limits, many, where=plan.where))
-        scored = await engine.score(compiled)
+    compiled = scored.compiled
     per_input = await asyncio.to_thread(scored.results)
     split = [split_results(results, plan) for results in per_input]
     questions = len(compiled.program.questions) * len(compiled.inputs)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -35,6 +36,11 @@ from spinfc.server.errors import ApiError
 from spinfc.shapes import Shapes
 from spinfc.server.prechecks import model_longest_token
 from spinfc.server.shutdown import Shutdown, on_daemon_thread
+
+# How long a thread holding the GIL keeps it while another waits (Python's default: 5 ms). Each of the CUDA calls
+# that launch a pass gives the GIL up and takes it back; with requests parsed and compiled on other threads, 5 ms
+# per take-back put tens of milliseconds between a compiled pass and its launch.
+SWITCH_SECONDS = 0.0005
 
 log = logging.getLogger("spinfc.server")
 
@@ -153,6 +159,8 @@ class Service:
                 started = time.perf_counter()
                 model, shapes = await asyncio.to_thread(serving.graph_model, model, shapes)
                 log.info("captured the pass (%s) in %.1f s", shapes, time.perf_counter() - started)
+            if on_cuda:  # the engine's worker hands the GPU its next pass while other threads parse and compile
+                sys.setswitchinterval(SWITCH_SECONDS)  # requests: it gets the GIL back within this, not Python's 5 ms
             self.generator = Generator(model)  # the engine gets the guarded model: passes and generation take turns
             tokenizer = await asyncio.to_thread(lambda: model.tokenizer)
             self.engine = Engine(self.generator.guarded, shapes, device=device, tokenizer=tokenizer,
