@@ -34,6 +34,7 @@ class Compiled:
     arrays: tuple[SegmentArrays, ...]  # the segments as the runner stages them
     score_map: ScoreMap  # how a segment's reads sum into option logprobs
     extracts: bool = False  # whether it asks an extraction question (its passes keep their keys and values)
+    floor_key: str = ""  # what its floor's scores depend on (`scheduler.floor_key`): the cache's key
 
 
 @attrs.frozen

@@ -36,7 +36,7 @@ from spinfc.runtime.extract.scheduling import extract_units, extracts, floors_fi
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.results import ContentScores
 from spinfc.runtime.runner import Pending, Runner
-from spinfc.runtime.scheduler import EngineStats, Job, Unit, floor_key, schedule
+from spinfc.runtime.scheduler import EngineStats, Job, Unit, schedule
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
@@ -80,7 +80,7 @@ class Engine:
         self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._units: list[Unit] = []  # waiting work, oldest first
         self._floors_queued: dict[str, Unit] = {}
-        self.intake = Intake(model.name, self.context)
+        self.intake = Intake(model, self.context)
         # the compile side's entry points (runtime/intake.py), on the engine as every caller knows them
         self.compile, self.compile_program = self.intake.compile, self.intake.compile_program
         self.compile_async, self.compile_program_async = self.intake.compile_async, self.intake.compile_program_async
@@ -203,7 +203,7 @@ class Engine:
 
     def _admit_job(self, job: Job) -> None:
         compiled = job.compiled
-        key = floor_key(self.model, compiled.program, compiled.floor)
+        key = compiled.floor_key
         inputs = [self._unit(compiled, c, job) for c in compiled.inputs]
         if not floor_first(compiled.program):  # the inputs, then the floor: the queue order `--emit plan` shows
             self._units.extend(inputs)

@@ -23,9 +23,11 @@ from spinfc.passes import SCHEDULED_FROM, PassContext
 from spinfc.passes.plan_packing import admits
 from spinfc.runtime.compiled import Compiled, Refused
 from spinfc.runtime.runner import SegmentArrays
+from spinfc.runtime.scheduler import floor_key
 from spinfc.runtime.score_map import ScoreMap
 
 PENDING_SECONDS = 1.0  # a compiled request not submitted within this long no longer counts as arriving
+SETS_REMEMBERED = 256  # question sets whose score map and floor key are kept
 
 
 def _extracts(program: Program) -> bool:
@@ -35,8 +37,10 @@ def _extracts(program: Program) -> bool:
 
 
 class Intake:
-    def __init__(self, model_name: str, context: PassContext):
-        self.model_name, self.context, self.shapes = model_name, context, context.shapes
+    def __init__(self, model, context: PassContext):
+        """`model`: the engine's (its name for the frontend, its weights' identity for floor keys)."""
+        self.model, self.model_name, self.context, self.shapes = model, model.name, context, context.shapes
+        self._sets: dict[tuple, tuple] = {}  # per question set: (its trie, ScoreMap, floor key)
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spinfc-compile")
         self._lock = threading.Lock()
         self._on_the_way = 0  # requests being parsed, or on (or waiting for) the compile thread
@@ -64,10 +68,24 @@ class Intake:
                               f"{segment.rows} answer rows: more than one pass holds ({self.shapes}); shorten the "
                               "content, ask fewer questions, or start the server with a larger --token-budget")
         inputs = tuple(i for i in range(len(program.contents)) if i != floors[0])
-        first = program.segments[floors[0]]
+        score_map, key = self._per_question_set(program, floors[0])
         return Compiled(program=program, segments=program.segments, floor=floors[0], inputs=inputs,
                         arrays=tuple(SegmentArrays.of(segment) for segment in program.segments),
-                        score_map=ScoreMap(program.questions, first.reads), extracts=_extracts(program))
+                        score_map=score_map, extracts=_extracts(program), floor_key=key)
+
+    def _per_question_set(self, program: Program, floor: int) -> tuple[ScoreMap, str]:
+        """The program's ScoreMap and floor key: functions of its question set (and floor content) alone, so made
+        once per set. The set is known by its trie object, which the dedupe-prefixes memo hands back for the same
+        questions (the entry holds the trie, so its identity is not reused)."""
+        key = (id(program.trie), program.contents[floor].tokens)
+        entry = self._sets.get(key)
+        if entry is None or entry[0] is not program.trie or program.trie is None:
+            if len(self._sets) >= SETS_REMEMBERED:
+                self._sets.clear()
+            entry = (program.trie, ScoreMap(program.questions, program.segments[floor].reads),
+                     floor_key(self.model, program, floor))
+            self._sets[key] = entry
+        return entry[1], entry[2]
 
     async def compile_async(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
         """`compile` on the compile thread, off the event loop."""
