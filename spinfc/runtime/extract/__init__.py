@@ -106,7 +106,7 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
             else:
                 cut = end or "\n"
                 walker = Search(grammars, slot_regex(KIND[type(slot).__name__], slot.stop), slot.beam_width,
-                                slot.max_tokens, (cut, *grammars.ending_tokens(tokenizer, cut)))
+                                slot.max_tokens, (cut, *grammars.ending_tokens(tokenizer, cut)), terminated=bool(end))
             starts.append(Start(walker, visible_rows(kv.ends, prompt.row, item.start), int(kv.tokens[prompt.row]),
                                 int(kv.positions[prompt.row]), slot.max_tokens))
             owners.append((i, prompt.question))

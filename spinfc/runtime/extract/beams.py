@@ -92,9 +92,10 @@ class Search:
     `max_tokens` (beams that have not finished by then are not answers)."""
 
     def __init__(self, grammars: Grammars, regex: str, width: int, max_tokens: int,
-                 ending: tuple[str, torch.Tensor, dict[int, str]]):
-        """`ending`: the terminator, the bitmask of tokens holding it and their texts (`Grammars.ending_tokens`)."""
-        self.grammars, self.width, self.max_tokens = grammars, width, max_tokens
+                 ending: tuple[str, torch.Tensor, dict[int, str]], terminated: bool = False):
+        """`ending`: the terminator, the bitmask of tokens holding it and their texts (`Grammars.ending_tokens`);
+        `terminated`: the regex ends with that terminator (it cannot be complete before it)."""
+        self.grammars, self.width, self.max_tokens, self.terminated = grammars, width, max_tokens, terminated
         self.end, self.ending_mask, self.ending_texts = ending
         self.running = [Beam((), 0.0, grammars.matcher(regex))]
         self.found: list[Found] = []
@@ -133,11 +134,12 @@ class Search:
                 matcher = beam.matcher.fork()
                 if not matcher.accept_token(token):
                     continue
-                # A grammar that is complete may allow nothing but a stop token (the answer ends here); one that is
-                # not cannot, so the mask is only computed for complete ones (the others' masks are built for the
-                # next step, in one batch).
-                finishes = token in self.grammars.stop_tokens or (
-                    matcher.is_completed() and bool(self.grammars.only_stops(self.grammars.masks([matcher]))[0]))
+                # A grammar that is complete may allow nothing but a stop token (the answer ends here). One that
+                # ends with a terminator completes only on it, which only an ending token holds, so no other token
+                # completes it; without one, the mask of a complete grammar says. (Masks of the beams that go on
+                # are built for the next step, in one batch.)
+                finishes = token in self.grammars.stop_tokens or not self.terminated and matcher.is_completed() and bool(
+                    self.grammars.only_stops(self.grammars.masks([matcher]))[0])
             rank += 1
             if finishes:
                 if rank < self.width and self._improvable:

@@ -154,8 +154,7 @@ def _constraints(walkers, owners: list[int], rows: int, vocab: int, grammars):
             row += 1
     if matchers:
         grammars.fill(matchers, bitmask, constrained)
-        index = torch.tensor(constrained, dtype=torch.int64)
-        bitmask[index] |= torch.stack(endings)
+        bitmask.numpy()[constrained] |= torch.stack(endings).numpy()
     return bitmask, beam_logprobs
 
 

@@ -32,6 +32,9 @@ from spinfc.runtime.extract.kv import KeyPool, PoolStorage, stack_of
 CUDA_ROWS = 128
 # Rows per slot: the smallest of these that holds a walk's longest answer plus the prompt's last token.
 SLOT_TOKENS = (17, 33, 65, 129, 257, 513, 1025)
+# Capture fixed-shape launches on CUDA (off: the same launches run eagerly over the same static buffers; the GPU
+# check compares the two).
+CAPTURE = True
 # A pool's first buffers on CUDA: the pass's rows and this much again (at least) for contexts appended to it.
 POOL_MARGIN = 4096
 
@@ -148,7 +151,7 @@ class DecodeBatch:
         host = padding_inputs(space.rows, space.slots, "cpu")
         host[:, :n] = inputs
         with self.lock:
-            if space.inputs.device.type != "cuda":  # the fixed shape without a graph (CPU tests of this path)
+            if space.inputs.device.type != "cuda" or not CAPTURE:  # the fixed shape eagerly (CPU tests, checks)
                 space.inputs.copy_(host)
                 return self._forward(space.inputs)
             if space.graph is None:
