@@ -151,6 +151,7 @@ def extraction_checks(results: dict) -> None:
         Question(draw(rng.randrange(3, 9)), tuple(draw(rng.randrange(1, 12)) for _ in range(3))) for _ in range(2)))
     target, others = case(), [case(), case()]
     budget = 1024
+    step_module.warm_up(model, budget)  # the pool and the first shapes' graphs before any request, as a server would
     alone = extraction(model, config, [(0, target)], budget)
     packed_cases = [(0, others[0]), (256, others[1]), (640, target)]
     packed = extraction(model, config, packed_cases, budget)

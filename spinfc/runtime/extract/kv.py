@@ -1,6 +1,7 @@
 """The keys and values of one scoring pass, kept for extraction: the pass's forward records every layer's K/V
 (after rope, [T, Hk, D]), and a `KeyPool` holds them (and any floor contexts kept from earlier passes) as the keys
-that decode steps attend to.
+that decode steps attend to; on CUDA it copies them into fixed buffers (`PoolStorage`, kept from pass to pass) so
+that a decode step captured in a CUDA graph finds them at the same addresses.
 
 Nothing is recomputed: a decode step of an extraction question reads the rows its prompt row sees in the pass
 (the content and the question's own prompt, `j <= i < ends[j]`), so the content is read once for scoring and

@@ -28,7 +28,8 @@ from spinfc.runtime.extract.kv import KeyPool, PoolStorage, stack_of
 
 # Rows of every decode launch on CUDA: one row count for all of them (one GEMM shape each, so a row's bits never
 # depend on how many beams are live); a multiple of the 128-row tiles, and above the ~48 beams a pass of the seed
-# job searches at width 4, so one launch per step there. Measured invariant at start-up (`row_invariant`).
+# job searches at width 4, so one launch per step there. Every GEMM of the model is checked row-invariant at this
+# count (each row's bits independent of the other rows') before the first decode on a GPU, as a server's pass is.
 CUDA_ROWS = 128
 # Rows per slot: the smallest of these that holds a walk's longest answer plus the prompt's last token.
 SLOT_TOKENS = (17, 33, 65, 129, 257, 513, 1025)
@@ -63,6 +64,7 @@ class _Workspace:
 
 _WORKSPACES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> {shape: _Workspace}
 _STORAGE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> PoolStorage
+_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> launch row counts found row-invariant
 
 
 def padding_inputs(rows: int, slots: int, device) -> torch.Tensor:
@@ -104,6 +106,11 @@ class DecodeBatch:
             for stale in [s for s in kept if s[2] != pool.version]:
                 del kept[stale]  # the pool moved: graphs over the old buffers are useless
             if shape not in kept:
+                if device.type == "cuda" and rows not in _CHECKED.setdefault(self.model, set()):
+                    from spinfc.backend.invariance import check_row_invariance
+
+                    check_row_invariance(self.model, rows, rows)  # raises NotRowInvariant, naming the product
+                    _CHECKED[self.model].add(rows)
                 kept[shape] = _Workspace(self.model, rows, slot_rows, pool)
             self.space = kept[shape]
             self.slots, self.slot_rows = rows, slot_rows
@@ -201,7 +208,7 @@ class DecodeBatch:
                 self._forward(space.inputs)
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # other threads may use the GPU
                 space.output = self._forward(space.inputs)
             torch.cuda.synchronize()
         space.graph = graph
@@ -232,3 +239,16 @@ class _StepOps:
         return self._attend(q, pool.keys[layer], pool.values[layer], pool.positions, batch.table,
                             batch.table_count, own_k, own_v, batch.own_positions, slots, tables, own, positions,
                             scale=scale, window=window)
+
+
+def warm_up(model, pass_rows: int, slot_rows: tuple[int, ...] = SLOT_TOKENS[:3]) -> None:
+    """On CUDA, before serving: make the fixed pool for passes of `pass_rows` rows and capture the decode launch of
+    each `slot_rows` shape, so that no request pays for a capture (a shape first met later is captured then)."""
+    stack, _ = stack_of(model)
+    if stack.device.type != "cuda":
+        return
+    c = stack.config
+    like = torch.empty(0, c.kv_heads, c.head_dim, dtype=stack.dtype, device=stack.device)
+    pool = KeyPool([], [], torch.zeros(0, dtype=torch.int64), pool_storage(model, pass_rows, like))
+    for rows in slot_rows:
+        DecodeBatch(model, pool, [], 0, rows, CUDA_ROWS).run(torch.zeros((5, 0), dtype=torch.int64))
