@@ -39,7 +39,7 @@ from spinfc.runtime.extract import step as step_module  # noqa: E402
 from spinfc.runtime.extract.beams import Forced, Sample  # noqa: E402
 from spinfc.runtime.extract.decode import Start, walk  # noqa: E402
 from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, visible_rows  # noqa: E402
-from spinfc.runtime.extract.step import CUDA_ROWS, pool_storage  # noqa: E402
+from spinfc.runtime.extract.step import CUDA_ROWS, launch_rows, pool_storage  # noqa: E402
 from spinfc.runtime.generate import Sampling  # noqa: E402
 from spinfc.runtime.models import build_model  # noqa: E402
 from tests.runtime.tree_launch import Case, Question, build_launch  # noqa: E402
@@ -151,6 +151,7 @@ def extraction_checks(results: dict) -> None:
         Question(draw(rng.randrange(3, 9)), tuple(draw(rng.randrange(1, 12)) for _ in range(3))) for _ in range(2)))
     target, others = case(), [case(), case()]
     budget = 1024
+    results["decode launch rows (row-invariant)"] = launch_rows(model)
     step_module.warm_up(model, budget)  # the pool and the first shapes' graphs before any request, as a server would
     alone = extraction(model, config, [(0, target)], budget)
     packed_cases = [(0, others[0]), (256, others[1]), (640, target)]

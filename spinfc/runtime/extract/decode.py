@@ -10,8 +10,8 @@ walkers (answers read on the floor) need no decisions: every token of every answ
 into as few launches as they fill, each row seeing its answer's earlier rows.
 
 A walker's beams see the same pool rows (its prompt's table) and their own slots, so walkers on different contents
-and of different kinds share launches without seeing one another. On CUDA every launch has `step.CUDA_ROWS` rows;
-more beams than that are walked in groups that each fit.
+and of different kinds share launches without seeing one another. On CUDA every launch has `step.launch_rows` rows
+(128); more beams than that are walked in groups that each fit.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import xgrammar
 
 from spinfc.runtime.extract.beams import Forced, Part, Search
 from spinfc.runtime.extract.kv import KeyPool
-from spinfc.runtime.extract.step import CUDA_ROWS, DecodeBatch, slot_tokens
+from spinfc.runtime.extract.step import DecodeBatch, launch_rows, slot_tokens
 
 # Candidates per row copied back each step (a search of width w reads about 2w of them; more are fetched whole
 # only when too many are invalid). Fixed, so the device's top-k is one shape.
@@ -54,13 +54,13 @@ DECODE_THREADS = 1
 
 def walk(model, pool: KeyPool, starts: Sequence[Start], rows=AUTO) -> WalkStats:
     """Run every walker to its end; returns how many launches and rows it took. `rows`: every launch's row count
-    (default: `CUDA_ROWS` on CUDA, on the CPU each launch its own rows)."""
+    (default: `step.launch_rows` on CUDA, on the CPU each launch its own rows)."""
     stats = WalkStats()
     if not starts:
         return stats
     on_cpu = pool.positions.device.type == "cpu"
     if rows is AUTO:
-        rows = None if on_cpu else CUDA_ROWS
+        rows = None if on_cpu else launch_rows(model)
     threads = torch.get_num_threads()
     if on_cpu:
         torch.set_num_threads(DECODE_THREADS)

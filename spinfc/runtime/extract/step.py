@@ -29,8 +29,10 @@ from spinfc.runtime.extract.kv import KeyPool, PoolStorage, stack_of
 # Rows of every decode launch on CUDA: one row count for all of them (one GEMM shape each, so a row's bits never
 # depend on how many beams are live); a multiple of the 128-row tiles, and above the ~48 beams a pass of the seed
 # job searches at width 4, so one launch per step there. Every GEMM of the model is checked row-invariant at this
-# count (each row's bits independent of the other rows') before the first decode on a GPU, as a server's pass is.
+# count (each row's bits independent of the other rows') before the first decode on a GPU, as a server's pass is;
+# where one is not, the next count that passes is used (`launch_rows`), the same for the whole process.
 CUDA_ROWS = 128
+CUDA_ROWS_FALLBACK = (256, 512)
 # Rows per slot: the smallest of these that holds a walk's longest answer plus the prompt's last token.
 SLOT_TOKENS = (17, 33, 65, 129, 257, 513, 1025)
 # Capture fixed-shape launches on CUDA (off: the same launches run eagerly over the same static buffers; the GPU
@@ -64,7 +66,7 @@ class _Workspace:
 
 _WORKSPACES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> {shape: _Workspace}
 _STORAGE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> PoolStorage
-_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> launch row counts found row-invariant
+_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> its decode launch rows (checked)
 
 
 def padding_inputs(rows: int, slots: int, device) -> torch.Tensor:
@@ -73,6 +75,28 @@ def padding_inputs(rows: int, slots: int, device) -> torch.Tensor:
     inputs[2:4] = slots
     inputs[4] = 1
     return inputs
+
+
+def launch_rows(model) -> int:
+    """The row count of the stack's decode launches on CUDA: `CUDA_ROWS`, or the first fallback at which every
+    product is row-invariant (checked once per stack). Raises NotRowInvariant when none is."""
+    from spinfc.backend.invariance import NotRowInvariant, check_row_invariance
+
+    stack, lock = stack_of(model)
+    if stack not in _CHECKED:
+        failures = []
+        for rows in (CUDA_ROWS, *CUDA_ROWS_FALLBACK):
+            try:
+                with lock:
+                    check_row_invariance(stack, rows, rows)
+            except NotRowInvariant as error:
+                failures.append(str(error))
+                continue
+            _CHECKED[stack] = rows
+            break
+        else:
+            raise NotRowInvariant("no decode launch size is row invariant: " + " / ".join(failures))
+    return _CHECKED[stack]
 
 
 def pool_storage(model, rows: int, like: torch.Tensor) -> PoolStorage | None:
@@ -106,11 +130,6 @@ class DecodeBatch:
             for stale in [s for s in kept if s[2] != pool.version]:
                 del kept[stale]  # the pool moved: graphs over the old buffers are useless
             if shape not in kept:
-                if device.type == "cuda" and rows not in _CHECKED.setdefault(self.model, set()):
-                    from spinfc.backend.invariance import check_row_invariance
-
-                    check_row_invariance(self.model, rows, rows)  # raises NotRowInvariant, naming the product
-                    _CHECKED[self.model].add(rows)
                 kept[shape] = _Workspace(self.model, rows, slot_rows, pool)
             self.space = kept[shape]
             self.slots, self.slot_rows = rows, slot_rows
@@ -251,4 +270,4 @@ def warm_up(model, pass_rows: int, slot_rows: tuple[int, ...] = SLOT_TOKENS[:3])
     like = torch.empty(0, c.kv_heads, c.head_dim, dtype=stack.dtype, device=stack.device)
     pool = KeyPool([], [], torch.zeros(0, dtype=torch.int64), pool_storage(model, pass_rows, like))
     for rows in slot_rows:
-        DecodeBatch(model, pool, [], 0, rows, CUDA_ROWS).run(torch.zeros((5, 0), dtype=torch.int64))
+        DecodeBatch(model, pool, [], 0, rows, launch_rows(model)).run(torch.zeros((5, 0), dtype=torch.int64))
