@@ -82,7 +82,7 @@ def _moved(case, rng: random.Random, g: torch.Generator, extra_rows: int):
     slots, G = case["own_k"].shape[:2]
     own_k = torch.cat((torch.randn(3, G, Hk, D, generator=g), case["own_k"]))
     own_v = torch.cat((torch.randn(3, G, Hk, D, generator=g), case["own_v"]))
-    own_pos = torch.cat((case["own_positions"][:3], case["own_positions"]))
+    own_pos = torch.cat((case["own_positions"][:1].repeat(3, 1), case["own_positions"]))
     N = case["q"].shape[0]
     total = N + extra_rows
     places = sorted(rng.sample(range(total), N))

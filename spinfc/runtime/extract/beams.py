@@ -48,7 +48,7 @@ class Part:
     beam's, float32 as the device computed them; tokens), and `full()`, every candidate of the rows (copied from
     the device only when asked). `ordered()` yields (value, row, token) best first, ties by row then token: the
     copied candidates while they are provably the best (above every row's k-th value), then the rest from the full
-    rows, so the order never depends on k."""
+    rows, so the order never depends on k. The first masked candidate (-inf) is the last yielded."""
 
     def __init__(self, values: np.ndarray, tokens: np.ndarray, vocab: int, full: Callable[[], torch.Tensor]):
         self.values, self.tokens, self.vocab, self._full = values, tokens, vocab, full
@@ -81,6 +81,8 @@ class Part:
         ordered_values, order = torch.sort(flat, descending=True, stable=True)  # ties by row, then token
         for value, index in zip(ordered_values[given:].tolist(), order[given:].tolist()):
             yield value, *divmod(index, self.vocab)
+            if value == -math.inf:
+                return
 
 
 class Search:
