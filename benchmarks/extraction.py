@@ -19,7 +19,7 @@ i.e. the decode's added wall time per searched slot, in units of the time the sa
 scoring. The seed reports 200-600 scoring tokens per searched slot. `--shape llama3-8b` builds a random-weight
 Llama 3 8B (the GPU benchmarks' shape) with SmolLM2's tokenizer and vocabulary: its answers are noise and often run
 to max_tokens, so it measures a slot's worst case; the decode launches (search steps and forced floor reads, each
-`step.launch_rows` rows on CUDA, replayed from a CUDA graph) and the rows they fed are printed beside the figure, with
+`fixed.launch_rows` rows on CUDA, replayed from a CUDA graph) and the rows they fed are printed beside the figure, with
 the added time per launch.
 """
 

@@ -14,7 +14,7 @@ nothing else beyond torch, triton and xgrammar). Prints one line per check:
                            answer logprobs of one content's questions, its pass alone and packed with two other
                            contents and their questions: bit-identical
     graph vs eager         the packed extraction replayed from CUDA graphs and run eagerly: bit-identical
-    gemm rows              each 8B product (and the LM head) at M = step.CUDA_ROWS: a row's bits with every other
+    gemm rows              each 8B product (and the LM head) at M = fixed.CUDA_ROWS: a row's bits with every other
                            row changed, and moved to another place, and (for information) at M = 512
 """
 
@@ -39,7 +39,7 @@ from spinfc.runtime.extract import step as step_module  # noqa: E402
 from spinfc.runtime.extract.beams import Forced, Sample  # noqa: E402
 from spinfc.runtime.extract.decode import Start, walk  # noqa: E402
 from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, visible_rows  # noqa: E402
-from spinfc.runtime.extract.step import CUDA_ROWS, launch_rows, pool_storage  # noqa: E402
+from spinfc.runtime.extract.fixed import CUDA_ROWS, launch_rows, pool_storage  # noqa: E402
 from spinfc.runtime.generate import Sampling  # noqa: E402
 from spinfc.runtime.models import build_model  # noqa: E402
 from tests.runtime.tree_launch import Case, Question, build_launch  # noqa: E402

@@ -59,8 +59,8 @@ def _decode_attention_kernel(
     kv_head = tl.program_id(1)
     slot = tl.load(ROW_SLOT + row).to(tl.int64)
     table = tl.load(ROW_TABLE + row).to(tl.int64)
-    own = tl.load(ROW_OWN + row)
-    count = tl.load(TABLE_COUNT + table)
+    own = tl.load(ROW_OWN + row).to(tl.int32)
+    count = tl.load(TABLE_COUNT + table).to(tl.int32)
     lanes = tl.arange(0, BLOCK_H)
     head_ok = lanes < GROUP
     heads = kv_head * GROUP + lanes

@@ -28,7 +28,7 @@ from spinfc.runtime.extract.beams import Forced, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, walk
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
 from spinfc.runtime.extract.kv import KeyPool, PromptContext, forward_keeping_kv, gather_context, stack_of, visible_rows
-from spinfc.runtime.extract.step import pool_storage
+from spinfc.runtime.extract.fixed import pool_storage
 from spinfc.runtime.generate import Sampling
 
 KIND = {"TextSlot": "text", "NumberSlot": "number", "AmountSlot": "amount"}

@@ -10,7 +10,7 @@ walkers (answers read on the floor) need no decisions: every token of every answ
 into as few launches as they fill, each row seeing its answer's earlier rows.
 
 A walker's beams see the same pool rows (its prompt's table) and their own slots, so walkers on different contents
-and of different kinds share launches without seeing one another. On CUDA every launch has `step.launch_rows` rows
+and of different kinds share launches without seeing one another. On CUDA every launch has `fixed.launch_rows` rows
 (128); more beams than that are walked in groups that each fit.
 """
 
@@ -24,7 +24,8 @@ import xgrammar
 
 from spinfc.runtime.extract.beams import Forced, Part, Search
 from spinfc.runtime.extract.kv import KeyPool
-from spinfc.runtime.extract.step import DecodeBatch, launch_rows, slot_tokens
+from spinfc.runtime.extract.fixed import launch_rows, slot_tokens
+from spinfc.runtime.extract.step import DecodeBatch
 
 # Candidates per row copied back each step (a search of width w reads about 2w of them; more are fetched whole
 # only when too many are invalid). Fixed, so the device's top-k is one shape.
@@ -54,7 +55,7 @@ DECODE_THREADS = 1
 
 def walk(model, pool: KeyPool, starts: Sequence[Start], rows=AUTO) -> WalkStats:
     """Run every walker to its end; returns how many launches and rows it took. `rows`: every launch's row count
-    (default: `step.launch_rows` on CUDA, on the CPU each launch its own rows)."""
+    (default: `fixed.launch_rows` on CUDA, on the CPU each launch its own rows)."""
     stats = WalkStats()
     if not starts:
         return stats

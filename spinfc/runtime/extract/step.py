@@ -8,7 +8,7 @@ its token, position, slot, table and how many of its slot's rows it sees (`own`;
 at own - 1 before the attention reads it). Slot S is scratch and table S is empty: padding rows use them.
 
 On CUDA every launch has the same shape: N rows (padding rows harmless, their outputs ignored), S = N slots and
-G rows per slot, the tables of a fixed width, the pool in fixed buffers (`kv.PoolStorage`). The launch is captured
+G rows per slot, the tables of a fixed width, the pool in fixed buffers (`kv.PoolStorage`; fixed.py keeps them). The launch is captured
 once per shape as a CUDA graph over static input buffers and replayed; `select` (which beams go on) gathers the
 slots inside the same buffers. Every product then runs at one row count, and every row's arithmetic is its own
 (decode_attention's programs, row-wise norms and GEMMs at a fixed M), so a row's result does not depend on what
@@ -18,98 +18,17 @@ else is in the launch. On the CPU the same code runs eagerly, on exactly the row
 from __future__ import annotations
 
 import copy
-import weakref
 
 import torch
 
 from spinfc.backend import reference
 from spinfc.backend.launch import Launch
-from spinfc.runtime.extract.kv import KeyPool, PoolStorage, stack_of
+from spinfc.runtime.extract.fixed import SLOT_TOKENS, launch_rows, padding_inputs, pool_storage, workspace
+from spinfc.runtime.extract.kv import KeyPool, stack_of
 
-# Rows of every decode launch on CUDA: one row count for all of them (one GEMM shape each, so a row's bits never
-# depend on how many beams are live); a multiple of the 128-row tiles, and above the ~48 beams a pass of the seed
-# job searches at width 4, so one launch per step there. Every GEMM of the model is checked row-invariant at this
-# count (each row's bits independent of the other rows') before the first decode on a GPU, as a server's pass is;
-# where one is not, the next count that passes is used (`launch_rows`), the same for the whole process.
-CUDA_ROWS = 128
-CUDA_ROWS_FALLBACK = (256, 512)
-# Rows per slot: the smallest of these that holds a walk's longest answer plus the prompt's last token.
-SLOT_TOKENS = (17, 33, 65, 129, 257, 513, 1025)
 # Capture fixed-shape launches on CUDA (off: the same launches run eagerly over the same static buffers; the GPU
 # check compares the two).
 CAPTURE = True
-# A pool's first buffers on CUDA: the pass's rows and this much again (at least) for contexts appended to it.
-POOL_MARGIN = 4096
-
-
-def slot_tokens(longest: int) -> int:
-    """G for a walk whose slots hold at most `longest` rows."""
-    return next((g for g in SLOT_TOKENS if g >= longest), longest)
-
-
-class _Workspace:
-    """The static buffers (and the captured graph) of one CUDA launch shape."""
-
-    def __init__(self, stack, rows: int, slot_rows: int, pool: KeyPool):
-        c, device = stack.config, stack.device
-        dtype = pool.keys[0].dtype
-        self.rows, self.slots, self.slot_rows = rows, rows, slot_rows
-        self.own = torch.zeros((c.layers, 2, rows + 1, slot_rows, c.kv_heads, c.head_dim), dtype=dtype,
-                               device=device)
-        self.own_positions = torch.zeros((rows + 1, slot_rows), dtype=torch.int64, device=device)
-        self.table = torch.zeros((rows + 1, int(pool.positions.shape[0])), dtype=torch.int32, device=device)
-        self.table_count = torch.zeros(rows + 1, dtype=torch.int32, device=device)
-        self.inputs = padding_inputs(rows, rows, device)  # [5, N]: tokens, positions, slots, tables, own
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.output: torch.Tensor | None = None
-
-
-_WORKSPACES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> {shape: _Workspace}
-_STORAGE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> PoolStorage
-_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> its decode launch rows (checked)
-
-
-def padding_inputs(rows: int, slots: int, device) -> torch.Tensor:
-    """[5, rows] int64 of padding rows: token 0 at position 0, the scratch slot and the empty table, own 1."""
-    inputs = torch.zeros((5, rows), dtype=torch.int64, device=device)
-    inputs[2:4] = slots
-    inputs[4] = 1
-    return inputs
-
-
-def launch_rows(model) -> int:
-    """The row count of the stack's decode launches on CUDA: `CUDA_ROWS`, or the first fallback at which every
-    product is row-invariant (checked once per stack). Raises NotRowInvariant when none is."""
-    from spinfc.backend.invariance import NotRowInvariant, check_row_invariance
-
-    stack, lock = stack_of(model)
-    if stack not in _CHECKED:
-        failures = []
-        for rows in (CUDA_ROWS, *CUDA_ROWS_FALLBACK):
-            try:
-                with lock:
-                    check_row_invariance(stack, rows, rows)
-            except NotRowInvariant as error:
-                failures.append(str(error))
-                continue
-            _CHECKED[stack] = rows
-            break
-        else:
-            raise NotRowInvariant("no decode launch size is row invariant: " + " / ".join(failures))
-    return _CHECKED[stack]
-
-
-def pool_storage(model, rows: int, like: torch.Tensor) -> PoolStorage | None:
-    """The stack's fixed pool buffers on CUDA (sized for a pass of `rows` rows and its contexts), else None."""
-    stack, _ = stack_of(model)
-    if like.device.type != "cuda":
-        return None
-    c = stack.config
-    storage = _STORAGE.get(stack)
-    if storage is None or not storage.fits(c.layers, c.kv_heads, c.head_dim, like.dtype):
-        storage = _STORAGE[stack] = PoolStorage(c.layers, c.kv_heads, c.head_dim, like.dtype, like.device,
-                                                rows + max(POOL_MARGIN, rows // 4))
-    return storage
 
 
 class DecodeBatch:
@@ -125,13 +44,7 @@ class DecodeBatch:
             if slots > rows or len(tables) > rows:
                 raise ValueError(f"a fixed decode launch has {rows} slots and tables; asked for {slots} and "
                                  f"{len(tables)} (the walk splits larger groups)")
-            shape = (rows, slot_rows, pool.version)
-            kept = _WORKSPACES.setdefault(self.model, {})
-            for stale in [s for s in kept if s[2] != pool.version]:
-                del kept[stale]  # the pool moved: graphs over the old buffers are useless
-            if shape not in kept:
-                kept[shape] = _Workspace(self.model, rows, slot_rows, pool)
-            self.space = kept[shape]
+            self.space = workspace(self.model, rows, slot_rows, pool)
             self.slots, self.slot_rows = rows, slot_rows
             self.own, self.own_positions = self.space.own, self.space.own_positions
             self.table, self.table_count = self.space.table, self.space.table_count
