@@ -38,7 +38,7 @@ class DecodeBatch:
         `slot_rows`: G; `rows`: the fixed row count of every launch (CUDA), or None (each launch its own rows)."""
         self.model, self.lock = stack_of(model)
         c = self.model.config
-        self.pool, self.fixed = pool, rows
+        self.pool = pool
         device = pool.positions.device
         if rows is not None:
             if slots > rows or len(tables) > rows:
@@ -70,11 +70,6 @@ class DecodeBatch:
         counts = torch.zeros(self.slots + 1, dtype=torch.int32)
         counts[:len(tables)] = torch.tensor([int(t.shape[0]) for t in tables], dtype=torch.int32)
         self.table_count.copy_(counts)  # the scratch table S (and any unused one) is empty
-
-    @property
-    def scratch(self) -> int:
-        """The slot and table of padding rows."""
-        return self.slots
 
     def run(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs: [5, n] int64 on the host (tokens, positions, slots, tables, own per row) -> [n or N, V] float32
