@@ -18,7 +18,9 @@ then `--runs` times each, alternating; the medians are compared. The figure is
 i.e. the decode's added wall time per searched slot, in units of the time the same run spends on one token of
 scoring. The seed reports 200-600 scoring tokens per searched slot. `--shape llama3-8b` builds a random-weight
 Llama 3 8B (the GPU benchmarks' shape) with SmolLM2's tokenizer and vocabulary: its answers are noise and often run
-to max_tokens, so it measures a slot's worst case; the decode steps and beam rows are printed beside the figure.
+to max_tokens, so it measures a slot's worst case; the decode launches (search steps and forced floor reads, each
+`fixed.launch_rows` rows on CUDA, replayed from a CUDA graph) and the rows they fed are printed beside the figure, with
+the added time per launch.
 """
 
 from __future__ import annotations
@@ -143,7 +145,9 @@ def main() -> None:
     print(f"{result['model']} on {args.device} ({args.dtype}), {args.contents} contents, budget {budget}, "
           f"beam width {args.beam_width}")
     print(f"  scoring      {t0:.3f} s  ({tokens} tokens: {per_token * 1e6:.1f} us a token)")
-    print(f"  +extraction  {t1:.3f} s  ({extra[0][2]} decode steps, {extra[0][3]} beam rows)")
+    launches = statistics.median(r[2] for r in extra)
+    print(f"  +extraction  {t1:.3f} s  ({extra[0][2]} decode launches, {extra[0][3]} rows fed; "
+          f"{(t1 - t0) / max(1, launches) * 1e3:.2f} ms added per launch)")
     print(f"  added per slot: {per_slot * 1e3:.1f} ms = {per_slot / per_token:.0f} scoring tokens")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

@@ -153,3 +153,56 @@ def answer_logprobs(
     logits = torch.matmul(hidden.to(lm_head.dtype), lm_head.t()).float()  # [R, V]
     logprobs = torch.log_softmax(logits, dim=-1)
     return logprobs[read_row, read_token]
+
+
+def decode_attention(
+    q: torch.Tensor,
+    pool_k: torch.Tensor,
+    pool_v: torch.Tensor,
+    pool_positions: torch.Tensor,
+    table: torch.Tensor,
+    table_count: torch.Tensor,
+    own_k: torch.Tensor,
+    own_v: torch.Tensor,
+    own_positions: torch.Tensor,
+    row_slot: torch.Tensor,
+    row_table: torch.Tensor,
+    row_own: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    scale: float,
+    window: int | None,
+) -> torch.Tensor:
+    """Attention of new decode rows (`kernels.decode_attention` has the full contract): q [N, H, D]; each row n
+    sees the pool rows table[row_table[n], :table_count[row_table[n]]] of pool_k/pool_v [P, Hk, D] and the first
+    row_own[n] rows of its slot's own_k/own_v [S, G, Hk, D] (positions: pool [P], own [S, G], rows [N]); with a
+    window, only rows fewer than `window` positions back. -> [N, H, D] in q.dtype; softmax in float32.
+
+    Dense over the pool (one [N, P] visibility mask), which is cheap for the CPU's small pools."""
+    N, H, D = q.shape
+    P, Hk = pool_k.shape[0], pool_k.shape[1]
+    G = own_k.shape[1]
+    group = H // Hk
+    row_table, row_slot = row_table.long(), row_slot.long()
+    counts = table_count.long()[row_table]  # [N]
+    width = int(counts.max()) if N else 0
+    listed = table[row_table, :width].long()  # [N, width]
+    valid = torch.arange(width, device=q.device)[None, :] < counts[:, None]
+    see_pool = torch.zeros((N, P + 1), dtype=torch.bool, device=q.device)  # column P takes the invalid entries
+    see_pool.scatter_(1, torch.where(valid, listed, P), True)
+    see_pool = see_pool[:, :P]
+    see_own = torch.arange(G, device=q.device)[None, :] < row_own.long()[:, None]  # [N, G]
+    own_pos = own_positions[row_slot]  # [N, G]
+    if window is not None:
+        see_pool &= (positions[:, None] - pool_positions[None, :]) < window
+        see_own &= (positions[:, None] - own_pos) < window
+    q32 = q.float().reshape(N, Hk, group, D)
+    scores_pool = torch.einsum("nhgd,phd->nhgp", q32, pool_k.float()) * scale  # [N, Hk, g, P]
+    k_own, v_own = own_k[row_slot].float(), own_v[row_slot].float()  # [N, G, Hk, D]
+    scores_own = torch.einsum("nhgd,nthd->nhgt", q32, k_own) * scale  # [N, Hk, g, G]
+    scores_pool = scores_pool.masked_fill(~see_pool[:, None, None, :], float("-inf"))
+    scores_own = scores_own.masked_fill(~see_own[:, None, None, :], float("-inf"))
+    weights = torch.softmax(torch.cat((scores_pool, scores_own), dim=-1), dim=-1)
+    out = torch.einsum("nhgp,phd->nhgd", weights[..., :P], pool_v.float())
+    out = out + torch.einsum("nhgt,nthd->nhgd", weights[..., P:], v_own)
+    return out.reshape(N, H, D).to(q.dtype)

@@ -18,7 +18,7 @@ import torch
 
 from spinfc.backend import reference
 from spinfc.backend.kernels import answer_head, gated_act as _gated_act, rms_norm as _rms_norm, rope
-from spinfc.backend.kernels import tree_attention as _tree_attention
+from spinfc.backend.kernels import decode_attention as _decode_attention, tree_attention as _tree_attention
 
 ALIGNMENT = _tree_attention.ALIGNMENT
 
@@ -63,6 +63,13 @@ def tree_attention(
     if not _on_triton(q):
         return reference.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window)
     return _tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window)
+
+
+def decode_attention(q: torch.Tensor, *args, scale: float, window: int | None) -> torch.Tensor:
+    """The extraction decode's attention (`reference.decode_attention` has the arguments)."""
+    if not _on_triton(q):
+        return reference.decode_attention(q, *args, scale=scale, window=window)
+    return _decode_attention.decode_attention(q, *args, scale=scale, window=window)
 
 
 def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: str) -> torch.Tensor:

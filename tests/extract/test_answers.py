@@ -71,3 +71,13 @@ def attrs_queries(program: Program) -> Program:
     queries = tuple(Query(q.query_id, Template(q.prompt, (Text(q.prompt), SlotRef("text", loc)), loc), q.slot)
                     for q in program.questions)
     return attrs.evolve(program, queries=queries)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["text", "number", "amount"]), st.sampled_from(['"', "\n", ")"]), st.data())
+def test_a_terminated_answer_is_complete_only_at_its_terminator(kind: str, stop: str, data) -> None:
+    """What the search relies on to skip a mask per candidate (beams.Search, `terminated`): with a terminator, a
+    whole answer ends with it and holds it nowhere else, so only a token holding the terminator (an ending token,
+    checked on its own path) can complete the grammar."""
+    text = data.draw(st.from_regex(re.compile(slot_regex(kind, stop)), fullmatch=True))
+    assert text.endswith(stop) and stop not in text[:-1]

@@ -52,7 +52,9 @@ def _prompt_rows(placed):
     return out
 
 
-def test_forced_decode_equals_the_tree_forward(model):
+@pytest.mark.parametrize("rows", [None, 8])
+def test_forced_decode_equals_the_tree_forward(model, rows):
+    """`rows=8`: the fixed-shape path, eagerly; an answer's tokens then span launches (its slot keeps the rows)."""
     cases = _cases()
     placed = [(0, cases[0]), (64, cases[1])]
     launch, keys = build_launch(placed, 128)
@@ -65,11 +67,12 @@ def test_forced_decode_equals_the_tree_forward(model):
     starts, owners = [], []
     for case, q, row in _prompt_rows(placed):
         options = cases[case].questions[q].options
-        rows = visible_rows(launch.ends, row, placed[case][0])
-        starts.append(Start(Forced(list(options)), rows, int(launch.tokens[row]), int(launch.positions[row]),
+        seen = visible_rows(launch.ends, row, placed[case][0])
+        starts.append(Start(Forced(list(options)), seen, int(launch.tokens[row]), int(launch.positions[row]),
                             max(map(len, options))))
         owners.append((case, q))
-    walk(model, pool, starts)
+    stats = walk(model, pool, starts, rows=rows) if rows else walk(model, pool, starts)
+    assert stats.beam_rows == sum(len(o) for c in cases for q in c.questions for o in q.options)
     for start, (case, q) in zip(starts, owners):
         for o, got in enumerate(start.walker.logprobs):
             assert abs(got - want[(case, q, o)]) < 1e-4, (case, q, o, got, want[(case, q, o)])
@@ -95,3 +98,47 @@ def test_a_context_appended_to_the_pool_reads_the_same(model):
                              int(other.positions[row2]), 9),
                        Start(moved, pool.append(context), context.token, context.position, 8)])
     assert max(abs(a - b) for a, b in zip(direct.logprobs, moved.logprobs)) < 1e-5
+
+
+def _greedy_reference(model, prefix: tuple[int, ...], steps: int) -> tuple[list[int], list[float]]:
+    """Greedy tokens and their log-probabilities by the model's own one-sequence KV-cached decode."""
+    from spinfc.runtime.models.decode import KVCache
+
+    cache = KVCache(model.config.layers)
+    logits = model.decode(torch.tensor(prefix), cache)
+    tokens, logprobs = [], []
+    for _ in range(steps):
+        row = torch.log_softmax(logits.float(), dim=-1)
+        token = int(torch.argmax(row))
+        tokens.append(token)
+        logprobs.append(float(row[token]))
+        logits = model.decode(torch.tensor([token]), cache)
+    return tokens, logprobs
+
+
+@pytest.mark.parametrize("rows", [None, 2])
+def test_greedy_steps_equal_the_models_own_decode(model, rows):
+    """Sampled walkers (greedy) of three prompts on two contents step together: each one's tokens and
+    log-probabilities are the one-sequence decode's. `rows=2` runs the fixed-shape path eagerly (launches of two
+    rows, padding, the walkers in two groups)."""
+    from spinfc.runtime.extract.beams import Sample
+    from spinfc.runtime.generate import Sampling
+
+    cases = _cases()
+    placed = [(0, cases[0]), (64, cases[1])]
+    launch, _ = build_launch(placed, 128)
+    _, k, v = forward_keeping_kv(model, launch)
+    pool = KeyPool(k, v, launch.positions)
+    steps = 9  # past Gemma's window of 6 positions
+    starts, prefixes = [], []
+    for case, q, row in _prompt_rows(placed):
+        walker = Sample(None, frozenset(), "", Sampling(max_tokens=steps, temperature=0.0))
+        rows_seen = visible_rows(launch.ends, row, placed[case][0])
+        starts.append(Start(walker, rows_seen, int(launch.tokens[row]), int(launch.positions[row]), steps))
+        prefixes.append(cases[case].content + cases[case].questions[q].prompt)
+    stats = walk(model, pool, starts, rows=rows) if rows else walk(model, pool, starts)
+    assert stats.steps == (steps if rows is None else 2 * steps)
+    for start, prefix in zip(starts, prefixes):
+        tokens, logprobs = _greedy_reference(model, prefix, steps)
+        assert start.walker.tokens == tokens
+        assert abs(start.walker.logprob - sum(logprobs)) < 1e-4

@@ -5,7 +5,8 @@ values (the content is never prefilled again).
     extract_pass(model, pass K/V, items)  -> per floor item: each question's PromptContext (kept with the floor's
                                              scores, for floor_p); per content item: each question's Searched or
                                              Generated result, every slot of every item decoded in one batch
-                                             (decode.walk), then every searched answer read on its floor (Forced)
+                                             (decode.walk), then every searched answer read on its floor (Forced,
+                                             all its tokens at once)
 
 The engine calls `extract_pass` once per pass; what it returns replaces the extraction questions' entries of each
 item's scores (ContentScores: a row of option logprobs per option question).
@@ -27,6 +28,7 @@ from spinfc.runtime.extract.beams import Forced, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, walk
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
 from spinfc.runtime.extract.kv import KeyPool, PromptContext, forward_keeping_kv, gather_context, stack_of, visible_rows
+from spinfc.runtime.extract.fixed import pool_storage
 from spinfc.runtime.generate import Sampling
 
 KIND = {"TextSlot": "text", "NumberSlot": "number", "AmountSlot": "amount"}
@@ -86,7 +88,7 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
     stops = end_tokens(tokenizer)
     grammars = grammars_for(tokenizer, stack.config.vocab, stops)
     out: list[dict[int, object]] = [{} for _ in items]
-    pool = KeyPool(kv.keys, kv.values, kv.positions)
+    pool = KeyPool(kv.keys, kv.values, kv.positions, pool_storage(model, int(kv.positions.shape[0]), kv.keys[0]))
     starts, owners = [], []  # owners: (item, question) per start
     for i, item in enumerate(items):
         for prompt in item.prompt_rows:
@@ -104,7 +106,7 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
             else:
                 cut = end or "\n"
                 walker = Search(grammars, slot_regex(KIND[type(slot).__name__], slot.stop), slot.beam_width,
-                                slot.max_tokens, (cut, *grammars.ending_tokens(tokenizer, cut)))
+                                slot.max_tokens, (cut, *grammars.ending_tokens(tokenizer, cut)), terminated=bool(end))
             starts.append(Start(walker, visible_rows(kv.ends, prompt.row, item.start), int(kv.tokens[prompt.row]),
                                 int(kv.positions[prompt.row]), slot.max_tokens))
             owners.append((i, prompt.question))

@@ -40,6 +40,7 @@ class Grammars:
                 self._stops_cleared[token // 32] &= ~(1 << (token % 32))
         # xgrammar matches a special token by its surface text (`<unused0>`, `<|im_start|>`): no answer holds one
         self.special = frozenset(i for i, t in tokenizer.added_tokens_decoder.items() if t.special) - stop_tokens
+        self._batch = None  # an xgrammar.BatchGrammarMatcher, made on first use
         self._no_special = torch.full_like(self._stops_cleared, -1)
         for token in self.special:
             if token < vocab:
@@ -82,6 +83,14 @@ class Grammars:
         for i, matcher in enumerate(matchers):
             matcher.fill_next_token_bitmask(bitmask, i)
         return bitmask & self._no_special[None, :]
+
+    def fill(self, matchers, bitmask: torch.Tensor, rows: list[int]) -> None:
+        """Write the masks of `matchers` (as `masks` builds them) into rows `rows` of `bitmask` ([N, ceil(V / 32)]
+        int32 on the host), the matchers' work spread over threads (xgrammar's batch matcher)."""
+        if self._batch is None:
+            self._batch = xgrammar.BatchGrammarMatcher()
+        self._batch.batch_fill_next_token_bitmask(list(matchers), bitmask, list(rows))
+        bitmask.numpy()[rows] &= self._no_special.numpy()  # NumPy: ~15x faster than torch's indexed update
 
     def only_stops(self, bitmask: torch.Tensor) -> torch.Tensor:
         """[B] bool: rows of `bitmask` that allow nothing but stop tokens (the answer is complete)."""

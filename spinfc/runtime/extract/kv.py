@@ -1,6 +1,7 @@
 """The keys and values of one scoring pass, kept for extraction: the pass's forward records every layer's K/V
 (after rope, [T, Hk, D]), and a `KeyPool` holds them (and any floor contexts kept from earlier passes) as the keys
-that decode steps attend to.
+that decode steps attend to; on CUDA it copies them into fixed buffers (`PoolStorage`, kept from pass to pass) so
+that a decode step captured in a CUDA graph finds them at the same addresses.
 
 Nothing is recomputed: a decode step of an extraction question reads the rows its prompt row sees in the pass
 (the content and the question's own prompt, `j <= i < ends[j]`), so the content is read once for scoring and
@@ -93,22 +94,93 @@ def gather_context(keys, values, tokens, positions, ends, row: int, start: int) 
     )
 
 
+class PoolStorage:
+    """Fixed buffers a `KeyPool` lives in on CUDA (per layer [capacity, Hk, D], positions [capacity]), kept from
+    pass to pass so that a captured decode step reads them at the same addresses. `version` changes when the
+    buffers are replaced by larger ones (a captured step over the old ones must be captured again)."""
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device, capacity: int):
+        self.layers, self.kv_heads, self.head_dim, self.dtype, self.device = layers, kv_heads, head_dim, dtype, device
+        self.version = 0
+        self._allocate(capacity)
+
+    def _allocate(self, capacity: int) -> None:
+        shape = (capacity, self.kv_heads, self.head_dim)
+        self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.layers)]
+        self.values = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.layers)]
+        self.positions = torch.zeros(capacity, dtype=torch.int64, device=self.device)
+        self.capacity = capacity
+        self.version += 1
+
+    def ensure(self, rows: int, keep: int) -> None:
+        """Room for `rows` rows, the first `keep` of them kept (grows by half again, at least to `rows`)."""
+        if rows <= self.capacity:
+            return
+        old = (self.keys, self.values, self.positions)
+        self._allocate(max(rows, self.capacity * 3 // 2))
+        for new, kept in zip(self.keys + self.values + [self.positions], old[0] + old[1] + [old[2]]):
+            new[:keep].copy_(kept[:keep])
+
+    def fits(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> bool:
+        return (layers, kv_heads, head_dim, dtype) == (self.layers, self.kv_heads, self.head_dim, self.dtype)
+
+
 class KeyPool:
     """Keys and values that decode beams attend to, per layer [P, Hk, D], with each row's position [P]: the rows
-    of a pass, then any number of `PromptContext`s appended after them. A beam names the pool rows it sees."""
+    of a pass, then any number of `PromptContext`s appended after them (each once). A beam names the pool rows it
+    sees. With a `PoolStorage` (CUDA) the rows are copied into its fixed buffers, whose rows past `size` are not
+    read; without one, the pool is the pass's own tensors, grown by concatenation."""
 
-    def __init__(self, keys, values, positions: torch.Tensor):
-        self.keys, self.values = list(keys), list(values)
-        self.positions = positions.to(self.keys[0].device) if self.keys else positions
+    def __init__(self, keys, values, positions: torch.Tensor, storage: PoolStorage | None = None):
+        self._storage = storage
+        self._size = int(positions.shape[0])
+        self._appended: dict[int, torch.Tensor] = {}
+        if storage is None:
+            self._keys, self._values = list(keys), list(values)
+            self._positions = positions.to(self._keys[0].device) if self._keys else positions
+            return
+        storage.ensure(self._size, 0)
+        for target, source in zip(storage.keys + storage.values, list(keys) + list(values)):
+            target[:self._size].copy_(source)
+        storage.positions[:self._size].copy_(positions)
+
+    @property
+    def keys(self) -> list[torch.Tensor]:
+        return self._storage.keys if self._storage is not None else self._keys
+
+    @property
+    def values(self) -> list[torch.Tensor]:
+        return self._storage.values if self._storage is not None else self._values
+
+    @property
+    def positions(self) -> torch.Tensor:
+        return self._storage.positions if self._storage is not None else self._positions
 
     @property
     def size(self) -> int:
-        return int(self.positions.shape[0])
+        """Rows in use (a storage's buffers may hold more)."""
+        return self._size
+
+    @property
+    def version(self) -> tuple:
+        """Changes when the pool's tensors move (a captured step reads them by address)."""
+        return (id(self._storage), self._storage.version) if self._storage is not None else (id(self), self._size)
 
     def append(self, context: PromptContext) -> torch.Tensor:
-        """Add a context's rows; returns their indices in the pool ([L] int64)."""
-        first = self.size
-        self.keys = [torch.cat((k, c.to(k.device))) for k, c in zip(self.keys, context.keys)]
-        self.values = [torch.cat((v, c.to(v.device))) for v, c in zip(self.values, context.values)]
-        self.positions = torch.cat((self.positions, context.positions.to(self.positions.device)))
-        return torch.arange(first, self.size, dtype=torch.int64)
+        """Add a context's rows (once: the same context again returns the same rows); returns their indices in
+        the pool ([L] int64)."""
+        if id(context) in self._appended:
+            return self._appended[id(context)]
+        first, rows = self._size, context.length
+        if self._storage is not None:
+            self._storage.ensure(first + rows, first)
+            for target, source in zip(self._storage.keys + self._storage.values, context.keys + context.values):
+                target[first:first + rows].copy_(source)
+            self._storage.positions[first:first + rows].copy_(context.positions)
+        else:
+            self._keys = [torch.cat((k, c.to(k.device))) for k, c in zip(self._keys, context.keys)]
+            self._values = [torch.cat((v, c.to(v.device))) for v, c in zip(self._values, context.values)]
+            self._positions = torch.cat((self._positions, context.positions.to(self._positions.device)))
+        self._size = first + rows
+        self._appended[id(context)] = torch.arange(first, self._size, dtype=torch.int64)
+        return self._appended[id(context)]

@@ -1,11 +1,18 @@
-"""One decode step for many beams at once: [B] new tokens, each attending to its own rows of a `KeyPool` and to
-its own earlier tokens, through the model's own layers.
+"""One decode launch: N new rows, each attending to the pool rows of its table and to its own slot's earlier rows,
+through the model's own layers (`Model.hidden`, with the model's ops and `decode_attention` in place of tree
+attention), down to [N, V] float32 log-probabilities.
 
-`DecodeBatch` holds, per beam, which pool rows it sees (`visible` [B, P]), its own tokens' keys and values
-(per layer [B, G, Hk, D], G the most steps), how many it has (`length` [B]) and its next position. A step writes
-each beam's new key and value at its own `length`, so every tensor keeps its shape from step to step: padding B and
-G to fixed sizes gives a step of one shape (what a CUDA graph needs); beams that are done keep running harmlessly
-until they are dropped by `select`.
+A `DecodeBatch` holds S slots of own rows (per layer [S + 1, G, Hk, D] keys and values, and positions [S + 1, G]:
+a beam's tokens so far, or an answer's), the tables (per table, the pool rows it sees) and, per launch, per row:
+its token, position, slot, table and how many of its slot's rows it sees (`own`; the row itself is the last, written
+at own - 1 before the attention reads it). Slot S is scratch and table S is empty: padding rows use them.
+
+On CUDA every launch has the same shape: N rows (padding rows harmless, their outputs ignored), S = N slots and
+G rows per slot, the tables of a fixed width, the pool in fixed buffers (`kv.PoolStorage`; fixed.py keeps them). The launch is captured
+once per shape as a CUDA graph over static input buffers and replayed; `select` (which beams go on) gathers the
+slots inside the same buffers. Every product then runs at one row count, and every row's arithmetic is its own
+(decode_attention's programs, row-wise norms and GEMMs at a fixed M), so a row's result does not depend on what
+else is in the launch. On the CPU the same code runs eagerly, on exactly the rows given.
 """
 
 from __future__ import annotations
@@ -16,105 +23,159 @@ import torch
 
 from spinfc.backend import reference
 from spinfc.backend.launch import Launch
+from spinfc.runtime.extract.fixed import SLOT_TOKENS, launch_rows, padding_inputs, pool_storage, workspace
 from spinfc.runtime.extract.kv import KeyPool, stack_of
+
+# Capture fixed-shape launches on CUDA (off: the same launches run eagerly over the same static buffers; the GPU
+# check compares the two).
+CAPTURE = True
 
 
 class DecodeBatch:
-    def __init__(self, model, pool: KeyPool, visible: torch.Tensor, positions: torch.Tensor, steps: int):
-        """`visible` [B, P] bool: the pool rows each beam sees; `positions` [B] int64: the position of each beam's
-        first token; `steps`: the most tokens any beam will be given (the size G of its own cache)."""
+    def __init__(self, model, pool: KeyPool, tables: list[torch.Tensor], slots: int, slot_rows: int,
+                 rows: int | None):
+        """`tables`: per table, the pool rows it sees ([L] int64); `slots`: how many slots the walk uses;
+        `slot_rows`: G; `rows`: the fixed row count of every launch (CUDA), or None (each launch its own rows)."""
         self.model, self.lock = stack_of(model)
         c = self.model.config
-        device = self.model.device
-        B = int(visible.shape[0])
         self.pool = pool
-        self.visible = visible.to(device)  # [B, P]
-        self.next_position = positions.to(device)  # [B]
-        self.length = torch.zeros(B, dtype=torch.int64, device=device)  # [B]
-        dtype = pool.keys[0].dtype if pool.keys else self.model.dtype
-        shape = (B, steps, c.kv_heads, c.head_dim)
-        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(c.layers)]  # [B, G, Hk, D]
-        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(c.layers)]
-        self.own_positions = torch.zeros((B, steps), dtype=torch.int64, device=device)  # [B, G]
-        self.layer = 0
+        device = pool.positions.device
+        if rows is not None:
+            if slots > rows or len(tables) > rows:
+                raise ValueError(f"a fixed decode launch has {rows} slots and tables; asked for {slots} and "
+                                 f"{len(tables)} (the walk splits larger groups)")
+            self.space = workspace(self.model, rows, slot_rows, pool)
+            self.slots, self.slot_rows = rows, slot_rows
+            self.own, self.own_positions = self.space.own, self.space.own_positions
+            self.table, self.table_count = self.space.table, self.space.table_count
+        else:
+            self.space = None
+            self.slots, self.slot_rows = slots, slot_rows
+            widest = max([1] + [int(t.shape[0]) for t in tables])
+            dtype = pool.keys[0].dtype
+            self.own = torch.zeros((c.layers, 2, slots + 1, slot_rows, c.kv_heads, c.head_dim), dtype=dtype,
+                                   device=device)
+            self.own_positions = torch.zeros((slots + 1, slot_rows), dtype=torch.int64, device=device)
+            self.table = torch.zeros((slots + 1, widest), dtype=torch.int32, device=device)
+            self.table_count = torch.zeros(slots + 1, dtype=torch.int32, device=device)
+        if len(tables) > self.slots:
+            raise ValueError(f"{len(tables)} tables for {self.slots} slots")
+        widest = max([1] + [int(t.shape[0]) for t in tables])
+        if widest > self.table.shape[1]:
+            raise ValueError(f"a table of {widest} rows is wider than the pool's {self.table.shape[1]}")
+        host = torch.zeros((len(tables), widest), dtype=torch.int32)
+        for i, t in enumerate(tables):
+            host[i, :t.shape[0]] = t.to(torch.int32)
+        self.table[:len(tables), :widest].copy_(host)
+        counts = torch.zeros(self.slots + 1, dtype=torch.int32)
+        counts[:len(tables)] = torch.tensor([int(t.shape[0]) for t in tables], dtype=torch.int32)
+        self.table_count.copy_(counts)  # the scratch table S (and any unused one) is empty
 
-    @property
-    def size(self) -> int:
-        return int(self.visible.shape[0])
-
-    def select(self, index: torch.Tensor) -> None:
-        """Keep beams `index` ([B'] into the current beams, repeats allowed: a beam that forks is copied)."""
-        index = index.to(self.visible.device)
-        self.visible = self.visible[index]
-        self.next_position = self.next_position[index]
-        self.length = self.length[index]
-        self.own_positions = self.own_positions[index]
-        self.keys = [k[index] for k in self.keys]
-        self.values = [v[index] for v in self.values]
-
-    @torch.inference_mode()
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens: [B] int64, one per beam -> [B, V] float32 log-probabilities of each beam's next token."""
-        model = self.model
-        view = copy.copy(model)
-        view.ops = _StepOps(self)
-        tokens = tokens.to(model.device)
-        positions = self.next_position
-        B = self.size
-        rows = torch.arange(B, device=tokens.device)
-        self.own_positions[rows, self.length] = positions
-        empty = torch.empty(0, dtype=torch.int64, device=tokens.device)
-        launch = Launch(tokens=tokens, positions=positions, ends=empty.int(), spans=(), rows=empty, read_row=empty,
-                        read_token=empty)
+    def run(self, inputs: torch.Tensor) -> torch.Tensor:
+        """inputs: [5, n] int64 on the host (tokens, positions, slots, tables, own per row) -> [n or N, V] float32
+        log-probabilities on the device; the first n rows are the inputs' (on CUDA the tensor is the graph's output:
+        valid until the next launch of this shape)."""
+        n = int(inputs.shape[1])
+        if self.space is None:
+            with self.lock:
+                return self._forward(inputs.to(self.pool.positions.device))
+        space = self.space
+        if n > space.rows:
+            raise ValueError(f"{n} rows for a launch of {space.rows}")
+        host = padding_inputs(space.rows, space.slots, "cpu")
+        host[:, :n] = inputs
         with self.lock:
-            x, residual = view.embed(tokens), None  # [B, D]
-            for index in range(model.config.layers):
-                self.layer = index
-                x, residual = view.layer(index, x, residual, launch)
-            final, _ = view.add_norm(x, residual, model.final_norm)  # [B, D]
-            logits = torch.matmul(final.to(model.lm_head.dtype), model.lm_head.t()).float()  # [B, V]
-        self.length = self.length + 1
-        self.next_position = positions + 1
+            if space.inputs.device.type != "cuda" or not CAPTURE:  # the fixed shape eagerly (CPU tests, checks)
+                space.inputs.copy_(host)
+                return self._forward(space.inputs)
+            if space.graph is None:
+                self._capture()  # over padding inputs: writes only the scratch slot
+            space.inputs.copy_(host)  # 5 KB, blocking: the buffer is free again once it returns
+            space.graph.replay()
+        return space.output
+
+    def select(self, index: list[int], length: int) -> None:
+        """Slots 0..len(index)-1 take the first `length` own rows of slots `index` (repeats allowed: a beam that
+        forks is copied)."""
+        if not index or length == 0:
+            return
+        device = self.own.device
+        source = torch.tensor(index, dtype=torch.int64).to(device, non_blocking=True)
+        n = len(index)
+        self.own[:, :, :n, :length] = self.own[:, :, :, :length].index_select(2, source)
+        self.own_positions[:n, :length] = self.own_positions[:, :length].index_select(0, source)
+
+    # ---- the launch itself ----------------------------------------------------------------------------------
+
+    def _forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        model = self.model
+        tokens, positions, slots, tables, own = inputs
+        flat = slots * self.slot_rows + own - 1  # [n]: where each row's own key and value go
+        self.own_positions.view(-1).index_copy_(0, flat, positions)
+        n = int(tokens.shape[0])
+        empty = torch.zeros(0, dtype=torch.int64, device=tokens.device)
+        launch = Launch(tokens=tokens, positions=positions, ends=empty.int(), spans=(),
+                        rows=torch.arange(n, device=tokens.device), read_row=empty, read_token=empty)
+        view = copy.copy(model)
+        view.ops = _StepOps(model.ops, self, inputs, flat)
+        final = view.hidden(launch)  # [n, D]: every layer, the last one's norm in the head's dtype
+        logits = torch.matmul(final.to(model.lm_head.dtype), model.lm_head.t()).float()  # [n, V]
         return torch.log_softmax(logits, dim=-1)
+
+    def _capture(self) -> None:
+        """Run the launch twice on padding (compiles its kernels, lets cuBLAS choose), then capture it."""
+        space = self.space
+        with torch.inference_mode():
+            for _ in range(2):
+                space.output = self._forward(space.inputs)
+            torch.cuda.synchronize()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self._forward(space.inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # other threads may use the GPU
+                space.output = self._forward(space.inputs)
+            torch.cuda.synchronize()
+        space.graph = graph
 
 
 class _StepOps:
-    """The reference ops, with a `tree_attention` over a beam's pool rows and its own tokens (see `DecodeBatch`)."""
+    """The model's ops, with a `tree_attention` that writes each row's key and value into its slot and attends
+    with `decode_attention` (one call per layer, in layer order)."""
 
-    def __init__(self, batch: DecodeBatch):
-        self._batch = batch
+    def __init__(self, ops, batch: DecodeBatch, inputs: torch.Tensor, flat: torch.Tensor):
+        self._ops, self._batch, self._inputs, self._flat = ops, batch, inputs, flat
+        self._layer = 0
+        self._attend = getattr(ops, "decode_attention", reference.decode_attention)
 
     def __getattr__(self, name: str):
-        return getattr(reference, name)
+        return getattr(self._ops, name)
 
     def tree_attention(self, q, k, v, ends, positions, spans, *, scale: float, window: int | None) -> torch.Tensor:
-        """q: [B, H, D], k, v: [B, Hk, D] (each beam's new row) -> [B, H, D] in q.dtype; softmax in float32.
-        A beam sees its visible pool rows and its own rows up to the new one; with a window, only rows fewer
-        than `window` positions back (the rule of `reference.tree_attention`)."""
-        batch = self._batch
-        layer, B = batch.layer, q.shape[0]
-        rows = torch.arange(B, device=q.device)
-        own_k, own_v = batch.keys[layer], batch.values[layer]  # [B, G, Hk, D]
-        own_k[rows, batch.length] = k.to(own_k.dtype)
-        own_v[rows, batch.length] = v.to(own_v.dtype)
-        G = own_k.shape[1]
-        see_own = torch.arange(G, device=q.device)[None, :] <= batch.length[:, None]  # [B, G]
-        see_pool = batch.visible  # [B, P]
-        if window is not None:
-            see_pool = see_pool & ((positions[:, None] - batch.pool.positions[None, :]) < window)
-            see_own = see_own & ((positions[:, None] - batch.own_positions) < window)
-        H, D = q.shape[1], q.shape[2]
-        Hk = k.shape[1]
-        group = H // Hk
-        q32 = q.float().reshape(B, Hk, group, D)  # [B, Hk, G', D]
-        pool_k = batch.pool.keys[layer].float()  # [P, Hk, D]
-        pool_v = batch.pool.values[layer].float()
-        scores_pool = torch.einsum("bhgd,phd->bhgp", q32, pool_k) * scale  # [B, Hk, G', P]
-        scores_own = torch.einsum("bhgd,bthd->bhgt", q32, own_k.float()) * scale  # [B, Hk, G', G]
-        scores_pool = scores_pool.masked_fill(~see_pool[:, None, None, :], float("-inf"))
-        scores_own = scores_own.masked_fill(~see_own[:, None, None, :], float("-inf"))
-        weights = torch.softmax(torch.cat((scores_pool, scores_own), dim=-1), dim=-1)
-        P = pool_k.shape[0]
-        out = torch.einsum("bhgp,phd->bhgd", weights[..., :P], pool_v)
-        out = out + torch.einsum("bhgt,bthd->bhgd", weights[..., P:], own_v.float())
-        return out.reshape(B, H, D).to(q.dtype)
+        """q: [n, H, D], k, v: [n, Hk, D] (each row's new key and value) -> [n, H, D] in q.dtype."""
+        batch, layer = self._batch, self._layer
+        self._layer += 1
+        own_k, own_v = batch.own[layer, 0], batch.own[layer, 1]  # [S + 1, G, Hk, D]
+        Hk, D = own_k.shape[2], own_k.shape[3]
+        own_k.view(-1, Hk, D).index_copy_(0, self._flat, k.to(own_k.dtype))
+        own_v.view(-1, Hk, D).index_copy_(0, self._flat, v.to(own_v.dtype))
+        pool = batch.pool
+        _, _, slots, tables, own = self._inputs
+        return self._attend(q, pool.keys[layer], pool.values[layer], pool.positions, batch.table,
+                            batch.table_count, own_k, own_v, batch.own_positions, slots, tables, own, positions,
+                            scale=scale, window=window)
+
+
+def warm_up(model, pass_rows: int, slot_rows: tuple[int, ...] = SLOT_TOKENS[:3]) -> None:
+    """On CUDA, before serving: make the fixed pool for passes of `pass_rows` rows and capture the decode launch of
+    each `slot_rows` shape, so that no request pays for a capture (a shape first met later is captured then)."""
+    stack, _ = stack_of(model)
+    if stack.device.type != "cuda":
+        return
+    c = stack.config
+    like = torch.empty(0, c.kv_heads, c.head_dim, dtype=stack.dtype, device=stack.device)
+    pool = KeyPool([], [], torch.zeros(0, dtype=torch.int64), pool_storage(model, pass_rows, like))
+    for rows in slot_rows:
+        DecodeBatch(model, pool, [], 0, rows, launch_rows(model)).run(torch.zeros((5, 0), dtype=torch.int64))

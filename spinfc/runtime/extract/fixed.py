@@ -1,0 +1,105 @@
+"""The fixed shapes of the extraction decode on CUDA: the launch row count (checked row-invariant), the slot sizes,
+and what is kept from launch to launch per model: the pool's buffers (`kv.PoolStorage`) and, per launch shape, a
+`Workspace` of static buffers with its captured CUDA graph (step.py runs them)."""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from spinfc.runtime.extract.kv import KeyPool, PoolStorage, stack_of
+
+# Rows of every decode launch on CUDA: one row count for all of them (one GEMM shape each, so a row's bits never
+# depend on how many beams are live); a multiple of the 128-row tiles, and above the ~48 beams a pass of the seed
+# job searches at width 4, so one launch per step there. Every GEMM of the model is checked row-invariant at this
+# count (each row's bits independent of the other rows') before the first decode on a GPU, as a server's pass is;
+# where one is not, the next count that passes is used (`launch_rows`), the same for the whole process.
+CUDA_ROWS = 128
+CUDA_ROWS_FALLBACK = (256, 512)
+# Rows per slot: the smallest of these that holds a walk's longest answer plus the prompt's last token.
+SLOT_TOKENS = (17, 33, 65, 129, 257, 513, 1025)
+# A pool's first buffers on CUDA: the pass's rows and this much again (at least) for contexts appended to it.
+POOL_MARGIN = 4096
+
+
+def slot_tokens(longest: int) -> int:
+    """G for a walk whose slots hold at most `longest` rows."""
+    return next((g for g in SLOT_TOKENS if g >= longest), longest)
+
+
+class Workspace:
+    """The static buffers (and the captured graph) of one CUDA launch shape."""
+
+    def __init__(self, stack, rows: int, slot_rows: int, pool: KeyPool):
+        c, device = stack.config, stack.device
+        dtype = pool.keys[0].dtype
+        self.rows, self.slots, self.slot_rows = rows, rows, slot_rows
+        self.own = torch.zeros((c.layers, 2, rows + 1, slot_rows, c.kv_heads, c.head_dim), dtype=dtype,
+                               device=device)
+        self.own_positions = torch.zeros((rows + 1, slot_rows), dtype=torch.int64, device=device)
+        self.table = torch.zeros((rows + 1, int(pool.positions.shape[0])), dtype=torch.int32, device=device)
+        self.table_count = torch.zeros(rows + 1, dtype=torch.int32, device=device)
+        self.inputs = padding_inputs(rows, rows, device)  # [5, N]: tokens, positions, slots, tables, own
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.output: torch.Tensor | None = None
+
+
+_WORKSPACES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> {shape: _Workspace}
+_STORAGE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> PoolStorage
+_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> its decode launch rows (checked)
+
+
+def padding_inputs(rows: int, slots: int, device) -> torch.Tensor:
+    """[5, rows] int64 of padding rows: token 0 at position 0, the scratch slot and the empty table, own 1."""
+    inputs = torch.zeros((5, rows), dtype=torch.int64, device=device)
+    inputs[2:4] = slots
+    inputs[4] = 1
+    return inputs
+
+
+def launch_rows(model) -> int:
+    """The row count of the stack's decode launches on CUDA: `CUDA_ROWS`, or the first fallback at which every
+    product is row-invariant (checked once per stack). Raises NotRowInvariant when none is."""
+    from spinfc.backend.invariance import NotRowInvariant, check_row_invariance
+
+    stack, lock = stack_of(model)
+    if stack not in _CHECKED:
+        failures = []
+        for rows in (CUDA_ROWS, *CUDA_ROWS_FALLBACK):
+            try:
+                with lock:
+                    check_row_invariance(stack, rows, rows)
+            except NotRowInvariant as error:
+                failures.append(str(error))
+                continue
+            _CHECKED[stack] = rows
+            break
+        else:
+            raise NotRowInvariant("no decode launch size is row invariant: " + " / ".join(failures))
+    return _CHECKED[stack]
+
+
+def pool_storage(model, rows: int, like: torch.Tensor) -> PoolStorage | None:
+    """The stack's fixed pool buffers on CUDA (sized for a pass of `rows` rows and its contexts), else None."""
+    stack, _ = stack_of(model)
+    if like.device.type != "cuda":
+        return None
+    c = stack.config
+    storage = _STORAGE.get(stack)
+    if storage is None or not storage.fits(c.layers, c.kv_heads, c.head_dim, like.dtype):
+        storage = _STORAGE[stack] = PoolStorage(c.layers, c.kv_heads, c.head_dim, like.dtype, like.device,
+                                                rows + max(POOL_MARGIN, rows // 4))
+    return storage
+
+
+def workspace(stack, rows: int, slot_rows: int, pool: KeyPool) -> Workspace:
+    """The stack's workspace for launches of `rows` rows and `slot_rows` rows a slot over `pool` (made on first
+    use; those over buffers the pool no longer has are dropped)."""
+    kept = _WORKSPACES.setdefault(stack, {})
+    for stale in [s for s in kept if s[2] != pool.version]:
+        del kept[stale]  # the pool moved: graphs over the old buffers are useless
+    shape = (rows, slot_rows, pool.version)
+    if shape not in kept:
+        kept[shape] = Workspace(stack, rows, slot_rows, pool)
+    return kept[shape]
