@@ -63,3 +63,9 @@ def invariant_sizes(model, sizes: Sequence[tuple[int, int, int]]) -> list[tuple[
             "contents of its pass. Try another --token-budget (a multiple of 128, at least 4096) or another --dtype, "
             "and report the torch and CUDA versions")
     return [size for size in sizes if size not in failed]
+
+
+def check_row_invariance(model, rows: int, answer_rows: int) -> None:
+    """Raise NotRowInvariant naming the product where a launch of `rows` rows (and `answer_rows` answer rows) is not
+    row invariant: `invariant_sizes` of that one size (the extraction decode's fixed launch)."""
+    invariant_sizes(model, [(rows, answer_rows, rows)])
