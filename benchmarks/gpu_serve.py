@@ -79,7 +79,7 @@ async def serve(model: str, device: str, body: dict, reordered: dict) -> dict:
         again = await engine.score(await engine.compile_async(reordered))
         request_seconds = time.perf_counter() - began
         return {"scores": by_content(scored), "reordered": by_content(again), "fingerprint": service.fingerprint,
-                "shape": engine.shape, "start_seconds": round(start_seconds, 1),
+                "shapes": str(engine.shapes), "start_seconds": round(start_seconds, 1),
                 "request_seconds": round(request_seconds, 3), "passes": engine.stats.passes,
                 "model": type(engine.model.model).__name__}
     finally:
@@ -105,7 +105,7 @@ def main() -> None:
     gap = max(abs(a - b) for a, b in zip(flat(got["scores"]), flat(want["scores"])))
     report = {
         "device": options.device, "fingerprint": got["fingerprint"], "engine_model": got["model"],
-        "pass_shape": str(got["shape"]), "start_seconds": got["start_seconds"],
+        "pass_shapes": got["shapes"], "start_seconds": got["start_seconds"],
         "second_request_seconds": got["request_seconds"], "passes": got["passes"],
         "scores_equal_in_another_request_order": same_elsewhere,
         "max_gap_to_cpu_float32": gap, "cpu_fingerprint": want["fingerprint"],

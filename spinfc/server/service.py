@@ -159,6 +159,12 @@ class Service:
                 started = time.perf_counter()
                 model, shapes = await asyncio.to_thread(serving.graph_model, model, shapes)
                 log.info("captured the pass (%s) in %.1f s", shapes, time.perf_counter() - started)
+                if self.settings.features.extraction:  # the extraction decode's launches, so no request pays them
+                    started = time.perf_counter()
+                    from spinfc.runtime.extract import step
+
+                    await asyncio.to_thread(step.warm_up, model, shapes.budget)
+                    log.info("captured the extraction decode in %.1f s", time.perf_counter() - started)
             if on_cuda:  # the engine's worker hands the GPU its next pass while other threads parse and compile
                 sys.setswitchinterval(SWITCH_SECONDS)  # requests: it gets the GIL back within this, not Python's 5 ms
             self.generator = Generator(model)  # the engine gets the guarded model: passes and generation take turns
