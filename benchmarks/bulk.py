@@ -47,7 +47,9 @@ def score_command(args, source: Path, output: Path, *extra: str) -> dict:
                "--model", args.model, "--batch-size", str(args.batch_size), "--in-flight", str(args.in_flight),
                *extra]
     done = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                          text=True, check=True)
+                          text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     rows, errors, seconds, rows_s, questions_s = SUMMARY.search(done.stderr).groups()
     return {"rows": int(rows.replace(",", "")), "errors": int(errors), "seconds": float(seconds),
             "rows/s": float(rows_s), "questions/s": float(questions_s), "load": load()}

@@ -162,8 +162,11 @@ def over_server(name: str, job: dict, out: Path, url: str) -> dict:
 
     command = [sys.executable, "-m", "spinfc.cli", "score", str(job["input"]), "-o", str(out), "--queries",
                str(job["queries"]), "--model", name, "--server", url, "--progress-interval", "1000"]
-    done = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                          text=True)
+    try:
+        done = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                              text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("spinfc score --server took over 300 s") from None
     if done.returncode != 0:
         raise RuntimeError(f"spinfc score --server failed: {done.stderr[-2000:]}")
     rows, errors, seconds, _, _ = SUMMARY.search(done.stderr).groups()
