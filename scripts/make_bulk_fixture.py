@@ -1,6 +1,11 @@
 """Writes fixtures/support-messages.parquet: 200 short customer support messages with ids (`id`, `text`), the
 fixture of `spinfc score` (tests/bulk, benchmarks/bulk.py). Deterministic: running it again writes the same rows.
 
+The messages were written for this project (no data set and no real customer is quoted): forty kinds of message a
+support queue gets (the intents spinfc/support-triage asks about: refunds, cancellations, delivery, log-in,
+security, how-to, frustration), each in five variants (product, order number, month, days, opening and sign-off),
+so every one of the 200 texts is different. Four row groups of 50 rows.
+
     python scripts/make_bulk_fixture.py [OUTPUT]
 """
 
@@ -57,6 +62,9 @@ MESSAGES = [
 ]
 PRODUCTS = ["X200 headphones", "SmartHome hub", "Kettle Pro", "Fitband 3", "Photo frame"]
 MONTHS = ["January", "March", "June", "September", "November"]
+# one opening and one sign-off per variant: the messages without a placeholder differ across the variants too
+OPENINGS = ["", "Hi. ", "Hello support, ", "Good morning. ", "Hey, "]
+SIGN_OFFS = ["", " Thanks, Dana", " Regards, Priya", " - Tom", " Thank you."]
 
 
 def rows() -> list[dict]:
@@ -66,7 +74,10 @@ def rows() -> list[dict]:
             n = variant * len(MESSAGES) + k
             text = message.format(product=PRODUCTS[(k + variant) % 5], order=f"#{48213 + 37 * n}",
                                   month=MONTHS[(k * 3 + variant) % 5], days=4 + (n * 7) % 20)
-            out.append({"id": f"msg-{n:04d}", "text": text})
+            opening = OPENINGS[variant]
+            if opening.endswith(", ") and not text.startswith(("I ", "I'")):  # "Hey, can I ...": one sentence
+                text = text[0].lower() + text[1:]
+            out.append({"id": f"msg-{n:04d}", "text": opening + text + SIGN_OFFS[variant]})
     return out
 
 

@@ -37,7 +37,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"the model (default: {DEFAULT_MODEL}); with --server, "
                         "the model the questions are checked against")
     parser.add_argument("--device", default=None, help="torch device (default: cuda:0 when available, else cpu)")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                        help="as `spinfc serve --dtype` (default: float32 on the CPU, bfloat16 on CUDA)")
     parser.add_argument("--token-budget", type=_positive, default=None,
                         help="tokens per forward pass (default: 16,384 on CUDA, 2,048 on the CPU)")
     parser.add_argument("--server", metavar="URL", help="send the work to a running `spinfc serve` at URL")
@@ -77,7 +78,8 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run(args: argparse.Namespace):
+async def _run(args: argparse.Namespace, make=None):
+    """The job of `args`; `make(args, questions)` builds the transport (default: `make_transport`)."""
     from spinfc.bulk import runner
     from spinfc.bulk.columns import Layout
     from spinfc.bulk.progress import Progress
@@ -89,7 +91,7 @@ async def _run(args: argparse.Namespace):
     check_output(args.output, args.resume)
     questions = load_questions(args.pack, args.queries, args.model)
     layout = Layout(questions)
-    transport = make_transport(args, questions)
+    transport = (make or make_transport)(args, questions)
     await transport.start()
     try:
         output = open_output(args.output, layout.schema(metadata(transport)), args.resume)

@@ -22,10 +22,11 @@ from spinfc.ir.nodes import Content
 
 class EngineTransport:
     def __init__(self, questions: QuestionSet, *, device: str | None = None, dtype: str = "float32",
-                 token_budget: int | None = None, limits: Limits | None = None):
+                 token_budget: int | None = None, limits: Limits | None = None, load_model=None):
         from spinfc.config import EngineSettings
 
         self.questions = questions
+        self.load_model = load_model  # (name, dtype, device) -> Model, as `create_app`'s; None: the model's files
         self.settings = EngineSettings(model=questions.model, device=device, dtype=dtype, token_budget=token_budget)
         self.limits = limits or Limits()
         self.model = questions.model
@@ -35,7 +36,7 @@ class EngineTransport:
     async def start(self) -> None:
         """Load the model and start the engine; score one short text, so the questions' floor is cached and a
         question the engine refuses stops the job before any work (BulkError)."""
-        self.engine, self.fingerprint = await asyncio.to_thread(start_engine, self.settings)
+        self.engine, self.fingerprint = await asyncio.to_thread(start_engine, self.settings, self.load_model)
         from spinfc.server.request_packs import add_packs
 
         body = {"messages": [{"role": "user", "content": "-"}],
@@ -73,9 +74,10 @@ class EngineTransport:
             await asyncio.to_thread(self.engine.close)
 
 
-def start_engine(settings):
+def start_engine(settings, load_model=None):
     """The engine `spinfc serve` would run for `settings` (the same model loading, precision, pass shapes and CUDA
-    graph, so the same numbers and fingerprint), started; returns (engine, fingerprint)."""
+    graph, so the same numbers and fingerprint), started; returns (engine, fingerprint). `load_model` replaces the
+    loading of the model's files, as `create_app(load_model=...)` does for a server (benchmarks/gpu_bulk.py)."""
     from spinfc.backend import serving
     from spinfc.runtime.engine import Engine
     from spinfc.runtime.fingerprint import fingerprint
@@ -84,7 +86,7 @@ def start_engine(settings):
 
     device = settings.resolved_device()
     shapes = Shapes.for_device(device, settings.resolved_budget(), settings.block, settings.pass_sizes)
-    model = load_default(settings.model, settings.resolved_precision(), device)
+    model = (load_model or load_default)(settings.model, settings.resolved_precision(), device)
     engine_fingerprint = fingerprint(model, device)
     tokenizer = model.tokenizer
     if device.startswith("cuda"):

@@ -1,14 +1,18 @@
 """A running `spinfc serve` as the engine: each batch is one POST /v1/score with `inputs`, the question set's
 `scoring.queries` and `packs`, as the in-process transport builds it, so the numbers are the same.
 
-429 and 503 are retried after the server's Retry-After (at most `retries` times, each wait capped at 60 s); a
-400 or 413 is the batch's fault (Rejected: the runner splits the batch to find the rows at fault); anything else
-stops the job (BulkError): what was written stays, and --resume continues once the server is back.
+429 and 503 are retried after the server's Retry-After (each wait capped at 60 s) for as long as `patience`
+allows (default an hour a request): a 429 is the server's admission at work, and a bulk job's requests wait their
+turn (on a CPU server one 32-row request is over the default bound of four passes of queued tokens by itself, so
+with --in-flight 4 a request waits until the work queued before it drops under the bound). A 400 or 413 is the
+batch's fault (Rejected: the runner splits the batch to find the rows at fault); anything else stops the job
+(BulkError): what was written stays, and --resume continues once the server is back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 
@@ -19,9 +23,9 @@ from spinfc.runtime.results import QueryResult
 
 
 class HttpTransport:
-    def __init__(self, questions: QuestionSet, url: str, *, token: str | None = None, retries: int = 20,
+    def __init__(self, questions: QuestionSet, url: str, *, token: str | None = None, patience: float = 3600.0,
                  timeout: float = 600.0, http: httpx.AsyncBaseTransport | None = None):
-        self.questions, self.url, self.retries = questions, url.rstrip("/"), retries
+        self.questions, self.url, self.patience = questions, url.rstrip("/"), patience
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.client = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout, transport=http)
         self.model = questions.model
@@ -70,7 +74,8 @@ class HttpTransport:
         return response.json()
 
     async def _post(self, route: str, body: dict) -> dict:
-        for attempt in range(self.retries + 1):
+        began, attempt = time.monotonic(), 0
+        while True:
             try:
                 response = await self.client.post(route, json=body)
             except httpx.HTTPError as error:
@@ -79,14 +84,20 @@ class HttpTransport:
             if response.status_code == 200:
                 return response.json()
             error = _error(response)
-            if response.status_code in (429, 503) and attempt < self.retries:
-                await asyncio.sleep(_retry_after(response, attempt))
-                continue
+            if response.status_code in (429, 503):
+                wait = _retry_after(response, attempt)
+                if time.monotonic() + wait - began <= self.patience:
+                    attempt += 1
+                    await asyncio.sleep(wait)
+                    continue
+                raise BulkError(f"POST {self.url}{route}: {response.status_code} {error.get('code')}: "
+                                f"{error.get('message', response.text[:300])}; the server stayed busy for "
+                                f"{time.monotonic() - began:.0f} s ({attempt + 1} tries): what was written is kept, "
+                                "run again with --resume")
             if response.status_code in (400, 413):  # a content over a limit, or a batch over --max-body-bytes
                 raise Rejected(error.get("code") or "invalid_request", error.get("message", response.text[:300]))
             raise BulkError(f"POST {self.url}{route}: {response.status_code} {error.get('code')}: "
                             f"{error.get('message', response.text[:300])}; run again with --resume when it is fixed")
-        raise AssertionError("unreachable")
 
 
 def _error(response: httpx.Response) -> dict:

@@ -1,7 +1,8 @@
-"""The HTTP transport's answers to the server's statuses: 429/503 retried after Retry-After (bounded), 400 the
+"""The HTTP transport's answers to the server's statuses: 429/503 retried after Retry-After (for a bounded time), 400 the
 batch's fault, anything else stops the job. The server is httpx's MockTransport speaking the API's shapes."""
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -18,7 +19,7 @@ RESULT = {"id": "refund", "combinations": [{"values": {}, "residual": 0.5, "opti
                                                                   "floor_p": 0.5}]}]}
 
 
-def _transport(answers, retries=3):
+def _transport(answers, patience=5.0):
     calls = []
 
     def handle(request):
@@ -26,7 +27,7 @@ def _transport(answers, retries=3):
         status, headers, body = answers[min(len(calls), len(answers)) - 1]
         return httpx.Response(status, headers=headers, json=body)
 
-    return HttpTransport(QUESTIONS, "http://server", retries=retries, http=httpx.MockTransport(handle)), calls
+    return HttpTransport(QUESTIONS, "http://server", patience=patience, http=httpx.MockTransport(handle)), calls
 
 
 def _ok(n):
@@ -46,11 +47,26 @@ def test_429_is_retried_after_retry_after_then_scored():
     assert b'"inputs"' in body and b'"scoring"' in body
 
 
-def test_retries_are_bounded():
-    transport, calls = _transport([BUSY], retries=2)
-    with pytest.raises(BulkError, match="429 concurrency_limit"):
+def test_retries_are_bounded_in_time():
+    no_header = (503, {}, {"error": {"code": "warming_up", "message": "not ready"}})
+    transport, calls = _transport([no_header], patience=0.3)  # no Retry-After: the first backoff, 0.5 s, is too long
+    with pytest.raises(BulkError, match="503 warming_up.*stayed busy.*--resume"):
         asyncio.run(transport.score(["a"]))
-    assert len(calls) == 3
+    assert len(calls) == 1
+    transport, calls = _transport([BUSY], patience=1.2)  # waits of 0 s: many tries, then it gives up
+    began = time.monotonic()
+    with pytest.raises(BulkError, match="stayed busy"):
+        asyncio.run(transport.score(["a"]))
+    assert len(calls) > 2 and time.monotonic() - began < 1.5
+
+
+def test_a_wait_longer_than_the_patience_left_gives_up_at_once():
+    slow = (429, {"Retry-After": "30"}, {"error": {"code": "queue_full", "message": "queued"}})
+    transport, calls = _transport([slow], patience=10)
+    began = time.monotonic()
+    with pytest.raises(BulkError, match="429 queue_full"):
+        asyncio.run(transport.score(["a"]))
+    assert len(calls) == 1 and time.monotonic() - began < 1
 
 
 def test_400_rejects_the_batch_and_500_stops_the_job():
