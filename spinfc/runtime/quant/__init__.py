@@ -10,9 +10,10 @@ from spinfc.runtime.quant.calibrate import Calibration, calibrate, file_sha256, 
 from spinfc.runtime.quant.checkpoint import quantize_state, read_quantized, write_checkpoint
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import SCHEMES, Scheme, UnknownScheme, scheme
+from spinfc.runtime.quant.smooth import DEFAULT_ALPHA, smooth_state
 
 __all__ = ["Calibration", "QuantizedLinear", "SCHEMES", "Scheme", "UnknownScheme", "calibrate", "float_model",
-           "quantize_model", "quantize_state", "read_quantized", "scheme", "write_checkpoint"]
+           "quantize_model", "quantize_state", "read_quantized", "scheme", "smooth_state", "write_checkpoint"]
 
 
 def float_model(name: str) -> tuple:
@@ -42,16 +43,25 @@ def float_model(name: str) -> tuple:
     return config, state, tokenizer, source.name, dict(hf, torch_dtype="float32")
 
 
-def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path) -> dict:
-    """Calibrate `name` (float32, CPU) on the texts of `calibration` (JSONL), quantize it with `scheme_name` and
-    write the checkpoint to `out`; returns the calibration summary."""
+def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path,
+                   smoothing: float | None = DEFAULT_ALPHA) -> dict:
+    """Calibrate `name` (float32, CPU) on the texts of `calibration` (JSONL), smooth its activation outliers into
+    the weights (SmoothQuant with strength `smoothing`; None or 0: not), quantize it with `scheme_name` and write
+    the checkpoint to `out`; returns the calibration summary."""
     from spinfc.runtime.models import build_model
+    from spinfc.runtime.quant.calibrate import channel_maxima, launches_of, sequences_of
+    from spinfc.runtime.quant.checkpoint import is_quantized_linear
 
     chosen = scheme(scheme_name)
     texts = read_texts(calibration)
     config, state, tokenizer, served, hf = float_model(name)
     model = build_model(config, state, name=served, weights_hash="calibration", fuse=False)
-    found = calibrate(model, tokenizer, texts, file_sha256(calibration))
+    summary = None
+    if smoothing:
+        x_max = channel_maxima(model, launches_of(sequences_of(tokenizer, texts), model.device))
+        state, summary = smooth_state(config, state, x_max, smoothing, lambda key: is_quantized_linear(key, config))
+        model = build_model(config, state, name=served, weights_hash="calibration", fuse=False)
+    found = calibrate(model, tokenizer, texts, file_sha256(calibration), smoothing=summary)
     quantized = quantize_state(config, state, found, chosen)
     write_checkpoint(out, hf, config, quantized, chosen, found, tokenizer, source=served)
     return {"scheme": chosen.name, **found.summary()}

@@ -56,7 +56,8 @@ class QuantizedLinear:
                              f"not {tuple(weight.shape)} {weight.dtype}")
         self.weight = weight
         self.weight_scale = weight_scale.float().reshape(-1).expand(weight.shape[0]).contiguous()  # [N]
-        self.input_scale = input_scale.float().reshape(())  # []
+        scale = input_scale.float()
+        self.input_scale = scale if scale.dim() == 0 else scale.reshape(())  # []: `split` parts share this tensor
         self.inv_input_scale = 1.0 / self.input_scale  # []: activations are multiplied by it (one rounding)
         self._dequantized: torch.Tensor | None = None  # [N, K] float32, the CPU reference's weight
         self._epilogue: torch.Tensor | None = None  # [N] float32: input scale x weight scales (int8)
