@@ -4,7 +4,8 @@ the parity fixture's requests (held out: not in fixtures/calibration.jsonl).
     python benchmarks/quant_gap.py                                 # both embedded models, CPU, every combination
     python benchmarks/quant_gap.py --models smollm2-135m --schemes fp8-static --smoothing 0 0.5
 
-Each combination: `quantize_model` (calibration on the CPU, float32) into a temporary directory, then the fixture
+Per model and smoothing strength one calibration (on the CPU, float32: `quant.calibrated`, what `spinfc quantize`
+runs); each scheme's checkpoint written into a temporary directory, then the fixture
 run through the engine on `--device` (the reference ops on the CPU) and compared with the float32 CPU run of the
 same float weights (the shipped reference file where one matches the model, else recorded here first). Prints one
 table row per combination (logprob / p / floor_p max |difference|) and writes $OUT/quant_gap.json when $OUT is set.
@@ -48,14 +49,17 @@ def gap(model: str, reference: dict, device: str = "cpu", dtype: str | None = No
             **{k: round(v, 4) for k, v in report.max_diff.items()}}
 
 
-def quantized_gap(model: str, scheme: str, smoothing: float, reference: dict, device: str = "cpu") -> dict:
-    from spinfc.runtime.quant import quantize_model
+def quantized_gaps(model: str, schemes, strengths, reference: dict, device: str = "cpu", calibrate_on: str = "cpu"):
+    """Yield (scheme, strength, gap) for every combination: one calibration of the float model per strength
+    (`quant.calibrated`), each scheme's checkpoint written to a temporary directory and run on `device`."""
+    from spinfc.runtime.quant import SCHEMES, calibrated, write_quantized
 
-    with tempfile.TemporaryDirectory(prefix="spinfc-quant-gap-") as directory:
-        began = time.perf_counter()
-        quantize_model(model, scheme, CALIBRATION, Path(directory), smoothing=smoothing or None)
-        quantized = time.perf_counter() - began
-        return {**gap(directory, reference, device), "quantize_seconds": round(quantized, 1)}
+    for strength, config, state, found, tokenizer, served, hf in calibrated(model, CALIBRATION, strengths,
+                                                                             calibrate_on):
+        for scheme in schemes:
+            with tempfile.TemporaryDirectory(prefix="spinfc-quant-gap-") as directory:
+                write_quantized(Path(directory), SCHEMES[scheme], config, state, found, tokenizer, served, hf)
+                yield scheme, strength, gap(directory, reference, device)
 
 
 def main() -> None:
@@ -66,15 +70,16 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     results = []
-    print("| model | scheme | smoothing | logprob | p | floor_p |\n| --- | --- | ---: | ---: | ---: | ---: |", flush=True)
+    print("| model | scheme | smoothing | logprob | p | floor_p |\n| --- | --- | ---: | ---: | ---: | ---: |",
+          flush=True)
     for model in args.models:
         reference = float32_reference(model)
-        for scheme in args.schemes:
-            for alpha in args.smoothing:
-                found = quantized_gap(model, scheme, alpha, reference, args.device)
-                results.append({"model": model, "scheme": scheme, "smoothing": alpha, **found})
-                print(f"| {model} | {scheme} | {alpha:g} | {found['logprob']} | {found['p']} | {found['floor_p']} |",
-                      flush=True)
+        began = time.perf_counter()
+        for scheme, alpha, found in quantized_gaps(model, args.schemes, args.smoothing, reference, args.device):
+            results.append({"model": model, "scheme": scheme, "smoothing": alpha, **found,
+                            "seconds_since_start": round(time.perf_counter() - began)})
+            print(f"| {model} | {scheme} | {alpha:g} | {found['logprob']} | {found['p']} | {found['floor_p']} |",
+                  flush=True)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "quant_gap.json").write_text(json.dumps(results, indent=1) + "\n")
 

@@ -115,7 +115,8 @@ def launches_of(sequences: list[list[int]], device):
     return (sequence_launch(ids, device) for ids in sequences)
 
 
-def calibrate(model, tokenizer, texts: list[str], source_sha256: str = "", smoothing: dict | None = None) -> Calibration:
+def calibrate(model, tokenizer, texts: list[str], source_sha256: str = "",
+              smoothing: dict | None = None) -> Calibration:
     """Run every text through `model` (a float stack, unfused) and record max |x| at each linear input."""
     sequences = sequences_of(tokenizer, texts)
     maxima = input_maxima(model, launches_of(sequences, model.device))

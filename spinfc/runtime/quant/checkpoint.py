@@ -48,7 +48,8 @@ SHARED_INPUTS = (("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_at
 
 def is_quantized_linear(key: str, config: ModelConfig) -> bool:
     """Whether `spinfc quantize` quantizes this checkpoint weight (a layer's linear, not `kept_in_float`)."""
-    return key.endswith(LINEAR_SUFFIXES) and key.startswith("model.layers.") and role(key, config.layers - 1) != "answer"
+    return (key.endswith(LINEAR_SUFFIXES) and key.startswith("model.layers.")
+            and role(key, config.layers - 1) != "answer")
 
 
 def shared_maxima(maxima: dict[str, float]) -> dict[str, float]:

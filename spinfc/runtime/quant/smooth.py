@@ -56,8 +56,8 @@ def smooth_state(config: ModelConfig, state: dict[str, torch.Tensor], x_max: dic
         p = f"model.layers.{i}."
         mlp_norm = p + ("pre_feedforward_layernorm.weight" if p + "pre_feedforward_layernorm.weight" in state
                         else "post_attention_layernorm.weight")
-        for norm, names in ((p + "input_layernorm.weight", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
-                            (mlp_norm, ("mlp.gate_proj", "mlp.up_proj"))):
+        attention = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+        for norm, names in ((p + "input_layernorm.weight", attention), (mlp_norm, ("mlp.gate_proj", "mlp.up_proj"))):
             keys = [f"{p}{n}.weight" for n in names]
             if not all(quantized_layer(k) for k in keys):
                 continue
