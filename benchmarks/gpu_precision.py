@@ -136,7 +136,7 @@ def precision_section(device: str) -> None:
             else:
                 with tempfile.TemporaryDirectory(prefix="spinfc-precision-") as directory:
                     # calibrated on the GPU in float32 (the reference ops): the CPU's would take minutes here
-                    quantize_model(name, scheme, CALIBRATION, Path(directory), smoothing=alpha or None, device=device)
+                    quantize_model(name, scheme, CALIBRATION, Path(directory), smoothing=alpha, device=device)
                     served[label] = gap(directory, reference, device)
             print(label, served[label], flush=True)
 

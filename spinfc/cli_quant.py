@@ -21,9 +21,9 @@ def add_quantize(commands) -> None:
     quantize.add_argument("--calibration", required=True, metavar="FILE",
                           help='JSONL, one {"text": ...} per line (e.g. fixtures/calibration.jsonl)')
     quantize.add_argument("-o", "--output", required=True, metavar="DIR", help="the checkpoint directory to write")
-    quantize.add_argument("--smoothing", type=_strength, default=0.5, metavar="A",
+    quantize.add_argument("--smoothing", type=_strength, default=None, metavar="A",
                           help="SmoothQuant strength in [0, 1]: activation outliers moved into the weights before "
-                          "quantizing (default: 0.5; 0: none)")
+                          "quantizing; 0: none (default: the scheme's, 0.5 for int8-static, 0 for fp8-static)")
     quantize.set_defaults(run=_quantize)
 
 
@@ -45,11 +45,12 @@ def _quantize(args: argparse.Namespace) -> int:
 
     try:
         summary = quantize_model(args.model, args.scheme, Path(args.calibration), Path(args.output),
-                                 smoothing=args.smoothing or None)
+                                 smoothing=args.smoothing)
     except (CalibrationError, UnsupportedModel, OSError) as error:
         print(f"spinfc quantize: {error}", file=sys.stderr)
         return 2
-    smoothed = f"smoothed (strength {args.smoothing:g}), " if args.smoothing else ""
+    smoothing = summary.get("smoothing")
+    smoothed = f"smoothed (strength {smoothing['alpha']:g}), " if smoothing else ""
     print(f"wrote {args.output}: {summary['scheme']}, {smoothed}calibrated on {summary['texts']} texts "
           f"({summary['tokens']} tokens), {len(summary['input_max'])} layer inputs; serve it with "
           f"`spinfc serve {args.output}`")

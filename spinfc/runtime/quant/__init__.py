@@ -74,14 +74,15 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
         yield strength, config, smoothed, found, tokenizer, served, hf
 
 
-def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path,
-                   smoothing: float | None = DEFAULT_ALPHA, device: str = "cpu") -> dict:
+def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path, smoothing: float | None = None,
+                   device: str = "cpu") -> dict:
     """Calibrate `name` (float32, the reference ops on `device`: the CPU unless a benchmark asks for speed) on the
     texts of `calibration` (JSONL), smooth its activation outliers into the weights (SmoothQuant with strength
-    `smoothing`; None or 0: not), quantize it with `scheme_name` and write the checkpoint to `out`; returns the
-    calibration summary."""
+    `smoothing`; None: the scheme's default, `Scheme.smoothing`; 0: none), quantize it with `scheme_name` and
+    write the checkpoint to `out`; returns the calibration summary."""
     chosen = scheme(scheme_name)
-    for _, config, state, found, tokenizer, served, hf in calibrated(name, calibration, (smoothing or 0.0,), device):
+    strength = chosen.smoothing if smoothing is None else smoothing
+    for _, config, state, found, tokenizer, served, hf in calibrated(name, calibration, (strength,), device):
         write_quantized(out, chosen, config, state, found, tokenizer, served, hf)
     return {"scheme": chosen.name, **found.summary()}
 
