@@ -49,8 +49,8 @@ STARTED = time.perf_counter()
 JOB_SCHEMES = (("bf16", "bf16", False), ("fp8-static", "fp8-static", False),
                ("fp8-static (separate quantize pass)", "fp8-static", True), ("int8-static", "int8-static", False))
 # (label, spinfc quantize scheme or None for the float weights, smoothing strength)
-SERVED = (("default (bf16-mixed)", None, 0.0), ("fp8-static, smoothed 0.5", "fp8-static", 0.5),
-          ("fp8-static, not smoothed", "fp8-static", 0.0), ("int8-static, smoothed 0.5", "int8-static", 0.5))
+SERVED = (("default (bf16-mixed)", None, 0.0), ("fp8-static, not smoothed", "fp8-static", 0.0),
+          ("fp8-static, smoothed 0.5", "fp8-static", 0.5), ("int8-static, not smoothed", "int8-static", 0.0))
 
 
 def save() -> None:

@@ -21,9 +21,9 @@ def add_quantize(commands) -> None:
     quantize.add_argument("--calibration", required=True, metavar="FILE",
                           help='JSONL, one {"text": ...} per line (e.g. fixtures/calibration.jsonl)')
     quantize.add_argument("-o", "--output", required=True, metavar="DIR", help="the checkpoint directory to write")
-    quantize.add_argument("--smoothing", type=_strength, default=None, metavar="A",
-                          help="SmoothQuant strength in [0, 1]: activation outliers moved into the weights before "
-                          "quantizing; 0: none (default: the scheme's, 0.5 for int8-static, 0 for fp8-static)")
+    quantize.add_argument("--smoothing", type=_strength, default=0.0, metavar="A",
+                          help="SmoothQuant strength in [0, 1] (llm-compressor's default is 0.5): activation outliers "
+                          "moved into the weights before quantizing (default: 0, none)")
     quantize.set_defaults(run=_quantize)
 
 

@@ -28,7 +28,6 @@ class Scheme:
     format: str  # the compressed-tensors format of the checkpoint
     q_min: float
     q_max: float
-    smoothing: float  # the SmoothQuant strength `spinfc quantize` applies by default (0: none); measured, see docs
 
     def quantize(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """x (any float dtype), scale: a float32 scalar tensor -> x / scale in `storage`, clamped to the range
@@ -51,8 +50,8 @@ class Scheme:
 
 
 SCHEMES: dict[str, Scheme] = {
-    "fp8-static": Scheme("fp8-static", "float", FP8, "float-quantized", -FP8_MAX, FP8_MAX, smoothing=0.0),
-    "int8-static": Scheme("int8-static", "int", torch.int8, "int-quantized", -128.0, 127.0, smoothing=0.5),
+    "fp8-static": Scheme("fp8-static", "float", FP8, "float-quantized", -FP8_MAX, FP8_MAX),
+    "int8-static": Scheme("int8-static", "int", torch.int8, "int-quantized", -128.0, 127.0),
 }
 
 
