@@ -131,3 +131,20 @@ def test_the_smoothing_flag_takes_a_strength(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["quantize", "smollm2-135m", "--calibration", "c.jsonl", "-o", "out", "--smoothing", "2"])
     assert exited.value.code == 2 and "not a smoothing strength" in capsys.readouterr().err
+
+
+def test_a_gemma_config_written_for_a_checkpoint_reads_back_in_transformers():
+    """`spinfc quantize gemma3-270m` writes config.json from the GGUF's metadata; transformers (the checkpoint's
+    tokenizer loads through it) refuses a float query_pre_attn_scalar."""
+    from transformers import AutoConfig
+
+    from spinfc.runtime.weights.config import ModelConfig, from_hf
+    from spinfc.runtime.weights.hf_config import to_hf
+
+    config = ModelConfig(family="gemma3", hidden=64, layers=2, heads=4, kv_heads=1, head_dim=16, intermediate=96,
+                         vocab=96, rope_theta=1e6, norm_eps=1e-6, tie_embeddings=True, rope_local_theta=1e4,
+                         sliding_window=8, sliding_layers=(True, False), query_pre_attn_scalar=256.0)
+    hf = to_hf(config)
+    assert hf["query_pre_attn_scalar"] == 256 and isinstance(hf["query_pre_attn_scalar"], int)
+    AutoConfig.for_model(**hf)  # raises on a float
+    assert from_hf(hf).query_pre_attn_scalar == 256.0
