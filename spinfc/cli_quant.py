@@ -23,7 +23,8 @@ def add_quantize(commands) -> None:
     quantize.add_argument("-o", "--output", required=True, metavar="DIR", help="the checkpoint directory to write")
     quantize.add_argument("--smoothing", type=_strength, default=0.0, metavar="A",
                           help="SmoothQuant strength in [0, 1] (llm-compressor's default is 0.5): activation outliers "
-                          "moved into the weights before quantizing (default: 0, none)")
+                          "moved into the weights before quantizing (default: 0, none; try it per model with "
+                          "`spinfc parity`)")
     quantize.set_defaults(run=_quantize)
 
 
