@@ -11,7 +11,8 @@ Sections (each runs on its own; one that fails prints its traceback and the othe
   rates      bf16 / fp8 / int8 TFLOP/s (the floors)
   job        per scheme: seconds, questions/s, share of its floor, reversed order and content c0 alone bit-identical,
              and the start-up row-invariance check (every GEMM of the first and last layers at the launch's rows)
-  precision  per scheme served on CUDA: max |logprob|, |p|, |floor_p| difference to float32 on the CPU
+  precision  per scheme served on CUDA (the default bf16-mixed, fp16-mixed, fp8/int8 checkpoints): max |logprob|,
+             |p|, |floor_p| difference to float32 on the CPU
 Results: a table last on stdout, $OUT/gpu_precision.json after every section. Imports: torch, triton,
 transformers, compressed-tensors (and what spinfc's engine needs).
 """
@@ -48,9 +49,10 @@ STARTED = time.perf_counter()
 # (label, scheme of quant_parts, inputs quantized in a separate pass)
 JOB_SCHEMES = (("bf16", "bf16", False), ("fp8-static", "fp8-static", False),
                ("fp8-static (separate quantize pass)", "fp8-static", True), ("int8-static", "int8-static", False))
-# (label, spinfc quantize scheme or None for the float weights, smoothing strength)
-SERVED = (("default (bf16-mixed)", None, 0.0), ("fp8-static, not smoothed", "fp8-static", 0.0),
-          ("fp8-static, smoothed 0.5", "fp8-static", 0.5), ("int8-static, not smoothed", "int8-static", 0.0))
+# (label, spinfc quantize scheme or None for the float weights, smoothing strength, --dtype)
+SERVED = (("default (bf16-mixed)", None, 0.0, None), ("fp16-mixed (--dtype float16)", None, 0.0, "float16"),
+          ("fp8-static, not smoothed", "fp8-static", 0.0, None), ("fp8-static, smoothed 0.5", "fp8-static", 0.5, None),
+          ("int8-static, not smoothed", "int8-static", 0.0, None))
 
 
 def save() -> None:
@@ -128,11 +130,11 @@ def precision_section(device: str) -> None:
     print(f"float32 CPU reference: {len(reference['results'])} options, {time.perf_counter() - began:.0f} s",
           flush=True)
     served = RESULTS.setdefault("served", {})
-    for label, scheme, alpha in SERVED:
+    for label, scheme, alpha, dtype in SERVED:
         with section(f"precision: {label}"):
             served[label] = "did not finish"
             if scheme is None:
-                served[label] = gap(name, reference, device)
+                served[label] = gap(name, reference, device, dtype)
             else:
                 with tempfile.TemporaryDirectory(prefix="spinfc-precision-") as directory:
                     # calibrated on the GPU in float32 (the reference ops): the CPU's would take minutes here
