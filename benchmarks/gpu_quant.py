@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -40,13 +39,12 @@ if OPTIONS.smoke:
 import torch  # noqa: E402
 
 from gpu_checks import prepare  # noqa: E402
-from gpu_job import LLAMA3_8B, SMALL_CONFIGS, compile_job, make_program, non_embedding_params  # noqa: E402
-from gpu_job import random_state_dict, seed_job, small_job  # noqa: E402
+from gpu_job import LLAMA3_8B, SMALL_CONFIGS, random_state_dict, seed_job, small_job  # noqa: E402
+from quant_job import JobBench, floors_of, run_job  # noqa: E402
 from quant_parts import ALL, build, gemm_shapes, matmul_rates, row_invariance  # noqa: E402
 
 RESULTS: dict = {"errors": {}, "sections": {}}
 STARTED = time.perf_counter()
-FP8_RATE_DESIGN = 1397.0  # TFLOP/s, measured on this H200 (DESIGN.md)
 
 
 def save() -> None:
@@ -74,15 +72,6 @@ def section(name: str):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         save()
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def run_job(model, job, device: str) -> list[torch.Tensor]:
-    return [model.forward(launch.to(device)) for launch in job.launches]
 
 
 def max_gap(got: dict, want: dict) -> float:
@@ -114,76 +103,8 @@ def gaps(device: str, smoke: bool) -> dict:
     return found
 
 
-class JobBench:
-    """The seed-shaped job at Llama-3-8B shape (TINY on --smoke), one model per scheme on the same weights."""
-
-    def __init__(self, device: str, smoke: bool):
-        from gpu_run import SEED_JOB, TINY, TINY_JOB
-
-        self.device, self.smoke = device, smoke
-        self.config = TINY if smoke else LLAMA3_8B
-        self.spec = TINY_JOB if smoke else SEED_JOB
-        began = time.perf_counter()
-        dtype = torch.float32 if smoke else torch.bfloat16
-        self.state = {k: v.to(dtype) for k, v in random_state_dict(self.config, device, seed=0).items()}
-        self.job = seed_job(self.config.vocab, **self.spec)
-        self.calibration = seed_job(self.config.vocab, seed=7, **self.spec).launches[:1]  # another random job
-        s = self.spec
-        RESULTS["job"] = {"questions": s["contents"] * s["questions"], "shape": self.job.shape,
-                          "passes": len(self.job.launches),
-                          "tokens": s["contents"] * (s["content_tokens"] + s["questions"] * s["question_tokens"]),
-                          "non_embedding_params": non_embedding_params(self.config),
-                          "build_seconds": round(time.perf_counter() - began, 1)}
-        print(RESULTS["job"], flush=True)
-
-    def scheme(self, name: str, reps: int) -> dict:
-        began = time.perf_counter()
-        model = build(self.config, self.state, name, self.device, calibration=self.calibration)
-        built = time.perf_counter() - began
-        graphed = prepare(model, [self.job.shape], self.device)
-        warm = time.perf_counter() - began - built
-        times = []
-        for _ in range(reps):
-            sync(self.device)
-            t0 = time.perf_counter()
-            outputs = run_job(graphed, self.job, self.device)
-            sync(self.device)
-            times.append(time.perf_counter() - t0)
-        scores = self.job.scores(outputs)
-        program = self.job.program
-        reversed_job = seed_job(self.config.vocab, reverse=True, **self.spec)
-        alone = compile_job(make_program([program.contents[0]], list(program.questions), program.plan.budget,
-                                         program.plan.block), rows=self.job.shape[1], reads=self.job.shape[2])
-        reordered = reversed_job.scores(run_job(graphed, reversed_job, self.device))
-        by_itself = alone.scores(run_job(graphed, alone, self.device))
-        seconds = statistics.median(times)
-        result = {"seconds": seconds, "all": times, "questions_per_s": RESULTS["job"]["questions"] / seconds,
-                  "build_seconds": round(built, 1), "warm_up_seconds": round(warm, 1),
-                  "reversed_order_all_equal": all(torch.equal(scores[k], reordered[k]) for k in scores),
-                  "c0_alone_equal": all(torch.equal(scores[k], by_itself[k]) for k in by_itself),
-                  "fingerprint_scheme": model.scheme}
-        del graphed, model
-        return result
-
-
 def floors(results: dict) -> None:
-    """Each scheme's floor: 2 x non-embedding parameters x job tokens at its matmul rate (fp8: also at DESIGN.md's
-    1,397 TFLOP/s); fraction of floor = floor seconds / measured seconds."""
-    job, rates = results.get("job"), results.get("rates", {})
-    if not job:
-        return
-    flops = 2 * job["non_embedding_params"] * job["tokens"]
-    rate_of = {"bf16": rates.get("bf16_square"), "fp8": max(filter(None, (rates.get("fp8_square"), FP8_RATE_DESIGN))),
-               "int8": rates.get("int8_square")}
-    for name, path in results.get("schemes", {}).items():
-        if not isinstance(path, dict) or "seconds" not in path:
-            continue
-        kind = "fp8" if name.startswith("fp8") else "int8" if name.startswith("int8") else "bf16"
-        rate = rate_of.get(kind)
-        if rate:
-            floor = flops / (rate * 1e12)
-            path.update(floor_rate_tflops=rate, floor_questions_per_s=job["questions"] / floor,
-                        of_floor=floor / path["seconds"])
+    floors_of(results.get("job"), results.get("rates", {}), results.get("schemes", {}))
 
 
 def table(results: dict) -> str:
@@ -233,6 +154,8 @@ def main() -> None:
     bench = None
     with section("job: build"):
         bench = JobBench(device, smoke)
+        RESULTS["job"] = bench.info
+        print(bench.info, flush=True)
     schemes = RESULTS.setdefault("schemes", {})
     for name in ALL:
         with section(f"job: {name}"):

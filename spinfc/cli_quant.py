@@ -21,7 +21,22 @@ def add_quantize(commands) -> None:
     quantize.add_argument("--calibration", required=True, metavar="FILE",
                           help='JSONL, one {"text": ...} per line (e.g. fixtures/calibration.jsonl)')
     quantize.add_argument("-o", "--output", required=True, metavar="DIR", help="the checkpoint directory to write")
+    quantize.add_argument("--smoothing", type=_strength, default=0.0, metavar="A",
+                          help="SmoothQuant strength in [0, 1] (llm-compressor's default is 0.5): activation outliers "
+                          "moved into the weights before quantizing (default: 0, none; try it per model with "
+                          "`spinfc parity`)")
     quantize.set_defaults(run=_quantize)
+
+
+def _strength(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a smoothing strength: give a number from 0 (no smoothing) "
+                                         "to 1, e.g. 0.5")
+    return value
 
 
 def _quantize(args: argparse.Namespace) -> int:
@@ -30,11 +45,14 @@ def _quantize(args: argparse.Namespace) -> int:
     from spinfc.runtime.weights import UnsupportedModel
 
     try:
-        summary = quantize_model(args.model, args.scheme, Path(args.calibration), Path(args.output))
+        summary = quantize_model(args.model, args.scheme, Path(args.calibration), Path(args.output),
+                                 smoothing=args.smoothing)
     except (CalibrationError, UnsupportedModel, OSError) as error:
         print(f"spinfc quantize: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {args.output}: {summary['scheme']}, calibrated on {summary['texts']} texts "
+    smoothing = summary.get("smoothing")
+    smoothed = f"smoothed (strength {smoothing['alpha']:g}), " if smoothing else ""
+    print(f"wrote {args.output}: {summary['scheme']}, {smoothed}calibrated on {summary['texts']} texts "
           f"({summary['tokens']} tokens), {len(summary['input_max'])} layer inputs; serve it with "
           f"`spinfc serve {args.output}`")
     return 0

@@ -13,6 +13,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from spinfc.backend.kernels.quantize_reference import ActivationQuant
+
 # Queries of one span are processed this many at a time, each block against only the keys some row of it can see
 # (j < block stop and ends[j] > block start): a block of question rows reads the content and its own branches,
 # not the whole tree, and the scores stay small ([H, 128, keys] floats rather than [H, span, span]).
@@ -20,27 +22,31 @@ QUERY_BLOCK = 128
 
 
 def rms_norm(
-    x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool, out_dtype: torch.dtype | None = None
+    x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool, out_dtype: torch.dtype | None = None,
+    quant: ActivationQuant | None = None,
 ) -> torch.Tensor:
     """x: [T, D], weight: [D] -> [T, D] in `out_dtype` (default x.dtype): x / sqrt(mean(x^2) + eps) * w, or
-    * (1 + w) when `unit_offset` (Gemma stores its norm weights around 0). Computed in float32."""
+    * (1 + w) when `unit_offset` (Gemma stores its norm weights around 0). Computed in float32. With `quant`, the
+    float32 result is quantized for the next linear layer instead (`out_dtype` is then not read)."""
     x32 = x.float()
     normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     scale = weight.float() + 1.0 if unit_offset else weight.float()
+    if quant is not None:
+        return quant.reference(normed * scale)
     return (normed * scale).to(out_dtype or x.dtype)
 
 
 def add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool,
-    out_dtype: torch.dtype | None = None,
+    out_dtype: torch.dtype | None = None, quant: ActivationQuant | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual: [T, D] -> (rms_norm(x + residual), x + residual): the normed rows in `out_dtype` (default:
-    the sum's dtype), the sum in the wider of x's and the residual's dtypes (a float32 residual stream stays
-    float32 when bf16 block outputs are added to it).
+    the sum's dtype; with `quant`, quantized for the next linear layer), the sum in the wider of x's and the
+    residual's dtypes (a float32 residual stream stays float32 when bf16 block outputs are added to it).
 
     The sum is rounded to its dtype before it is normed, as a stack that adds and then norms would."""
     residual_out = x + residual
-    return rms_norm(residual_out, weight, eps, unit_offset, out_dtype), residual_out
+    return rms_norm(residual_out, weight, eps, unit_offset, out_dtype, quant), residual_out
 
 
 # The last tables built per (theta, head_dim): every layer of a forward asks for the same ones, twice.
@@ -131,9 +137,10 @@ def tree_attention(
     return out
 
 
-def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_tanh"]) -> torch.Tensor:
+def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_tanh"],
+              quant: ActivationQuant | None = None) -> torch.Tensor:
     """gate, up: [T, F] -> act(gate) * up, [T, F] in gate.dtype; act is SiLU or GELU with the tanh
-    approximation. Computed in float32."""
+    approximation. Computed in float32; with `quant`, the float32 result quantized for the down projection."""
     gate32 = gate.float()
     if kind == "silu":
         activated = F.silu(gate32)
@@ -141,6 +148,8 @@ def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_
         activated = F.gelu(gate32, approximate="tanh")
     else:
         raise ValueError(f"gated_act: unknown activation {kind!r}; use 'silu' or 'gelu_tanh'")
+    if quant is not None:
+        return quant.reference(activated * up.float())
     return (activated * up.float()).to(gate.dtype)
 
 

@@ -1,5 +1,8 @@
 """The gated MLP activation: act(gate) * up, with act SiLU or GELU (tanh approximation), elementwise in float32.
-gate and up may be views into one fused gate/up matmul output (any row stride, unit last stride)."""
+gate and up may be views into one fused gate/up matmul output (any row stride, unit last stride).
+
+With `quant` (an `ActivationQuant`: the down projection's static input scale), the result is written as the down
+projection's 8-bit input straight from float32, so no separate quantize pass reads it again."""
 
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ BLOCK_F = 1024
 @triton.jit
 def _gated_act_kernel(
     GATE, UP, OUT,  # gate, up, out: [T, F] rows with a unit last stride
-    stride_gate, stride_up, stride_out, F, GELU_TANH: tl.constexpr, BLOCK: tl.constexpr,
+    INV_SCALE, q_min, q_max,  # QUANT: out = clamp(act(g) * u * inv_scale) in OUT's 8-bit dtype
+    stride_gate, stride_up, stride_out, F, GELU_TANH: tl.constexpr, QUANT: tl.constexpr, IS_INT: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
@@ -30,11 +35,17 @@ def _gated_act_kernel(
         activated = g * tl.sigmoid(2.0 * y)
     else:
         activated = g * tl.sigmoid(g)
-    tl.store(OUT + row * stride_out + cols, (activated * u).to(OUT.dtype.element_ty), mask=ok)
+    y = activated * u
+    if QUANT:  # the arithmetic of kernels.quantize, on the float32 result
+        y = tl.minimum(tl.maximum(y * tl.load(INV_SCALE), q_min), q_max)
+        if IS_INT:  # (v + 1.5 * 2^23) - 1.5 * 2^23 rounds |v| < 2^22 to the nearest integer, ties to even
+            y = (y + 12582912.0) - 12582912.0
+    tl.store(OUT + row * stride_out + cols, y.to(OUT.dtype.element_ty), mask=ok)
 
 
-def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_tanh"]) -> torch.Tensor:
-    """gate, up: [T, F] -> act(gate) * up: [T, F] in gate.dtype (a new contiguous tensor)."""
+def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_tanh"], quant=None) -> torch.Tensor:
+    """gate, up: [T, F] -> act(gate) * up: [T, F] in gate.dtype, or with `quant` in its 8-bit storage dtype (a new
+    contiguous tensor)."""
     if kind not in ("silu", "gelu_tanh"):
         raise ValueError(f"gated_act: unknown activation {kind!r}; use 'silu' or 'gelu_tanh'")
     if gate.dim() != 2 or gate.shape != up.shape:
@@ -42,10 +53,12 @@ def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_
     if gate.stride(1) != 1 or up.stride(1) != 1:
         raise ValueError("gated_act: gate and up must have a unit stride in their last dimension")
     T, F = gate.shape
-    out = torch.empty((T, F), dtype=gate.dtype, device=gate.device)
+    out = torch.empty((T, F), dtype=quant.storage if quant is not None else gate.dtype, device=gate.device)
+    inv_scale, q_min, q_max = (quant.inv_scale, quant.q_min, quant.q_max) if quant is not None else (gate, 0.0, 0.0)
     _gated_act_kernel[(T, triton.cdiv(F, BLOCK_F))](
-        gate, up, out, gate.stride(0), up.stride(0), out.stride(0), F,
-        GELU_TANH=kind == "gelu_tanh", BLOCK=BLOCK_F, num_warps=4,
+        gate, up, out, inv_scale, q_min, q_max, gate.stride(0), up.stride(0), out.stride(0), F,
+        GELU_TANH=kind == "gelu_tanh", QUANT=quant is not None,
+        IS_INT=quant is not None and not quant.storage.is_floating_point, BLOCK=BLOCK_F, num_warps=4,
     )
     return out
 

@@ -1,8 +1,25 @@
-"""The torch version of `kernels.quantize` (no Triton import, so the CPU path runs without Triton installed)."""
+"""The torch version of `kernels.quantize` (no Triton import, so the CPU path runs without Triton installed), and
+`ActivationQuant`: how a kernel that produces a linear layer's input quantizes it in its own store."""
 
 from __future__ import annotations
 
+import attrs
 import torch
+
+
+@attrs.frozen(eq=False)
+class ActivationQuant:
+    """What a norm or activation kernel needs to write the next linear layer's input in 8 bits itself:
+    clamp(y * inv_scale, q_min, q_max) in `storage` (rounded half to even first for an integer `storage`), with y
+    the kernel's float32 result. `inv_scale` is the layer's own [] float32 tensor, on the device."""
+
+    inv_scale: torch.Tensor
+    storage: torch.dtype
+    q_min: float
+    q_max: float
+
+    def reference(self, y: torch.Tensor) -> torch.Tensor:
+        return quantize_reference(y, self.inv_scale, self.storage, self.q_min, self.q_max)
 
 
 def quantize_reference(x: torch.Tensor, inv_scale: torch.Tensor, storage: torch.dtype, q_min: float,

@@ -1,5 +1,9 @@
 """RMSNorm, optionally fused with the residual add that precedes it: one program per row reads x (and the
-residual) once and writes the normed row (and the sum). A row's result depends on that row alone."""
+residual) once and writes the normed row (and the sum). A row's result depends on that row alone.
+
+With `quant` (an `ActivationQuant`: the next linear layer's static input scale), the normed row is written as that
+layer's 8-bit input (float8 e4m3 or int8) straight from float32, so no separate quantize pass reads it again; the
+sum keeps its dtype."""
 
 from __future__ import annotations
 
@@ -17,8 +21,10 @@ NUM_WARPS: int | None = None
 @triton.jit
 def _rms_norm_kernel(
     X, RES, W, OUT, RES_OUT,  # x, res, out, res_out: [T, D] rows with a unit last stride; w: [D]
+    INV_SCALE, q_min, q_max,  # QUANT: out = clamp(normed * inv_scale) in OUT's 8-bit dtype (INV_SCALE: [] float32)
     stride_x, stride_res, stride_out, stride_res_out, D, eps,
-    HAS_RESIDUAL: tl.constexpr, UNIT_OFFSET: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, UNIT_OFFSET: tl.constexpr, QUANT: tl.constexpr, IS_INT: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_D)
@@ -35,10 +41,15 @@ def _rms_norm_kernel(
     w = tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
     if UNIT_OFFSET:
         w = w + 1.0
-    tl.store(OUT + row * stride_out + cols, (normed * w).to(OUT.dtype.element_ty), mask=ok)
+    y = normed * w
+    if QUANT:  # the arithmetic of kernels.quantize, on the float32 result
+        y = tl.minimum(tl.maximum(y * tl.load(INV_SCALE), q_min), q_max)
+        if IS_INT:  # (v + 1.5 * 2^23) - 1.5 * 2^23 rounds |v| < 2^22 to the nearest integer, ties to even
+            y = (y + 12582912.0) - 12582912.0
+    tl.store(OUT + row * stride_out + cols, y.to(OUT.dtype.element_ty), mask=ok)
 
 
-def _launch(x, residual, weight, eps, unit_offset, out_dtype=None):
+def _launch(x, residual, weight, eps, unit_offset, out_dtype=None, quant=None):
     if x.dim() != 2 or weight.shape != (x.shape[1],):
         raise ValueError(f"rms_norm: x must be [T, D] and weight [D]; got {tuple(x.shape)} and {tuple(weight.shape)}")
     if residual is not None and residual.shape != x.shape:
@@ -49,32 +60,34 @@ def _launch(x, residual, weight, eps, unit_offset, out_dtype=None):
     T, D = x.shape
     # The sum in the wider of the two dtypes (a float32 residual stream stays float32), as the reference's x + r.
     summed_dtype = torch.promote_types(x.dtype, residual.dtype) if residual is not None else x.dtype
-    out = torch.empty((T, D), dtype=out_dtype or summed_dtype, device=x.device)
+    out = torch.empty((T, D), dtype=quant.storage if quant is not None else out_dtype or summed_dtype, device=x.device)
     res_out = torch.empty((T, D), dtype=summed_dtype, device=x.device) if residual is not None else out
     block_d = triton.next_power_of_2(D)
+    inv_scale, q_min, q_max = (quant.inv_scale, quant.q_min, quant.q_max) if quant is not None else (weight, 0.0, 0.0)
     _rms_norm_kernel[(T,)](
-        x, residual if residual is not None else x, weight, out, res_out,
+        x, residual if residual is not None else x, weight, out, res_out, inv_scale, q_min, q_max,
         x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0), res_out.stride(0), D, eps,
-        HAS_RESIDUAL=residual is not None, UNIT_OFFSET=unit_offset, BLOCK_D=block_d,
+        HAS_RESIDUAL=residual is not None, UNIT_OFFSET=unit_offset, QUANT=quant is not None,
+        IS_INT=quant is not None and not quant.storage.is_floating_point, BLOCK_D=block_d,
         num_warps=NUM_WARPS or min(16, max(1, block_d // 256)),
     )
     return out, res_out
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool,
-             out_dtype: torch.dtype | None = None) -> torch.Tensor:
+             out_dtype: torch.dtype | None = None, quant=None) -> torch.Tensor:
     """x: [T, D], weight: [D] -> [T, D] in `out_dtype` (default x.dtype): x / sqrt(mean(x^2) + eps) * w (or
-    * (1 + w))."""
-    return _launch(x, None, weight, eps, unit_offset, out_dtype)[0]
+    * (1 + w)); with `quant`, in its 8-bit storage dtype."""
+    return _launch(x, None, weight, eps, unit_offset, out_dtype, quant)[0]
 
 
 def add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, unit_offset: bool,
-    out_dtype: torch.dtype | None = None,
+    out_dtype: torch.dtype | None = None, quant=None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual: [T, D] -> (rms_norm(x + residual), x + residual), in one pass over the rows; the sum in the
-    wider dtype of the two, the normed rows in `out_dtype` (default: the sum's)."""
-    return _launch(x, residual, weight, eps, unit_offset, out_dtype)
+    wider dtype of the two, the normed rows in `out_dtype` (default: the sum's; with `quant`, its 8-bit dtype)."""
+    return _launch(x, residual, weight, eps, unit_offset, out_dtype, quant)
 
 
 reference = _reference.rms_norm

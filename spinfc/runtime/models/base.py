@@ -7,6 +7,10 @@ backend with the same function names), and its linear layers through `self.linea
 family subclass says how a layer is wired (`layer`), which per-layer weights it has (`LAYER_WEIGHTS`), and how
 tokens are embedded (`embed`). Which dtype each part computes in is the model's `Precision` (runtime/precision.py).
 
+Where a linear layer is quantized with a static input scale, the kernel that produces its input (the norm before
+q/k/v and gate/up, the gated activation before down) writes that input in 8 bits itself (`into=` the layer:
+`quantize_in_kernels`), so no separate pass quantizes it.
+
 Every layer hands on its output as two parts, `x` (the block's last output, not yet added) and `residual`: the
 hidden state is x + residual, and the next norm adds them (`ops.add_rms_norm`) so a fused kernel can do both.
 """
@@ -22,7 +26,7 @@ import torch.nn.functional as F
 
 from spinfc.backend.launch import Launch
 from spinfc.runtime.precision import Precision, role
-from spinfc.runtime.quant.linear import QuantizedLinear
+from spinfc.runtime.quant.linear import QuantizedInput, QuantizedLinear
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 
 # Per-layer weights: short name -> Hugging Face name under `model.layers.N.`
@@ -73,6 +77,9 @@ class Model:
     family: ClassVar[str]
     LAYER_WEIGHTS: ClassVar[dict[str, str]] = COMMON_LAYER_WEIGHTS
     NORM_UNIT_OFFSET: ClassVar[bool] = False  # Gemma multiplies by (1 + w)
+    # The norms and the gated activation write a quantized layer's input in 8 bits themselves (set False on an
+    # instance to quantize in a separate pass instead, as a benchmark compares).
+    quantize_in_kernels: bool = True
 
     def __init__(
         self,
@@ -219,20 +226,32 @@ class Model:
 
     # ---- the forward --------------------------------------------------------------------------------------------
 
-    def norm(self, x: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """The normed rows in `dtype` (default: the compute dtype, what the next matmul reads)."""
-        return self.ops.rms_norm(x, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET, dtype or self.dtype)
+    def quantized_reader(self, into) -> QuantizedLinear | None:
+        """`into` (the weight that reads an op's output) when that op should write it quantized for it."""
+        return into if self.quantize_in_kernels and isinstance(into, QuantizedLinear) else None
 
-    def add_norm(self, x, residual, weight, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(norm(x + residual), x + residual), the normed rows in `dtype` (default: the compute dtype); the first
-        layer has no residual yet and norms x alone; x None means the residual already holds the sum
-        (`project`)."""
+    def norm(self, x: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype | None = None, into=None):
+        """The normed rows in `dtype` (default: the compute dtype, what the next matmul reads); where `into` (the
+        weight that reads them) is a quantized layer, its `QuantizedInput` instead."""
+        reader = self.quantized_reader(into)
+        if reader is None:
+            return self.ops.rms_norm(x, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET, dtype or self.dtype)
+        return reader.wrap(self.ops.rms_norm(x, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET,
+                                             quant=reader.activation_quant))
+
+    def add_norm(self, x, residual, weight, dtype: torch.dtype | None = None, into=None) -> tuple:
+        """(norm(x + residual), x + residual), the normed rows in `dtype` (default: the compute dtype; quantized
+        for `into` where that is a quantized layer, see `norm`); the first layer has no residual yet and norms x
+        alone; x None means the residual already holds the sum (`project`)."""
         if residual is None:
-            return self.norm(x, weight, dtype), x
+            return self.norm(x, weight, dtype, into), x
         if x is None:
-            return self.norm(residual, weight, dtype), residual
-        return self.ops.add_rms_norm(x, residual, weight, self.config.norm_eps, self.NORM_UNIT_OFFSET,
-                                     dtype or self.dtype)
+            return self.norm(residual, weight, dtype, into), residual
+        eps, offset, reader = self.config.norm_eps, self.NORM_UNIT_OFFSET, self.quantized_reader(into)
+        if reader is None:
+            return self.ops.add_rms_norm(x, residual, weight, eps, offset, dtype or self.dtype)
+        normed, summed = self.ops.add_rms_norm(x, residual, weight, eps, offset, quant=reader.activation_quant)
+        return reader.wrap(normed), summed
 
     def answer_dtype(self, keep) -> torch.dtype | None:
         """The dtype of rows after the last layer's attention when `keep` is set (the head's), else None."""
@@ -243,9 +262,12 @@ class Model:
 
     def linear(self, x: torch.Tensor, weight) -> torch.Tensor:
         """x: [M, K] -> x @ weight^T [M, N]: a tensor weight multiplies in its own dtype (x is cast to it); a
-        `QuantizedLinear` quantizes x with its static scale and writes the compute dtype."""
+        `QuantizedLinear` quantizes x with its static scale (unless x is already its `QuantizedInput`) and writes
+        the compute dtype."""
         if isinstance(weight, QuantizedLinear):
             return weight(x, self.dtype)
+        if isinstance(x, QuantizedInput):
+            raise TypeError("a quantized activation reached a float linear layer: pass into= only a quantized one")
         return F.linear(x.to(weight.dtype), weight)
 
     def project(self, a: torch.Tensor, weight, residual) -> tuple[torch.Tensor | None, torch.Tensor]:
@@ -302,12 +324,18 @@ class Model:
         return self.linear(self.mlp_hidden(w, h, kind), w["down"])
 
     def mlp_hidden(self, w: dict, h: torch.Tensor, kind: str) -> torch.Tensor:
-        """h: [T, D] normed -> act(gate(h)) * up(h): [T, F] (the MLP before its down projection)."""
+        """h: [T, D] normed -> act(gate(h)) * up(h): [T, F] (the MLP before its down projection), written as the
+        down projection's `QuantizedInput` where it is a quantized layer (`quantized_reader`)."""
         if "gate_up" in w:
             F_ = self.config.intermediate
             gate_up = self.linear(h, w["gate_up"])  # [T, 2F]
-            return self.ops.gated_act(gate_up[:, :F_], gate_up[:, F_:], kind)
-        return self.ops.gated_act(self.linear(h, w["gate"]), self.linear(h, w["up"]), kind)
+            gate, up = gate_up[:, :F_], gate_up[:, F_:]
+        else:
+            gate, up = self.linear(h, w["gate"]), self.linear(h, w["up"])
+        reader = self.quantized_reader(w["down"])
+        if reader is None:
+            return self.ops.gated_act(gate, up, kind)
+        return reader.wrap(self.ops.gated_act(gate, up, kind, quant=reader.activation_quant))
 
     def layer(
         self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None

@@ -33,7 +33,7 @@ class Gemma3Model(Model):
         only those rows after the attention."""
         c, w = self.config, self.layers[index]
         sliding = c.is_sliding(index)
-        h, residual = self.add_norm(x, residual, w["input_norm"])
+        h, residual = self.add_norm(x, residual, w["input_norm"], into=w.get("qkv"))
         attn = self.attention(
             w, h, launch,
             theta=c.rope_local_theta if sliding else c.rope_theta,
@@ -46,5 +46,5 @@ class Gemma3Model(Model):
         # The post-block norms feed the residual sum: written in its dtype. After `keep`, rows are answer rows.
         residual_dtype = self.precision.residual
         h, residual = self.add_norm(self.norm(attn, w["post_attn_norm"], residual_dtype), residual, w["pre_ff_norm"],
-                                    self.answer_dtype(keep))
+                                    self.answer_dtype(keep), into=w.get("gate_up"))
         return self.norm(self.mlp(w, h, "gelu_tanh"), w["post_ff_norm"], residual_dtype), residual

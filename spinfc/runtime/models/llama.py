@@ -18,11 +18,11 @@ class LlamaModel(Model):
         (None, h) when the adds run inside the matmuls, `project`); with `keep`, only those rows after the
         attention."""
         w = self.layers[index]
-        h, residual = self.add_norm(x, residual, w["input_norm"])
+        h, residual = self.add_norm(x, residual, w["input_norm"], into=w.get("qkv"))
         heads = self.attention_heads(w, h, launch, theta=self.config.rope_theta, window=None, qk_norm=self.QK_NORM,
                                      keep=keep)
         if keep is not None:
             residual = residual[keep]  # [R, D]
         x, residual = self.project(heads, w["o"], residual)
-        h, residual = self.add_norm(x, residual, w["post_attn_norm"], self.answer_dtype(keep))
+        h, residual = self.add_norm(x, residual, w["post_attn_norm"], self.answer_dtype(keep), into=w.get("gate_up"))
         return self.project(self.mlp_hidden(w, h, "silu"), w["down"], residual)

@@ -10,9 +10,11 @@ from spinfc.runtime.quant.calibrate import Calibration, calibrate, file_sha256, 
 from spinfc.runtime.quant.checkpoint import quantize_state, read_quantized, write_checkpoint
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import SCHEMES, Scheme, UnknownScheme, scheme
+from spinfc.runtime.quant.smooth import DEFAULT_ALPHA, smooth_state
 
-__all__ = ["Calibration", "QuantizedLinear", "SCHEMES", "Scheme", "UnknownScheme", "calibrate", "float_model",
-           "quantize_model", "quantize_state", "read_quantized", "scheme", "write_checkpoint"]
+__all__ = ["Calibration", "QuantizedLinear", "SCHEMES", "Scheme", "UnknownScheme", "calibrate", "calibrated",
+           "float_model", "write_quantized",
+           "quantize_model", "quantize_state", "read_quantized", "scheme", "smooth_state", "write_checkpoint"]
 
 
 def float_model(name: str) -> tuple:
@@ -42,16 +44,50 @@ def float_model(name: str) -> tuple:
     return config, state, tokenizer, source.name, dict(hf, torch_dtype="float32")
 
 
-def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path) -> dict:
-    """Calibrate `name` (float32, CPU) on the texts of `calibration` (JSONL), quantize it with `scheme_name` and
-    write the checkpoint to `out`; returns the calibration summary."""
+def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device: str = "cpu"):
+    """Yield (strength, config, float32 state, Calibration, tokenizer, served name, config.json dict) of `name` for
+    each smoothing strength in `strengths` (0: no smoothing): one pass of the float32 model (the reference ops on
+    `device`) over the texts of `calibration` gives the per-channel input maxima (the unsmoothed calibration,
+    and what smoothing balances); each strength above 0 smooths the weights (`smooth.smooth_state`) and takes the
+    maxima again on the smoothed model, the one that is quantized."""
     from spinfc.runtime.models import build_model
+    from spinfc.runtime.quant.calibrate import channel_maxima, input_maxima, launches_of, sequences_of
+    from spinfc.runtime.quant.checkpoint import is_quantized_linear
 
-    chosen = scheme(scheme_name)
-    texts = read_texts(calibration)
+    texts, sha = read_texts(calibration), file_sha256(calibration)
     config, state, tokenizer, served, hf = float_model(name)
-    model = build_model(config, state, name=served, weights_hash="calibration", fuse=False)
-    found = calibrate(model, tokenizer, texts, file_sha256(calibration))
-    quantized = quantize_state(config, state, found, chosen)
-    write_checkpoint(out, hf, config, quantized, chosen, found, tokenizer, source=served)
+    sequences = sequences_of(tokenizer, texts)
+    counts = {"texts": len(texts), "tokens": sum(map(len, sequences)), "source_sha256": sha}
+    model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
+    x_max = {k: v.cpu() for k, v in channel_maxima(model, launches_of(sequences, model.device)).items()}
+    del model
+    for strength in strengths:
+        if not strength:
+            found = Calibration(maxima={k: float(v.max()) for k, v in x_max.items()}, **counts)
+            yield strength, config, state, found, tokenizer, served, hf
+            continue
+        smoothed, summary = smooth_state(config, state, x_max, strength, lambda k: is_quantized_linear(k, config))
+        model = build_model(config, smoothed, name=served, weights_hash="calibration", fuse=False, device=device)
+        found = Calibration(maxima=input_maxima(model, launches_of(sequences, model.device)), smoothing=summary,
+                            **counts)
+        del model
+        yield strength, config, smoothed, found, tokenizer, served, hf
+
+
+def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path, smoothing: float = 0.0,
+                   device: str = "cpu") -> dict:
+    """Calibrate `name` (float32, the reference ops on `device`: the CPU unless a benchmark asks for speed) on the
+    texts of `calibration` (JSONL), smooth its activation outliers into the weights (SmoothQuant with strength
+    `smoothing`; 0, the default: none, as it narrowed Gemma's gap and widened SmolLM2's, docs/quantization.md),
+    quantize it with `scheme_name` and write the checkpoint to `out`; returns the calibration summary."""
+    chosen = scheme(scheme_name)
+    for _, config, state, found, tokenizer, served, hf in calibrated(name, calibration, (smoothing,), device):
+        write_quantized(out, chosen, config, state, found, tokenizer, served, hf)
     return {"scheme": chosen.name, **found.summary()}
+
+
+def write_quantized(out: Path, chosen: Scheme, config, state: dict, found: Calibration, tokenizer, served: str,
+                    hf: dict) -> None:
+    """Quantize a calibrated float32 state (from `calibrated`) with `chosen` and write its checkpoint to `out`."""
+    write_checkpoint(out, hf, config, quantize_state(config, state, found, chosen), chosen, found, tokenizer,
+                     source=served)

@@ -30,10 +30,12 @@ class Calibration:
     texts: int
     tokens: int
     source_sha256: str
+    smoothing: dict | None = None  # what `smooth.smooth_state` did before these maxima were taken, if anything
 
     def summary(self) -> dict:
-        return {"texts": self.texts, "tokens": self.tokens, "sha256": self.source_sha256,
-                "input_max": dict(sorted(self.maxima.items()))}
+        found = {"texts": self.texts, "tokens": self.tokens, "sha256": self.source_sha256,
+                 "input_max": dict(sorted(self.maxima.items()))}
+        return {**found, "smoothing": self.smoothing} if self.smoothing else found
 
 
 def read_texts(path: Path) -> list[str]:
@@ -80,14 +82,22 @@ def weight_names(model) -> dict[int, str]:
 @torch.inference_mode()
 def input_maxima(model, launches) -> dict[str, float]:
     """max |x| at each linear input of `model` (a float stack, unfused) over its forward of every launch."""
+    return {name: float(m.max()) for name, m in channel_maxima(model, launches).items()}
+
+
+@torch.inference_mode()
+def channel_maxima(model, launches) -> dict[str, torch.Tensor]:
+    """max |x| per input channel ([K] float32) at each linear input of `model` (a float stack, unfused) over its
+    forward of every launch: what smoothing (`smooth.py`) balances against the weights' columns."""
     names = weight_names(model)
-    maxima: dict[str, float] = {}
+    maxima: dict[str, torch.Tensor] = {}
     view = copy.copy(model)  # the model's own forward, with a linear that looks at its input first
 
     def observed(x: torch.Tensor, weight) -> torch.Tensor:
         name = names.get(id(weight))
         if name is not None:
-            maxima[name] = max(maxima.get(name, 0.0), float(x.detach().abs().max()))
+            seen = x.detach().abs().float().amax(dim=0)
+            maxima[name] = torch.maximum(maxima[name], seen) if name in maxima else seen
         return type(model).linear(view, x, weight)
 
     view.linear = observed
@@ -97,11 +107,21 @@ def input_maxima(model, launches) -> dict[str, float]:
     return maxima
 
 
-def calibrate(model, tokenizer, texts: list[str], source_sha256: str = "") -> Calibration:
+def sequences_of(tokenizer, texts: list[str]) -> list[list[int]]:
+    return [tokenizer(text)["input_ids"][:MAX_TOKENS] for text in texts]
+
+
+def launches_of(sequences: list[list[int]], device):
+    return (sequence_launch(ids, device) for ids in sequences)
+
+
+def calibrate(model, tokenizer, texts: list[str], source_sha256: str = "",
+              smoothing: dict | None = None) -> Calibration:
     """Run every text through `model` (a float stack, unfused) and record max |x| at each linear input."""
-    sequences = [tokenizer(text)["input_ids"][:MAX_TOKENS] for text in texts]
-    maxima = input_maxima(model, (sequence_launch(ids, model.device) for ids in sequences))
-    return Calibration(maxima=maxima, texts=len(texts), tokens=sum(map(len, sequences)), source_sha256=source_sha256)
+    sequences = sequences_of(tokenizer, texts)
+    maxima = input_maxima(model, launches_of(sequences, model.device))
+    return Calibration(maxima=maxima, texts=len(texts), tokens=sum(map(len, sequences)), source_sha256=source_sha256,
+                       smoothing=smoothing)
 
 
 def file_sha256(path: Path) -> str:

@@ -7,7 +7,8 @@ A checkpoint directory holds:
     model.safetensors  every quantized layer as `<layer>.weight` (float8_e4m3fn or int8), `<layer>.weight_scale`
                        ([N, 1] float32) and `<layer>.input_scale` ([1] float32); everything else as floats
     recipe.yaml        the llm-compressor recipe that describes the same quantization
-    calibration.json   what calibration saw: texts, tokens, the file's sha256, max |input| per layer
+    calibration.json   what calibration saw: texts, tokens, the file's sha256, max |input| per layer, and the
+                       smoothing applied before it (`smooth.py`), if any
     tokenizer files    the model's tokenizer (saved by transformers)
 
 The config is written and read through the compressed-tensors package (`QuantizationConfig`), never by hand.
@@ -38,17 +39,44 @@ def kept_in_float(config: ModelConfig) -> list[str]:
                           ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
 
 
+# Layers that read one input (the same norm's output): they get one input scale, the largest of theirs, so the
+# producing kernel can write that input in 8 bits once for all of them (and the fused q/k/v and gate/up GEMMs of
+# a CUDA stack read it as it is). vLLM does the same when it fuses them.
+SHARED_INPUTS = (("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
+                 ("mlp.gate_proj.weight", "mlp.up_proj.weight"))
+
+
+def is_quantized_linear(key: str, config: ModelConfig) -> bool:
+    """Whether `spinfc quantize` quantizes this checkpoint weight (a layer's linear, not `kept_in_float`)."""
+    return (key.endswith(LINEAR_SUFFIXES) and key.startswith("model.layers.")
+            and role(key, config.layers - 1) != "answer")
+
+
+def shared_maxima(maxima: dict[str, float]) -> dict[str, float]:
+    """`maxima` with each group of `SHARED_INPUTS` of a layer given the group's largest."""
+    out = dict(maxima)
+    for key in maxima:
+        for names in SHARED_INPUTS:
+            if key.endswith(names[0]):
+                stem = key.removesuffix(names[0])
+                group = [stem + n for n in names if stem + n in maxima]
+                for k in group:
+                    out[k] = max(maxima[g] for g in group)
+    return out
+
+
 def quantize_state(config: ModelConfig, state: dict[str, torch.Tensor], calibration: Calibration,
                    chosen: Scheme) -> dict:
-    """The float `state` with every calibrated linear weight (but those `kept_in_float`) as a QuantizedLinear."""
-    last = config.layers - 1
+    """The float `state` with every calibrated linear weight (but those `kept_in_float`) as a QuantizedLinear;
+    layers that read the same input share one input scale (`SHARED_INPUTS`)."""
+    maxima = shared_maxima(calibration.maxima)
     out: dict = {}
     for key, tensor in state.items():
-        if key.endswith(LINEAR_SUFFIXES) and key.startswith("model.layers.") and role(key, last) != "answer":
-            if key not in calibration.maxima:
+        if is_quantized_linear(key, config):
+            if key not in maxima:
                 raise ValueError(f"calibration saw no input of {key}: calibrate the same model")
             weight, weight_scale = quantize_weight(tensor, chosen)
-            input_scale = scales_from_max(torch.tensor(calibration.maxima[key], device=tensor.device), chosen)
+            input_scale = scales_from_max(torch.tensor(maxima[key], device=tensor.device), chosen)
             out[key] = QuantizedLinear(chosen, weight, weight_scale, input_scale)
         else:
             out[key] = tensor
@@ -65,16 +93,24 @@ def quantization_config(config: ModelConfig, chosen: Scheme):
                               quantization_status="compressed", ignore=kept_in_float(config))
 
 
-def recipe_yaml(config: ModelConfig, chosen: Scheme) -> str:
-    """The llm-compressor recipe (a QuantizationModifier) that describes this quantization."""
+def recipe_yaml(config: ModelConfig, chosen: Scheme, smoothing: dict | None = None) -> str:
+    """The llm-compressor recipe that describes this quantization: a SmoothQuantModifier first where the weights
+    were smoothed, then a QuantizationModifier."""
     import yaml
 
     group = quantization_config(config, chosen).config_groups["group_0"]
     modifier = {"targets": ["Linear"], "ignore": kept_in_float(config),
                 "config_groups": {"group_0": group.model_dump(mode="json", exclude_none=True)}}
-    recipe = {"default_stage": {"default_modifiers": {"QuantizationModifier": modifier}}}
-    return "# written by spinfc quantize: static min-max activation scales from calibration.json\n" + \
-        yaml.safe_dump(recipe, sort_keys=False)
+    modifiers = {}
+    note = "# written by spinfc quantize: static min-max activation scales from calibration.json\n"
+    if smoothing:
+        modifiers["SmoothQuantModifier"] = {"smoothing_strength": smoothing["alpha"],
+                                            "mappings": smoothing["mappings"], "ignore": kept_in_float(config)}
+        note += ("# smoothed first (already applied to these weights); the o_proj <- v_proj mapping shares one "
+                 "factor per kv head and channel across the query heads of a group\n")
+    modifiers["QuantizationModifier"] = modifier
+    recipe = {"default_stage": {"default_modifiers": modifiers}}
+    return note + yaml.safe_dump(recipe, sort_keys=False)
 
 
 def write_checkpoint(directory: Path, hf_config: dict, config: ModelConfig, state: dict, chosen: Scheme,
@@ -94,7 +130,7 @@ def write_checkpoint(directory: Path, hf_config: dict, config: ModelConfig, stat
     save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
     hf = dict(hf_config, quantization_config=quantization_config(config, chosen).model_dump(mode="json"))
     (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
-    (directory / "recipe.yaml").write_text(recipe_yaml(config, chosen))
+    (directory / "recipe.yaml").write_text(recipe_yaml(config, chosen, calibration.smoothing))
     summary = {"scheme": chosen.name, "source_model": source, "spinfc_version": __version__,
                "format": chosen.format, "kept_in_float": kept_in_float(config), **calibration.summary()}
     (directory / "calibration.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -6,7 +6,11 @@ On CUDA it runs the 8-bit GEMM:
                weight's per-channel scales applied inside the GEMM (row-wise scaling: the input scale broadcast
                to [M, 1], the weight's [1, N]); where this torch/GPU cannot scale row-wise, the product is taken
                with per-tensor scales and the weight's scales are applied after it
-  int8-static  `torch._int_mm` (int8 x int8 -> int32), both scales applied after it in float32
+  int8-static  `torch._int_mm` (int8 x int8 -> int32), both scales applied after it in float32, in the same pass
+               that writes the output dtype (`backend.kernels.scale_columns`)
+The input is either a float tensor, quantized here with the static scale (one pass, `backend.kernels.quantize`),
+or a `QuantizedInput` that the kernel producing it (a norm, the gated activation) already wrote in 8 bits with
+this layer's `activation_quant`, so no pass reads the activation between that kernel and the GEMM.
 On the CPU (and anywhere else) it is the dequantized reference: the input quantized and dequantized with its
 static scale, multiplied in float32 with the dequantized weight (kept from load time), so tests see the same
 rounding of every activation that the GPU path sees.
@@ -17,13 +21,28 @@ at start-up by whoever captures the launch shapes (`benchmarks/gpu_quant.py` che
 
 from __future__ import annotations
 
+import attrs
 import torch
 import torch.nn.functional as F
 
+from spinfc.backend.kernels.quantize_reference import ActivationQuant
 from spinfc.runtime.quant.schemes import Scheme, scheme as scheme_named
 
 # Per device: how this torch scales an fp8 product ("rowwise", or "tensorwise" with the weight scales after it).
 _FP8_MODE: dict[torch.device, str] = {}
+
+
+@attrs.frozen(eq=False)
+class QuantizedInput:
+    """An activation already quantized for a layer: `data` [M, K] in the scheme's storage dtype, quantized with
+    `scale` (the layer's own input_scale tensor: a layer refuses an input quantized for another)."""
+
+    data: torch.Tensor
+    scale: torch.Tensor
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.data.shape
 
 
 class QuantizedLinear:
@@ -37,10 +56,13 @@ class QuantizedLinear:
                              f"not {tuple(weight.shape)} {weight.dtype}")
         self.weight = weight
         self.weight_scale = weight_scale.float().reshape(-1).expand(weight.shape[0]).contiguous()  # [N]
-        self.input_scale = input_scale.float().reshape(())  # []
+        scale = input_scale.float()
+        self.input_scale = scale if scale.dim() == 0 else scale.reshape(())  # []: `split` parts share this tensor
         self.inv_input_scale = 1.0 / self.input_scale  # []: activations are multiplied by it (one rounding)
         self._dequantized: torch.Tensor | None = None  # [N, K] float32, the CPU reference's weight
-        self._epilogue: torch.Tensor | None = None  # [1, N] float32: input scale x weight scales (int8)
+        self._epilogue: torch.Tensor | None = None  # [N] float32: input scale x weight scales (int8)
+        self.activation_quant = ActivationQuant(self.inv_input_scale, self.scheme.storage, self.scheme.q_min,
+                                                self.scheme.q_max)  # how a producing kernel writes this input
 
     # ---- what a stack reads ---------------------------------------------------------------------------------
 
@@ -88,10 +110,20 @@ class QuantizedLinear:
 
     # ---- the product ----------------------------------------------------------------------------------------
 
-    def __call__(self, x: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-        """x: [M, K] (any float dtype) -> [M, N] in `out_dtype`."""
-        q = self.quantize_input(x)  # [M, K]
-        if x.is_cuda:
+    def wrap(self, q: torch.Tensor) -> QuantizedInput:
+        """q: [M, K], written by a kernel with `activation_quant` -> this layer's input."""
+        return QuantizedInput(q, self.input_scale)
+
+    def __call__(self, x: "torch.Tensor | QuantizedInput", out_dtype: torch.dtype) -> torch.Tensor:
+        """x: [M, K] (any float dtype, or already quantized for this layer) -> [M, N] in `out_dtype`."""
+        if isinstance(x, QuantizedInput):
+            if x.scale is not self.input_scale:
+                raise ValueError(f"{self.scheme.name}: an input quantized with another layer's scale reached this "
+                                 "layer: the kernel that wrote it must use this layer's activation_quant")
+            q = x.data
+        else:
+            q = self.quantize_input(x)  # [M, K]
+        if q.is_cuda:
             if self.scheme.kind == "float":
                 return self._fp8_cuda(q, out_dtype)
             return self._int8_cuda(q, out_dtype)
@@ -123,13 +155,22 @@ class QuantizedLinear:
             return torch._scaled_mm(q, weight_t, scale_a=scale_a, scale_b=self.weight_scale[None, :],
                                     out_dtype=torch.bfloat16).to(out_dtype)
         out = torch._scaled_mm(q, weight_t, scale_a=self.input_scale, scale_b=_one(q.device), out_dtype=torch.float32)
-        return (out * self.weight_scale).to(out_dtype)
+        return _scale_columns(out, self.weight_scale, out_dtype)
 
     def _int8_cuda(self, q: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
         if self._epilogue is None or self._epilogue.device != q.device:
-            self._epilogue = (self.input_scale * self.weight_scale)[None, :].contiguous()  # [1, N]
+            self._epilogue = (self.input_scale * self.weight_scale).contiguous()  # [N]
         acc = torch._int_mm(q, self.weight.t())  # [M, N] int32
-        return (acc * self._epilogue).to(out_dtype)
+        return _scale_columns(acc, self._epilogue, out_dtype)
+
+
+def _scale_columns(acc: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """acc [M, N] * scale [N] in `out_dtype`, in one pass (the Triton epilogue; torch's two where it is absent)."""
+    try:
+        from spinfc.backend.kernels.scale_columns import scale_columns
+    except ImportError:  # no Triton on this CUDA machine
+        return (acc.float() * scale).to(out_dtype)
+    return scale_columns(acc, scale, out_dtype)
 
 
 _ONES: dict[torch.device, torch.Tensor] = {}

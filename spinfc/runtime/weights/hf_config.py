@@ -26,7 +26,7 @@ def to_hf(config: ModelConfig, *, dtype: str = "float32", max_positions: int = 8
     if config.family == "gemma3":
         hf.update(
             hidden_activation="gelu_pytorch_tanh", rope_local_base_freq=config.rope_local_theta,
-            sliding_window=config.sliding_window, query_pre_attn_scalar=config.query_pre_attn_scalar,
+            sliding_window=config.sliding_window, query_pre_attn_scalar=_whole(config.query_pre_attn_scalar),
             layer_types=["sliding_attention" if s else "full_attention" for s in config.sliding_layers],
             final_logit_softcapping=None, attn_logit_softcapping=None,
         )
@@ -34,3 +34,9 @@ def to_hf(config: ModelConfig, *, dtype: str = "float32", max_positions: int = 8
         hf.update(hidden_act="silu", mlp_bias=False)
     hf.update(extra)
     return hf
+
+
+def _whole(value: float | None):
+    """An integral float as an int: transformers' Gemma 3 config types query_pre_attn_scalar as int and refuses
+    256.0 when a checkpoint's config.json is read back (by the tokenizer of a `spinfc quantize` directory)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value

@@ -1,0 +1,88 @@
+"""Max |difference| to float32 of W8A8 checkpoints written by `spinfc quantize`, with and without smoothing, on
+the parity fixture's requests (held out: not in fixtures/calibration.jsonl).
+
+    python benchmarks/quant_gap.py                                 # both embedded models, CPU, every combination
+    python benchmarks/quant_gap.py --models smollm2-135m --schemes fp8-static --smoothing 0 0.5
+
+Per model and smoothing strength one calibration (on the CPU, float32: `quant.calibrated`, what `spinfc quantize`
+runs); each scheme's checkpoint written into a temporary directory, then the fixture
+run through the engine on `--device` (the reference ops on the CPU) and compared with the float32 CPU run of the
+same float weights (the shipped reference file where one matches the model, else recorded here first). Prints one
+table row per combination (logprob / p / floor_p max |difference|) and writes $OUT/quant_gap.json when $OUT is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+FIXTURE = ROOT / "fixtures" / "parity" / "support-and-news.json"
+CALIBRATION = ROOT / "fixtures" / "calibration.jsonl"
+
+
+def float32_reference(model: str) -> dict:
+    """The float32 CPU run of `model`'s fixture: the shipped reference of an embedded model, else run here."""
+    from spinfc.runtime.parity import read_json, run_fixture
+
+    shipped = FIXTURE.with_name(f"{FIXTURE.stem}.{model}.cpu-float32.json")
+    if shipped.is_file():
+        return read_json(shipped, "reference")
+    return run_fixture(read_json(FIXTURE, "fixture"), model=model, device="cpu", dtype="float32", base=FIXTURE.parent)
+
+
+def gap(model: str, reference: dict, device: str = "cpu", dtype: str | None = None) -> dict:
+    """Max |difference| per field of `model` (a name or checkpoint directory) on `device` against `reference`."""
+    from spinfc.runtime.parity import compare, read_json, run_fixture
+
+    run = run_fixture(read_json(FIXTURE, "fixture"), model=model, device=device, dtype=dtype, base=FIXTURE.parent)
+    report = compare(run, reference, tolerance=float("inf"))
+    if report.missing:
+        raise RuntimeError(f"{len(report.missing)} rows differ between the run and the reference: {report.missing[0]}")
+    return {"fingerprint": run["fingerprint"], "options": report.compared,
+            **{k: round(v, 4) for k, v in report.max_diff.items()}}
+
+
+def quantized_gaps(model: str, schemes, strengths, reference: dict, device: str = "cpu", calibrate_on: str = "cpu"):
+    """Yield (scheme, strength, gap) for every combination: one calibration of the float model per strength
+    (`quant.calibrated`), each scheme's checkpoint written to a temporary directory and run on `device`."""
+    from spinfc.runtime.quant import SCHEMES, calibrated, write_quantized
+
+    for strength, config, state, found, tokenizer, served, hf in calibrated(model, CALIBRATION, strengths,
+                                                                             calibrate_on):
+        for scheme in schemes:
+            with tempfile.TemporaryDirectory(prefix="spinfc-quant-gap-") as directory:
+                write_quantized(Path(directory), SCHEMES[scheme], config, state, found, tokenizer, served, hf)
+                yield scheme, strength, gap(directory, reference, device)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
+    parser.add_argument("--schemes", nargs="+", default=["fp8-static", "int8-static"])
+    parser.add_argument("--smoothing", nargs="+", type=float, default=[0.0, 0.5], help="strengths (0: none)")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    results = []
+    print("| model | scheme | smoothing | logprob | p | floor_p |\n| --- | --- | ---: | ---: | ---: | ---: |",
+          flush=True)
+    for model in args.models:
+        reference = float32_reference(model)
+        began = time.perf_counter()
+        for scheme, alpha, found in quantized_gaps(model, args.schemes, args.smoothing, reference, args.device):
+            results.append({"model": model, "scheme": scheme, "smoothing": alpha, **found,
+                            "seconds_since_start": round(time.perf_counter() - began)})
+            print(f"| {model} | {scheme} | {alpha:g} | {found['logprob']} | {found['p']} | {found['floor_p']} |",
+                  flush=True)
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "quant_gap.json").write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
