@@ -163,7 +163,7 @@ def over_server(name: str, job: dict, out: Path, url: str) -> dict:
     command = [sys.executable, "-m", "spinfc.cli", "score", str(job["input"]), "-o", str(out), "--queries",
                str(job["queries"]), "--model", name, "--server", url, "--progress-interval", "1000"]
     try:
-        done = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+        done = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}, capture_output=True,
                               text=True, timeout=300)
     except subprocess.TimeoutExpired:
         raise RuntimeError("spinfc score --server took over 300 s") from None

@@ -37,6 +37,9 @@ ARGS.add_argument("--gguf", default=None, help="the packaged SmolLM2 GGUF file (
 ARGS.add_argument("--tokenizer", default=None, help="SmolLM2's tokenizer folder (else converted from the GGUF)")
 ARGS.add_argument("--reps", type=int, default=3, help="timed repetitions of the packed job (median)")
 ARGS.add_argument("--skip", nargs="*", default=[], choices=["rates", "job", "precision"], help="sections to skip")
+ARGS.add_argument("--job-schemes", nargs="*", default=None, metavar="NAME",
+                  help="the job section's schemes (default: bf16, fp8-static fused and separate, int8-static); "
+                  "names as benchmarks/quant_parts.py parses them, e.g. bf16-mixed fp16-mixed")
 ARGS.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the job section's code")
 OPTIONS = ARGS.parse_args()
 if OPTIONS.smoke:
@@ -109,7 +112,8 @@ def job_section(device: str) -> None:
     RESULTS["job"] = bench.info
     print(bench.info, flush=True)
     schemes = RESULTS.setdefault("schemes", {})
-    for label, name, separate in JOB_SCHEMES:
+    chosen = [(name, name, False) for name in OPTIONS.job_schemes] if OPTIONS.job_schemes else JOB_SCHEMES
+    for label, name, separate in chosen:
         with section(f"job: {label}"):
             schemes[label] = "did not finish"
             schemes[label] = bench.scheme(name, OPTIONS.reps, separate_quantize=separate)

@@ -19,12 +19,14 @@ from spinfc.runtime.quant.schemes import SCHEMES as QUANT, quantize_weight, scal
 # The quantized schemes measured, with a uniform bf16 stack around them and with the mixed precision policy.
 SCHEMES = ("fp8-static", "fp8-static-mixed", "int8-static", "int8-static-mixed")
 ALL = ("bf16", "bf16-mixed") + SCHEMES
+HALF = ("fp16", "fp16-mixed")  # float16 compute, for the default scheme's choice (not in the GEMM checks)
 
 
 def parse(name: str, device: str) -> tuple[str, Precision]:
     """'fp8-static-mixed' -> ('fp8-static', Precision.mixed(bf16)); float32 everywhere on the CPU (--smoke)."""
     base = name.removesuffix("-mixed")
-    compute = torch.float32 if base == "float32" or not str(device).startswith("cuda") else torch.bfloat16
+    compute = torch.float32 if base == "float32" or not str(device).startswith("cuda") else \
+        torch.float16 if base == "fp16" else torch.bfloat16
     return base, Precision.mixed(compute) if name.endswith("-mixed") else Precision.uniform(compute)
 
 

@@ -38,7 +38,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         "the model the questions are checked against")
     parser.add_argument("--device", default=None, help="torch device (default: cuda:0 when available, else cpu)")
     parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
-                        help="as `spinfc serve --dtype` (default: float32 on the CPU, bfloat16 on CUDA)")
+                        help="as `spinfc serve --dtype` (default: float32 on the CPU, float16 on CUDA)")
     parser.add_argument("--token-budget", type=_positive, default=None,
                         help="tokens per forward pass (default: 16,384 on CUDA, 2,048 on the CPU)")
     parser.add_argument("--server", metavar="URL", help="send the work to a running `spinfc serve` at URL")

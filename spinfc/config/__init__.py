@@ -36,7 +36,7 @@ class EngineSettings:
     device: str | None = setting(None, "torch device, e.g. cpu or cuda:0; unset: cuda:0 when CUDA is available, "
                                  "else cpu", "optional_str", metavar="DEVICE")
     dtype: str | None = setting(None, "dtype of the matmuls and the activations between them; unset: float32 on "
-                                "the CPU, bfloat16 on CUDA (an explicit float32 runs float32 on CUDA too)", "choice",
+                                "the CPU, float16 on CUDA (an explicit float32 runs float32 on CUDA too)", "choice",
                                 choices=("float32", "bfloat16", "float16"))
     precision: str = setting("mixed", "with a half-precision dtype: mixed keeps the residual stream, norms, the "
                              "answer rows and the LM head in float32; uniform runs everything in --dtype", "choice",
@@ -64,13 +64,15 @@ class EngineSettings:
         return "cuda:0" if torch.cuda.is_available() else "cpu"
 
     def resolved_precision(self):
-        """The `Precision` to load with: `dtype` (default float32 on the CPU, bfloat16 on CUDA), mixed or uniform."""
+        """The `Precision` to load with: `dtype` (default float32 on the CPU, float16 on CUDA), mixed or uniform."""
         import torch
 
         from spinfc.runtime.precision import Precision
 
         on_cuda = self.resolved_device().startswith("cuda")
-        dtype = getattr(torch, self.dtype or ("bfloat16" if on_cuda else "float32"))
+        from spinfc.backend.serving import CUDA_DTYPE
+
+        dtype = getattr(torch, self.dtype or (CUDA_DTYPE if on_cuda else "float32"))
         return Precision.mixed(dtype) if self.precision == "mixed" and dtype != torch.float32 else \
             Precision.uniform(dtype)
 
