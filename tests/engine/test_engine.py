@@ -168,16 +168,16 @@ def test_a_failing_pass_observer_does_not_fail_the_pass(model) -> None:
 def test_a_request_that_cannot_be_admitted_fails_alone_and_does_not_hang(model, monkeypatch) -> None:
     import spinfc.runtime.engine as engine_module
 
-    real = engine_module.floor_key
+    real = engine_module.floor_first  # the worker asks it of every job it admits
     calls = []
 
     def first_fails(*args):
         calls.append(args)
         if len(calls) == 1:
-            raise RuntimeError("no key")
+            raise RuntimeError("cannot order")
         return real(*args)
 
-    monkeypatch.setattr(engine_module, "floor_key", first_fails)
+    monkeypatch.setattr(engine_module, "floor_first", first_fails)
     engine = Engine(model, Shapes.for_device("cpu", BUDGET))
     try:
         _, jobs = run(engine, body(TICKET), body(OTHER))
