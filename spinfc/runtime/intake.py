@@ -2,8 +2,8 @@
 threads), through the same compiler driver `spinfc compile` runs, stopping at the segment pass.
 
 It also counts the requests on their way in: announced by the server as their bytes arrive (`expect`), on or
-waiting for the compile thread (`arriving`), or compiled and not yet submitted (an
-announcement or a compiled request counts for at most PENDING_SECONDS). The worker may hold a part-empty pass a
+waiting for the compile thread (`arriving`), or compiled and not yet submitted (an announcement or a compiled
+request counts for at most PENDING_SECONDS). The worker may hold a part-empty pass a
 moment while any are (`Engine._gather`): many small requests arriving together then share passes.
 """
 
@@ -43,7 +43,7 @@ class Intake:
         self._sets: dict[tuple, tuple] = {}  # per question set: (its trie, ScoreMap, floor key)
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spinfc-compile")
         self._lock = threading.Lock()
-        self._on_the_way = 0  # requests being parsed, or on (or waiting for) the compile thread
+        self._on_the_way = 0  # requests on (or waiting for) the compile thread
         self._compiled: dict[int, float] = {}  # compiled and not yet submitted: id -> when compiled
         self._expected: deque[float] = deque()  # announced requests not yet submitted: when each was announced
 
