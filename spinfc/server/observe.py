@@ -34,7 +34,7 @@ class RequestMetrics(ASGIMiddleware):
             await send(message)
 
         if scope.get("method") == "POST" and scope.get("path") in SCORING_PATHS:
-            engine = getattr(scope["litestar_app"].state.service, "engine", None)
+            engine = getattr(getattr(scope["litestar_app"].state, "service", None), "engine", None)
             if engine is not None:
                 engine.intake.expect()
         metrics.in_flight.inc()
