@@ -17,6 +17,8 @@ constants and refuses, naming the flag to change, a shape the kernels cannot run
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 # The tree-attention kernel's content alignment (spinfc.backend.kernels.tree_attention.ALIGNMENT) and the row
@@ -71,7 +73,7 @@ class Shapes:
             low = max(CUDA_ROW_MULTIPLE, budget // CUDA_ROW_MULTIPLE * CUDA_ROW_MULTIPLE)
             raise ShapeError(f"--token-budget {budget} is not a multiple of {CUDA_ROW_MULTIPLE}, which the CUDA "
                              f"kernels need: set --token-budget {low} or {low + CUDA_ROW_MULTIPLE}")
-        multiple = max(CUDA_ROW_MULTIPLE, block)
+        multiple = math.lcm(CUDA_ROW_MULTIPLE, block)  # a multiple of the kernels' row multiple and of the block
         steps = sorted({-(-budget * k // sizes // multiple) * multiple for k in range(1, sizes + 1)} - {0})
         return cls(budget=budget, block=block, answer_rows=budget // CUDA_ROWS_FRACTION, reads=budget, trim=False,
                    sizes=tuple(min(step, budget) for step in steps if step < budget) + (budget,))

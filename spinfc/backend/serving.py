@@ -1,5 +1,5 @@
-"""How a server runs a model on CUDA: the Triton ops in bf16, a few fixed launch shapes, each pass replayed from a
-CUDA graph captured at start-up.
+"""How a server runs a model on CUDA: the Triton ops in half precision (fp16 around a float32 residual stream by
+default, `CUDA_DTYPE`), a few fixed launch shapes, each pass replayed from a CUDA graph captured at start-up.
 
 The engine launches every pass at one of its `Shapes`' launch sizes (`Shapes.launch_sizes`: by default the budget's
 quarters, each with rows / 8 answer rows and as many reads as rows), the smallest that holds the pass. `graph_model`

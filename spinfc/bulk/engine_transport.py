@@ -21,7 +21,7 @@ from spinfc.ir.nodes import Content
 
 
 class EngineTransport:
-    def __init__(self, questions: QuestionSet, *, device: str | None = None, dtype: str = "float32",
+    def __init__(self, questions: QuestionSet, *, device: str | None = None, dtype: str | None = None,
                  token_budget: int | None = None, limits: Limits | None = None, load_model=None):
         from spinfc.config import EngineSettings
 

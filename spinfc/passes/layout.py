@@ -32,7 +32,8 @@ def assemble(segments: Sequence[Segment], shapes: Shapes, pad: int = 0, index: i
     """One pass holding `segments` in order, each at the next multiple of the block; padding rows hold `pad`,
     position 0 and end[j] = j + 1 (each sees only itself). Reads, prompt rows and content rows come in segment order,
     so a model's output splits by segment."""
-    rows, _, _ = pass_shape([segment.length for segment in segments], sum(segment.rows for segment in segments),
+    answer_rows = sum(len({r.row for r in s.reads} | {c.row for c in s.content_rows}) for s in segments)  # as lowered
+    rows, _, _ = pass_shape([segment.length for segment in segments], answer_rows,
                             sum(len(segment.reads) for segment in segments), shapes)
     tokens, positions, ends = [pad] * rows, [0] * rows, list(range(1, rows + 1))
     spans, reads, prompt_rows, content_rows, used = [], [], [], [], 0

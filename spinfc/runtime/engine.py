@@ -24,6 +24,8 @@ import logging
 import queue
 import threading
 import time
+
+import numpy as np
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -257,10 +259,11 @@ class Engine:
     def _gather(self) -> None:
         """The GPU is idle and the next pass would launch part-empty at its launch size while requests are still
         arriving (parsed, compiling, or compiled and not yet submitted): wait for them, up to half a pass's time as
-        measured. A pass costs what its launch size costs, full or part-empty, so the wait is paid back whenever it
-        lets the pass hold more."""
+        measured (of the size it would launch at now). A pass costs what its launch size costs, full or part-empty,
+        so the wait is paid back whenever it lets the pass hold more."""
         rate = self.stats.rate
-        deadline = time.perf_counter() + (0.5 * self.shapes.budget / rate if rate else 0.05)
+        rows = self._launch_rows(self._units)
+        deadline = time.perf_counter() + (0.5 * rows / rate if rate else 0.05)
         while self.intake.expecting and not self._full(self._units, of_launch=True) and \
                 time.perf_counter() < deadline:
             try:
@@ -268,7 +271,18 @@ class Engine:
             except queue.Empty:
                 continue
             if not self._admit(block=False, first=job):  # it, then whatever else came, in order
+                self._inbox.put(None)  # close() was called: the loop must see it too
                 return
+
+    def _launch_rows(self, units: list[Unit]) -> int:
+        """The rows a pass of `units` would launch with (the budget where they need a pass or more)."""
+        shapes = self.shapes
+        used = used_rows([unit.segment.length for unit in units], shapes.block)
+        answer_rows = sum(unit.segment.rows for unit in units)
+        reads = sum(len(unit.segment.reads) for unit in units)
+        if not shapes.fixed or used > shapes.budget or answer_rows > shapes.answer_rows or reads > shapes.reads:
+            return shapes.budget
+        return shapes.launch_for(used, answer_rows, reads)[0]
 
     def _full(self, units: list[Unit], of_launch: bool = False) -> bool:
         """Whether `units` fill FULL of a pass's rows (rounded up to the block), answer rows or reads; with
@@ -346,7 +360,15 @@ class Engine:
                 self._deliver(unit, unit_scores)
 
     def _scores(self, unit: Unit, logprobs) -> ContentScores | None:
-        """The unit's option scores from its reads' logprobs; None (and the unit failed) when they do not add up."""
+        """The unit's option scores from its reads' logprobs; None (and the unit failed) when they do not add up, or
+        when one is not finite (a half-precision product overflowed: never reported as a score)."""
+        if not np.isfinite(logprobs).all():
+            log.error("a pass returned non-finite logprobs (%s)", getattr(self.model, "scheme", "?"))
+            self._forget(unit)
+            unit.fail(PassFailed(
+                f"the model's scores overflowed in {getattr(self.model, 'scheme', 'its dtype')} on this content: "
+                "start the server with --dtype bfloat16 (or float32), whose range holds it, and send it again"))
+            return None
         try:
             return unit.score_map.scores(logprobs)
         except Exception as error:

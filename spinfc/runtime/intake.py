@@ -14,7 +14,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Callable
 
 from spinfc import compiler
@@ -45,7 +45,7 @@ class Intake:
         self._lock = threading.Lock()
         self._on_the_way = 0  # requests on (or waiting for) the compile thread
         self._compiled: dict[int, float] = {}  # compiled and not yet submitted: id -> when compiled
-        self._expected: deque[float] = deque()  # announced requests not yet submitted: when each was announced
+        self._expected: OrderedDict[object, float] = OrderedDict()  # announced, not yet submitted: handle -> when
 
     def compile(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
         """Compile a /v1/score body. `check(program)` sees the program once compiled (before it is queued) and may
@@ -118,18 +118,26 @@ class Intake:
             with self._lock:
                 self._on_the_way -= 1
 
-    def expect(self) -> None:
-        """A request that will be scored has started to arrive (the server saw its first bytes). Announcements are
-        anonymous: each submission takes the oldest away, and one not taken counts for PENDING_SECONDS."""
+    def expect(self) -> object:
+        """A request that may be scored has started to arrive (the server saw its first bytes); returns its handle
+        for `withdraw`. Each submission takes the oldest announcement away (a submission does not know its
+        request's), and one neither taken nor withdrawn counts for at most PENDING_SECONDS."""
+        handle = object()
         with self._lock:
-            self._expected.append(time.perf_counter())
+            self._expected[handle] = time.perf_counter()
+        return handle
+
+    def withdraw(self, handle: object) -> None:
+        """The announced request has ended (answered, refused, or it never needed the engine)."""
+        with self._lock:
+            self._expected.pop(handle, None)
 
     def submitted(self, compiled: Compiled) -> None:
         """The request has reached the queue: it no longer counts as arriving."""
         with self._lock:
             self._compiled.pop(id(compiled), None)
             if self._expected:
-                self._expected.popleft()
+                self._expected.popitem(last=False)
 
     @property
     def expecting(self) -> bool:
@@ -138,8 +146,8 @@ class Intake:
             now = time.perf_counter()
             for key in [k for k, t in self._compiled.items() if now - t > PENDING_SECONDS]:
                 del self._compiled[key]
-            while self._expected and now - self._expected[0] > PENDING_SECONDS:
-                self._expected.popleft()
+            while self._expected and now - next(iter(self._expected.values())) > PENDING_SECONDS:
+                self._expected.popitem(last=False)
             return bool(self._on_the_way or self._compiled or self._expected)
 
     def close(self) -> None:

@@ -33,13 +33,17 @@ class RequestMetrics(ASGIMiddleware):
                 status["code"] = message["status"]
             await send(message)
 
+        intake, announced = None, None
         if scope.get("method") == "POST" and scope.get("path") in SCORING_PATHS:
             engine = getattr(getattr(scope["litestar_app"].state, "service", None), "engine", None)
             if engine is not None:
-                engine.intake.expect()
+                intake = engine.intake
+                announced = intake.expect()
         metrics.in_flight.inc()
         try:
             await next_app(scope, receive, send_and_note)
         finally:
+            if announced is not None:  # a refused request, or one that never used the engine, stops counting
+                intake.withdraw(announced)
             metrics.in_flight.dec()
             metrics.observe_request(route, status["code"], time.perf_counter() - started)

@@ -139,7 +139,7 @@ class Service:
             on_cuda = device.startswith("cuda")
             # a budget or block the kernels cannot run fails here, naming the flag
             shapes = Shapes.for_device(device, config.resolved_budget(), config.block, config.pass_sizes)
-            # On CUDA: the Triton ops (bf16 matmuls around a float32 residual stream unless set otherwise), every
+            # On CUDA: the Triton ops (fp16 matmuls around a float32 residual stream unless set otherwise), every
             # pass at one of a few fixed launch sizes, each replayed from a CUDA graph.
             precision = config.resolved_precision()
             started = time.perf_counter()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from spinfc.runtime.engine import FULL, Engine
 from spinfc.shapes import Shapes
 
@@ -50,3 +52,25 @@ def test_a_request_counts_as_arriving_from_its_announcement_until_submitted_or_a
     monkeypatch.setattr(module.time, "perf_counter", lambda: now + module.PENDING_SECONDS + 1)
     assert not intake.expecting  # never submitted (refused, say): it stops counting
     intake.close()
+
+
+def test_an_announcement_withdrawn_stops_counting():
+    engine = _engine(Shapes.for_device("cuda:0", 16384))
+    handle = engine.intake.expect()
+    assert engine.intake.expecting
+    engine.intake.withdraw(handle)  # a refused request, or one that never needed the engine
+    assert not engine.intake.expecting
+    engine.intake.withdraw(handle)  # again: nothing
+    engine.intake.close()
+
+
+def test_non_finite_logprobs_fail_their_request_with_what_to_do():
+    import numpy as np
+
+    engine = _engine(Shapes.for_device("cuda:0", 16384))
+    failed = []
+    unit = SimpleNamespace(floor_key=None, segment=SimpleNamespace(length=10), fail=failed.append,
+                           score_map=SimpleNamespace(scores=lambda logprobs: pytest.fail("scored an overflow")))
+    assert engine._scores(unit, np.array([-1.0, float("inf")])) is None
+    assert len(failed) == 1 and "--dtype bfloat16" in str(failed[0])
+    engine.intake.close()

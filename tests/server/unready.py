@@ -23,7 +23,7 @@ class Unreachable:
     request with a 500."""
 
     model = SimpleNamespace(name="gemma3-270m")
-    intake = SimpleNamespace(expect=lambda: None)
+    intake = SimpleNamespace(expect=lambda: None, withdraw=lambda handle: None)
 
     def __getattr__(self, name):
         raise AssertionError(f"a hostile request reached the engine (engine.{name})")
