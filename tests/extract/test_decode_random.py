@@ -11,26 +11,15 @@ import torch
 from spinfc.runtime.extract.beams import Forced
 from spinfc.runtime.extract.decode import Start, walk
 from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, gather_context, visible_rows
-from spinfc.runtime.loader import load_model
 
-from tests.runtime.test_parity_random import _configs
+from tests.runtime.test_parity_random import random_pair
 from tests.runtime.tree_launch import Case, Question, build_launch
 
 
 @pytest.fixture(scope="module", params=["llama", "gemma3"])
 def model(request, tmp_path_factory):
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    config = _configs()[request.param]
-    theirs = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-    with torch.no_grad():
-        for name, parameter in theirs.named_parameters():
-            if "norm" in name:
-                parameter.normal_(0.0, 0.3)
-    directory = tmp_path_factory.mktemp(request.param)
-    theirs.save_pretrained(directory)
-    return load_model(str(directory))
+    ours, _ = random_pair(request.param, tmp_path_factory.mktemp(request.param))
+    return ours
 
 
 def _cases():

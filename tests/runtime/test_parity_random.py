@@ -34,17 +34,22 @@ def _configs():
 
 @pytest.fixture(scope="module", params=["qwen3", "llama", "gemma3"])
 def pair(request, tmp_path_factory):
+    return random_pair(request.param, tmp_path_factory.mktemp(request.param))
+
+
+def random_pair(family: str, directory):
+    """(spinfc's model, transformers' model) of `family` on the same random weights (seed 0), norms randomized,
+    saved by transformers as a snapshot in `directory` and loaded through spinfc's snapshot path."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    config = _configs()[request.param]
+    config = _configs()[family]
     config._attn_implementation = "eager"
     theirs = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
     with torch.no_grad():
         for name, parameter in theirs.named_parameters():
             if "norm" in name:
                 parameter.normal_(0.0, 0.3)
-    directory = tmp_path_factory.mktemp(request.param)
     theirs.save_pretrained(directory)
     return load_model(str(directory)), theirs
 
