@@ -153,6 +153,10 @@ ATTENTION = {  # run 1: around attempt 1's (128, 64, 8, 3); run 2: around the wi
              (64, 64, 4, 4), (64, 64, 8, 3), (128, 32, 4, 3), (128, 32, 8, 3), (64, 32, 4, 3)],
     "near": [(64, 32, 4, 3), (64, 32, 4, 2), (64, 32, 4, 4), (64, 32, 2, 3), (64, 16, 4, 3), (64, 16, 2, 3),
              (32, 32, 2, 3), (32, 32, 4, 3), (64, 64, 4, 3)],
+    # a program per key/value head, all its query heads in one tile (the 5th field: pack_heads)
+    "pack": [(64, 32, 4, 3), (64, 32, 4, 2), (32, 32, 4, 3, True), (32, 32, 8, 3, True), (32, 32, 4, 2, True),
+             (32, 32, 8, 2, True), (16, 32, 4, 3, True), (16, 32, 4, 2, True), (64, 32, 8, 3, True),
+             (32, 16, 4, 3, True), (32, 64, 8, 3, True)],
 }
 
 
@@ -192,8 +196,17 @@ def attention(job, variants: str) -> tuple[int, ...]:
                                                             4)}
     rms_kernel.NUM_WARPS = None
     gate_up = randn(T, 2 * C.intermediate)
-    table["gated_act"] = {"ms": round(ms(lambda: triton_ops.gated_act(gate_up[:, :C.intermediate],
-                                                                      gate_up[:, C.intermediate:], "silu")), 4)}
+    from spinfc.backend.kernels import gated_act as act_kernel
+    from spinfc.backend.kernels.quantize_reference import ActivationQuant
+
+    fp8 = ActivationQuant(torch.tensor(10.0, device="cuda"), torch.float8_e4m3fn, -448.0, 448.0)
+    chosen = act_kernel.BLOCK_F, act_kernel.NUM_WARPS
+    for block, warps in ((1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8), (512, 4)):
+        act_kernel.BLOCK_F, act_kernel.NUM_WARPS = block, warps
+        for label, quant in (("", None), (" fp8 out", fp8)):
+            table[f"gated_act {block}/{warps}{label}"] = {"ms": round(ms(lambda: triton_ops.gated_act(
+                gate_up[:, :C.intermediate], gate_up[:, C.intermediate:], "silu", quant)), 4)}
+    act_kernel.BLOCK_F, act_kernel.NUM_WARPS = chosen
     RESULTS["ops"] = table
     for key, row in table.items():
         print(f"  {key:28s} {row['ms']:8.4f} ms  {row.get('rel_error', row.get('error', ''))}")
@@ -201,7 +214,9 @@ def attention(job, variants: str) -> tuple[int, ...]:
     best = min(ok, key=lambda key: ok[key]["ms"])
     warps = min((2, 4, 8, 16), key=lambda n: table[f"add_rms_norm warps={n}"]["ms"])
     RESULTS["best"] = {"attention": best, "rms_warps": warps}
-    return tuple(int(v) for v in best.strip("()").split(",")), warps
+    import ast
+
+    return ast.literal_eval(best), warps
 
 
 def residual_micro() -> None:
@@ -315,10 +330,14 @@ def jobs_of(max_budget: int):
 def variant(state, jobs, *, fuse: bool, trim: bool, lib: str = "default", blocks=None, warps=None) -> tuple:
     """Time the job (median of 3) under one set of choices; check invariance. Returns (row, scores)."""
     job, reversed_job, alone = jobs
-    default_blocks = dict(attention_kernel.BLOCKS)
+    default_blocks, default_packed = dict(attention_kernel.BLOCKS), dict(attention_kernel.PACKED_BLOCKS)
     torch.backends.cuda.preferred_blas_library(lib)
-    if blocks:
-        attention_kernel.BLOCKS["d128"] = blocks  # what blocks_for picks for head dim 128
+    if blocks:  # what blocks_for picks for head dim 128: packed (a 5th field True) or one query head a program
+        attention_kernel.PACKED_BLOCKS.pop("d128", None)
+        if len(blocks) > 4 and blocks[4]:
+            attention_kernel.PACKED_BLOCKS["d128"] = tuple(blocks[:4])
+        else:
+            attention_kernel.BLOCKS["d128"] = tuple(blocks[:4])
     rms_kernel.NUM_WARPS = warps
     run = lambda model, j: j.scores([model.forward(l.to("cuda")) for l in j.launches])  # noqa: E731
     try:
@@ -349,6 +368,8 @@ def variant(state, jobs, *, fuse: bool, trim: bool, lib: str = "default", blocks
     finally:
         attention_kernel.BLOCKS.clear()
         attention_kernel.BLOCKS.update(default_blocks)
+        attention_kernel.PACKED_BLOCKS.clear()
+        attention_kernel.PACKED_BLOCKS.update(default_packed)
         rms_kernel.NUM_WARPS = None
         torch.backends.cuda.preferred_blas_library("default")
         gc.collect()

@@ -95,8 +95,10 @@ def tree_attention(
     *,
     scale: float,
     window: int | None,
+    quant: ActivationQuant | None = None,
 ) -> torch.Tensor:
-    """q: [T, H, D], k, v: [T, Hk, D] (H a multiple of Hk), ends: [T] int32, positions: [T] int64 -> [T, H, D].
+    """q: [T, H, D], k, v: [T, Hk, D] (H a multiple of Hk), ends: [T] int32, positions: [T] int64 -> [T, H, D];
+    with `quant`, the float32 result quantized for the output projection (`ActivationQuant.reference`).
 
     Query i attends key j iff j <= i < ends[j], both lie in the same span, and (with a window)
     positions[i] - positions[j] < window: the rule of transformers' sliding-window mask
@@ -110,7 +112,8 @@ def tree_attention(
         raise ValueError(f"tree_attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree")
     group = H // Hk
     # Padding rows: a softmax over the row's own key alone is 1, so the output is that row's value.
-    out = v.repeat_interleave(group, dim=1).to(q.dtype).clone()  # [T, H, D]
+    dtype = torch.float32 if quant is not None else q.dtype
+    out = v.repeat_interleave(group, dim=1).to(dtype).clone()  # [T, H, D]
     for start, stop in spans:
         k_span = k[start:stop].float()  # [S, Hk, D]
         v_span = v[start:stop].float()  # [S, Hk, D]
@@ -133,8 +136,8 @@ def tree_attention(
             scores = scores.masked_fill(~visible, float("-inf"))
             weights = torch.softmax(scores, dim=-1)
             block_out = torch.matmul(weights, v_block)  # [Hk, G, B, D]
-            out[q_start:q_stop] = block_out.permute(2, 0, 1, 3).reshape(q_stop - q_start, H, D).to(q.dtype)
-    return out
+            out[q_start:q_stop] = block_out.permute(2, 0, 1, 3).reshape(q_stop - q_start, H, D).to(dtype)
+    return quant.reference(out) if quant is not None else out
 
 
 def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_tanh"],

@@ -7,11 +7,11 @@ and falls back to the reference otherwise. Differences from the reference a call
   - `tree_attention` reads only `ends` (not `spans`): it relies on the layout's invariants (an `end` never
     passes its own span; a padding row j has ends[j] = j + 1), and on contents starting at multiples of
     `kernels.tree_attention.ALIGNMENT`; T must be a multiple of it too;
-  - with `quant`, the norms and the gated activation write the next linear layer's 8-bit input in their own store
-    (one rounding, from float32), where the reference rounds the same float32 result in torch: the two agree
-    within a quantization step (the float32 results differ in their last bits). Where this device's conversion
-    to the 8-bit dtype does not match torch's (`kernels.quantize`'s start-up check), the kernel writes float32
-    and torch quantizes it, so a score never depends on how a Triton build converts.
+  - with `quant`, the norms, the gated activation and tree attention write the next linear layer's 8-bit input
+    in their own store (one rounding, from float32), where the reference rounds the same float32 result in torch:
+    the two agree within a quantization step (the float32 results differ in their last bits). Where this
+    device's conversion to the 8-bit dtype does not match torch's (`kernels.quantize`'s start-up check), torch
+    quantizes the kernel's unquantized result, so a score never depends on how a Triton build converts.
 Nothing here synchronises with the host, so a whole pass can be captured in a CUDA graph (`backend.graphs`).
 """
 
@@ -76,10 +76,14 @@ def tree_attention(
     *,
     scale: float,
     window: int | None,
+    quant: ActivationQuant | None = None,
 ) -> torch.Tensor:
     if not _on_triton(q):
-        return reference.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window)
-    return _tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window)
+        return reference.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, quant=quant)
+    if not _converts(q, quant):
+        return quant.reference(_tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale,
+                                                              window=window))
+    return _tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, quant=quant)
 
 
 def decode_attention(q: torch.Tensor, *args, scale: float, window: int | None) -> torch.Tensor:

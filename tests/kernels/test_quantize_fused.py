@@ -1,4 +1,4 @@
-"""The norms and the gated activation writing the next linear layer's 8-bit input themselves (Triton, interpreted)
+"""The norms, the gated activation and tree attention writing the next linear layer's 8-bit input themselves (Triton, interpreted)
 against the PyTorch reference on fresh random inputs, and the one-pass GEMM epilogue (`scale_columns`).
 
 Kernel and reference compute the same float32 result in a different order, so a value next to a rounding boundary
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from spinfc.backend import reference
-from spinfc.backend.kernels import gated_act, quantize, rms_norm, scale_columns
+from spinfc.backend.kernels import gated_act, quantize, rms_norm, scale_columns, tree_attention
 from spinfc.backend.kernels.quantize_reference import ActivationQuant
 from spinfc.runtime.quant.schemes import SCHEMES
 
@@ -91,6 +91,22 @@ def test_gated_act_writes_the_quantized_input_from_a_fused_view(name, kind, g):
     quant = spec(name, y, headroom=1.1)
     assert_within_a_step(name, gated_act.gated_act(gate, up, kind, quant=quant), y, quant)
     assert torch.equal(reference.gated_act(gate, up, kind, quant=quant).float(), quant.reference(y).float())
+
+
+@pytest.mark.parametrize("name", list(STORAGES))
+def test_tree_attention_writes_the_output_projections_quantized_input(name, g, seed):
+    import random
+
+    from .trees import random_layout
+
+    ends, positions, spans = random_layout(random.Random(seed), 128, align=64, contents=3)
+    q, k, v = (torch.randn(128, heads, 16, generator=g) * 2 for heads in (4, 2, 2))
+    y = reference.tree_attention(q, k, v, ends, positions, spans, scale=0.25, window=None)  # float32
+    quant = spec(name, y, headroom=1.1)
+    got = tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=0.25, window=None, quant=quant)
+    assert_within_a_step(name, got, y, quant)
+    assert torch.equal(reference.tree_attention(q, k, v, ends, positions, spans, scale=0.25, window=None,
+                                                quant=quant).float(), quant.reference(y).float())
 
 
 @pytest.mark.parametrize("acc_dtype", [torch.int32, torch.float32])

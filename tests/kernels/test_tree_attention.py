@@ -36,6 +36,8 @@ def qkv(rows: int, heads: int, kv_heads: int, dim: int, generator: torch.Generat
         (3, 1, 16, 5, (32, 16, 1), 192),  # query blocks larger than key blocks, one kv head shared by three
         (2, 1, 32, None, None, 192),  # the launcher's own blocks (192 rows)
         (2, 1, 32, 9, None, 256),  # the launcher's own blocks, with a window (256 rows)
+        (4, 2, 16, None, (16, 16, 1, 3, True), 192),  # a program per key/value head: its two query heads at once
+        (8, 2, 24, 7, (32, 16, 2, 3, True), 192),  # four query heads a program, with a window
     ],
 )
 def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks, rows, seed):
@@ -95,7 +97,8 @@ def test_block_list_kernel_matches_the_sorted_reference(window, seed):
 
 
 @pytest.mark.parametrize("window", [None, 6])
-@pytest.mark.parametrize("align, blocks", [(32, (32, 16, 1)), (16, (64, 16, 1))])  # 2nd: query blocks straddle
+@pytest.mark.parametrize("align, blocks", [(32, (32, 16, 1)), (16, (64, 16, 1)),  # 2nd: query blocks straddle
+                                           (32, (32, 16, 1, 3, True))])  # both query heads in one program
 def test_same_alone_and_packed(window, align, blocks, seed):
     rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
     rows, dim = 256, 16

@@ -13,8 +13,10 @@ import triton.language as tl
 import torch
 
 from spinfc.backend import reference as _reference
+from spinfc.backend.kernels.quant_store import quantized
 
 BLOCK_F = 1024
+NUM_WARPS = 4  # module-level, with BLOCK_F, so a tuning script can try others (neither changes a result)
 
 
 @triton.jit
@@ -37,9 +39,7 @@ def _gated_act_kernel(
         activated = g * tl.sigmoid(g)
     y = activated * u
     if QUANT:  # the arithmetic of kernels.quantize, on the float32 result
-        y = tl.minimum(tl.maximum(y * tl.load(INV_SCALE), q_min), q_max)
-        if IS_INT:  # (v + 1.5 * 2^23) - 1.5 * 2^23 rounds |v| < 2^22 to the nearest integer, ties to even
-            y = (y + 12582912.0) - 12582912.0
+        y = quantized(y, INV_SCALE, q_min, q_max, IS_INT)
     tl.store(OUT + row * stride_out + cols, y.to(OUT.dtype.element_ty), mask=ok)
 
 
@@ -58,7 +58,7 @@ def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_
     _gated_act_kernel[(T, triton.cdiv(F, BLOCK_F))](
         gate, up, out, inv_scale, q_min, q_max, gate.stride(0), up.stride(0), out.stride(0), F,
         GELU_TANH=kind == "gelu_tanh", QUANT=quant is not None,
-        IS_INT=quant is not None and not quant.storage.is_floating_point, BLOCK=BLOCK_F, num_warps=4,
+        IS_INT=quant is not None and not quant.storage.is_floating_point, BLOCK=BLOCK_F, num_warps=NUM_WARPS,
     )
     return out
 

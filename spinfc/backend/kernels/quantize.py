@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from spinfc.backend.kernels.quant_store import quantized
 from spinfc.backend.kernels.quantize_reference import quantize_reference as reference
 
 log = logging.getLogger("spinfc.kernels")
@@ -24,10 +25,7 @@ def _quantize_kernel(X, OUT, INV_SCALE, n, q_min, q_max, IS_INT: tl.constexpr, B
     offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offsets < n
     x = tl.load(X + offsets, mask=ok, other=0.0).to(tl.float32)
-    v = tl.minimum(tl.maximum(x * tl.load(INV_SCALE), q_min), q_max)
-    if IS_INT:  # (v + 1.5 * 2^23) - 1.5 * 2^23 rounds |v| < 2^22 to the nearest integer, ties to even
-        v = (v + 12582912.0) - 12582912.0
-    tl.store(OUT + offsets, v.to(OUT.dtype.element_ty), mask=ok)
+    tl.store(OUT + offsets, quantized(x, INV_SCALE, q_min, q_max, IS_INT).to(OUT.dtype.element_ty), mask=ok)
 
 
 def _launch(x, inv_scale, storage, q_min, q_max):

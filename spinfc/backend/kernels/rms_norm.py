@@ -12,6 +12,7 @@ import triton.language as tl
 import torch
 
 from spinfc.backend import reference as _reference
+from spinfc.backend.kernels.quant_store import quantized
 
 # Warps per row program: None picks one warp per 256 columns (at most 16). Module-level so a tuning script can try
 # others; the warp count changes only the order of one row's own sum, never mixes rows.
@@ -43,9 +44,7 @@ def _rms_norm_kernel(
         w = w + 1.0
     y = normed * w
     if QUANT:  # the arithmetic of kernels.quantize, on the float32 result
-        y = tl.minimum(tl.maximum(y * tl.load(INV_SCALE), q_min), q_max)
-        if IS_INT:  # (v + 1.5 * 2^23) - 1.5 * 2^23 rounds |v| < 2^22 to the nearest integer, ties to even
-            y = (y + 12582912.0) - 12582912.0
+        y = quantized(y, INV_SCALE, q_min, q_max, IS_INT)
     tl.store(OUT + row * stride_out + cols, y.to(OUT.dtype.element_ty), mask=ok)
 
 

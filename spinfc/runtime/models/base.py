@@ -8,8 +8,8 @@ family subclass says how a layer is wired (`layer`), which per-layer weights it 
 tokens are embedded (`embed`). Which dtype each part computes in is the model's `Precision` (runtime/precision.py).
 
 Where a linear layer is quantized with a static input scale, the kernel that produces its input (the norm before
-q/k/v and gate/up, the gated activation before down) writes that input in 8 bits itself (`into=` the layer:
-`quantize_in_kernels`), so no separate pass quantizes it.
+q/k/v and gate/up, attention before o, the gated activation before down) writes that input in 8 bits itself
+(`into=` the layer: `quantize_in_kernels`), so no separate pass quantizes it.
 
 Every layer hands on its output as two parts, `x` (the block's last output, not yet added) and `residual`: the
 hidden state is x + residual, and the next norm adds them (`ops.add_rms_norm`) so a fused kernel can do both.
@@ -295,7 +295,8 @@ class Model:
         """h: [T, D] normed -> the heads' attention output [T, H * Dh] (before o_proj): projections, optional
         per-head q/k norms, rope at each row's position, and tree attention over the launch's spans. With `keep`
         ([R] row indices) only those rows are returned: [R, H * Dh] (every row's keys and values are still
-        computed and attended)."""
+        computed and attended). Where o_proj is a quantized layer (and `keep` is None: the answer rows' o_proj is
+        not), the attention kernel writes o_proj's `QuantizedInput` itself."""
         c, T = self.config, h.shape[0]
         H, Hk, Dh = c.heads, c.kv_heads, c.head_dim
         if "qkv" in w:
@@ -312,12 +313,15 @@ class Model:
         # to 64 in the kernel's tile.)
         q = self.ops.apply_rope(q, launch.positions, theta)
         k = self.ops.apply_rope(k, launch.positions, theta)
+        reader = self.quantized_reader(w["o"]) if keep is None else None
+        quant = {"quant": reader.activation_quant} if reader is not None else {}
         out = self.ops.tree_attention(
-            q, k, v, launch.ends, launch.positions, launch.spans, scale=c.attention_scale, window=window
+            q, k, v, launch.ends, launch.positions, launch.spans, scale=c.attention_scale, window=window, **quant
         )  # [T, H, Dh]
         if keep is not None:
             out = out[keep]  # [R, H, Dh]
-        return out.reshape(out.shape[0], H * Dh)
+        out = out.reshape(out.shape[0], H * Dh)
+        return reader.wrap(out) if reader is not None else out
 
     def mlp(self, w: dict, h: torch.Tensor, kind: str) -> torch.Tensor:
         """h: [T, D] normed -> down(act(gate(h)) * up(h)): [T, D]."""

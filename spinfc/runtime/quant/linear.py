@@ -5,12 +5,13 @@ On CUDA it runs the 8-bit GEMM:
   fp8-static   `torch._scaled_mm` on the quantized input and weight, with the input's per-tensor scale and the
                weight's per-channel scales applied inside the GEMM (row-wise scaling: the input scale broadcast
                to [M, 1], the weight's [1, N]); where this torch/GPU cannot scale row-wise, the product is taken
-               with per-tensor scales and the weight's scales are applied after it
+               with per-tensor scales and the weight's scales are applied after it; fast accumulation
+               (`FP8_FAST_ACCUMULATION`)
   int8-static  `torch._int_mm` (int8 x int8 -> int32), both scales applied after it in float32, in the same pass
                that writes the output dtype (`backend.kernels.scale_columns`)
 The input is either a float tensor, quantized here with the static scale (one pass, `backend.kernels.quantize`),
-or a `QuantizedInput` that the kernel producing it (a norm, the gated activation) already wrote in 8 bits with
-this layer's `activation_quant`, so no pass reads the activation between that kernel and the GEMM.
+or a `QuantizedInput` that the kernel producing it (a norm, the gated activation, attention) already wrote in 8
+bits with this layer's `activation_quant`, so no pass reads the activation between that kernel and the GEMM.
 On the CPU (and anywhere else) it is the dequantized reference: the input quantized and dequantized with its
 static scale, multiplied in float32 with the dequantized weight (kept from load time), so tests see the same
 rounding of every activation that the GPU path sees.
@@ -30,6 +31,11 @@ from spinfc.runtime.quant.schemes import Scheme, scheme as scheme_named
 
 # Per device: how this torch scales an fp8 product ("rowwise", or "tensorwise" with the weight scales after it).
 _FP8_MODE: dict[torch.device, str] = {}
+# fp8 products accumulate in the tensor cores' own precision, without cuBLAS promoting the partial sums to float32
+# every few k-steps (what torchao's float8 inference configs do by default). Measured on an H200 at 19,200 rows
+# (benchmarks/gpu_profile.py): one Llama-3-8B layer's four row-wise products 6.89 ms -> 6.22 ms (gate/up 3.80 ->
+# 3.30), every one still row invariant; the precision it costs is measured with the scheme's (gpu_precision.py).
+FP8_FAST_ACCUMULATION = True
 
 
 @attrs.frozen(eq=False)
@@ -153,8 +159,9 @@ class QuantizedLinear:
         if mode == "rowwise":
             scale_a = self.input_scale.expand(q.shape[0], 1).contiguous()  # [M, 1]
             return torch._scaled_mm(q, weight_t, scale_a=scale_a, scale_b=self.weight_scale[None, :],
-                                    out_dtype=torch.bfloat16).to(out_dtype)
-        out = torch._scaled_mm(q, weight_t, scale_a=self.input_scale, scale_b=_one(q.device), out_dtype=torch.float32)
+                                    out_dtype=torch.bfloat16, use_fast_accum=FP8_FAST_ACCUMULATION).to(out_dtype)
+        out = torch._scaled_mm(q, weight_t, scale_a=self.input_scale, scale_b=_one(q.device), out_dtype=torch.float32,
+                               use_fast_accum=FP8_FAST_ACCUMULATION)
         return _scale_columns(out, self.weight_scale, out_dtype)
 
     def _int8_cuda(self, q: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
