@@ -35,7 +35,7 @@ def test_check_passes_and_names_a_product_whose_rows_mix(monkeypatch):
     model = _model()
     assert invariant_sizes(model, SIZES) == SIZES
     mixing = type(model).linear
-    monkeypatch.setattr(type(model), "linear", lambda self, x, w: mixing(self, x, w) + x.sum() * 1e-3)
+    monkeypatch.setattr(type(model), "linear", lambda self, x, w, *rest: mixing(self, x, w, *rest) + x.sum() * 1e-3)
     with pytest.raises(NotRowInvariant, match="layer 0 qkv"):
         invariant_sizes(model, SIZES)
 
@@ -46,5 +46,5 @@ def test_a_size_whose_rows_differ_from_the_full_pass_is_dropped(monkeypatch):
     model = _model()
     plain = type(model).linear
     monkeypatch.setattr(type(model), "linear",
-                        lambda self, x, w: plain(self, x, w) * (1 + 1e-3 * (x.shape[0] < 128)))
+                        lambda self, x, w, *rest: plain(self, x, w, *rest) * (1 + 1e-3 * (x.shape[0] < 128)))
     assert invariant_sizes(model, SIZES) == SIZES[1:]
