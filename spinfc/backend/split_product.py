@@ -26,6 +26,12 @@ HALVES = (torch.float16, torch.bfloat16)
 _FLOAT32_OUT: dict[tuple[torch.device, str], bool] = {}
 
 
+def float32_outputs() -> dict[str, bool]:
+    """Which of torch's half GEMMs that write float32 ("mm", "addmm" into a float32 residual) this process found
+    on each CUDA device it ran them on (False: the slower fallback ran), for benchmarks to report."""
+    return {f"{device} {op}": found for (device, op), found in _FLOAT32_OUT.items()}
+
+
 def is_split(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether x @ weight^T is a split product: a float32 activation against half-precision weights."""
     return x.dtype == torch.float32 and weight.dtype in HALVES
