@@ -62,7 +62,7 @@ def test_the_mixed_policy_of_a_half_dtype_keeps_the_heads_weights_in_it():
         "model.embed_tokens.weight", "lm_head.weight", "model.norm.weight", "model.layers.2.mlp.down_proj.weight",
         "model.layers.2.self_attn.o_proj.weight", "model.layers.2.self_attn.q_proj.weight",
         "model.layers.2.post_attention_layernorm.weight", "model.layers.0.mlp.down_proj.weight")}
-    assert placed == {"model.embed_tokens.weight": torch.float16, "lm_head.weight": torch.float16,
+    assert placed == {"model.embed_tokens.weight": torch.float32, "lm_head.weight": torch.float16,
                       "model.norm.weight": torch.float32, "model.layers.2.mlp.down_proj.weight": torch.float16,
                       "model.layers.2.self_attn.o_proj.weight": torch.float16,
                       "model.layers.2.self_attn.q_proj.weight": torch.float16,
@@ -71,9 +71,13 @@ def test_the_mixed_policy_of_a_half_dtype_keeps_the_heads_weights_in_it():
     unsplit = Precision(torch.float16, torch.float32, torch.float32)
     assert unsplit.dtype_of("lm_head.weight", last) == unsplit.dtype_of("model.layers.2.mlp.up_proj.weight",
                                                                         last) == torch.float32
-    # a tied embedding table is the LM head: in fp16, and its lookup enters the float32 residual stream
+    # a tied LM head is a copy of the (float32) embedding table in fp16
     model = build_model(CONFIGS["gemma3"], _state(CONFIGS["gemma3"], 0), weights_hash="t", precision=fp16)
-    assert model.lm_head is model.embed_weight and model.lm_head.dtype == torch.float16
+    assert model.embed_weight.dtype == torch.float32 and model.lm_head.dtype == torch.float16
+    assert torch.equal(model.lm_head, model.embed_weight.half())
+    uniform = build_model(CONFIGS["gemma3"], _state(CONFIGS["gemma3"], 0), weights_hash="t",
+                          precision=Precision.uniform(torch.float16))
+    assert uniform.lm_head is uniform.embed_weight
     assert model.final_norm.dtype == torch.float32 and model.layers[-1]["gate"].dtype == torch.float16
     assert model.embed(torch.tensor([1, 2])).dtype == torch.float32
 

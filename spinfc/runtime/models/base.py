@@ -143,7 +143,9 @@ class Model:
         self.final_norm = take("model.norm.weight")  # [D]
         if config.tie_embeddings:
             state.pop("lm_head.weight", None)
-            self.lm_head = self.embed_weight
+            # the table itself, or under `Precision.split_head` a copy in the compute dtype (the lookup stays float32)
+            wanted = precision.head_weights if precision.split_head else self.embed_weight.dtype
+            self.lm_head = self.embed_weight if self.embed_weight.dtype == wanted else self.embed_weight.to(wanted)
         else:
             self.lm_head = take("lm_head.weight")  # [V, D]
         self.layers = [
