@@ -25,6 +25,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from spinfc.backend import split_product  # noqa: E402
+
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--schemes", nargs="*", default=["bf16", "fp16-mixed", "fp8-static"])
 ARGS.add_argument("--skip", nargs="*", default=[], choices=["products", "head", "profile"])
@@ -146,7 +148,8 @@ def head() -> None:
             return both[: q.shape[0]] + both[q.shape[0]:]
 
         variants = {"float32": lambda q: q @ w.t(), "tf32": tf32, "fp16 out fp32": half_out32,
-                    "fp16 hi+lo out fp32": split_out32}
+                    "fp16 hi+lo out fp32": split_out32,
+                    "split_product.split_mm (the model's)": lambda q: split_product.split_mm(q, wh)}
         flops = 2 * R * K * N / 1e9
         for name, fn in variants.items():
             try:

@@ -12,6 +12,8 @@ from gpu_checks import prepare
 from gpu_job import LLAMA3_8B, compile_job, make_program, non_embedding_params, random_state_dict, seed_job
 from quant_parts import build
 
+from spinfc.backend import split_product
+
 FP8_RATE_DESIGN = 1397.0  # TFLOP/s, measured on this H200 (DESIGN.md)
 
 
@@ -74,7 +76,8 @@ class JobBench:
                   "build_seconds": round(built, 1), "warm_up_seconds": round(warm, 1),
                   "reversed_order_all_equal": all(torch.equal(scores[k], reordered[k]) for k in scores),
                   "c0_alone_equal": all(torch.equal(scores[k], by_itself[k]) for k in by_itself),
-                  "fingerprint_scheme": model.scheme, "quantize_in_kernels": model.quantize_in_kernels}
+                  "fingerprint_scheme": model.scheme, "quantize_in_kernels": model.quantize_in_kernels,
+                  "float32_output_gemms": split_product.float32_outputs()}
         if self.device.startswith("cuda"):
             from spinfc.backend.invariance import check_row_invariance
 

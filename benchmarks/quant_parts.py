@@ -8,7 +8,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from spinfc.backend import triton_ops
+from spinfc.backend import split_product, triton_ops
 from spinfc.runtime.models import build_model
 from spinfc.runtime.precision import Precision
 from spinfc.runtime.quant.calibrate import Calibration, input_maxima
@@ -23,10 +23,11 @@ HALF = ("fp16", "fp16-mixed")  # float16 compute, for the default scheme's choic
 
 
 def parse(name: str, device: str) -> tuple[str, Precision]:
-    """'fp8-static-mixed' -> ('fp8-static', Precision.mixed(bf16)); float32 everywhere on the CPU (--smoke)."""
+    """'fp8-static-mixed' -> ('fp8-static', Precision.mixed(bf16)); float32 on the CPU (--smoke), except fp16's
+    schemes (so a smoke run goes through the mixed policy's split head)."""
     base = name.removesuffix("-mixed")
-    compute = torch.float32 if base == "float32" or not str(device).startswith("cuda") else \
-        torch.float16 if base == "fp16" else torch.bfloat16
+    compute = torch.float16 if base == "fp16" else \
+        torch.float32 if base == "float32" or not str(device).startswith("cuda") else torch.bfloat16
     return base, Precision.mixed(compute) if name.endswith("-mixed") else Precision.uniform(compute)
 
 
@@ -126,11 +127,13 @@ def _product(scheme: str, where: str, label: str, K: int, N: int, device: str, s
     if where == "rows" and base in QUANT:
         layer = _quantized(weight, sample, base)
         return (lambda x: layer(x, precision.compute)), precision.compute
-    weight = weight.to(dtype)
+    weight = weight.to(precision.head_weights if where == "answer" else dtype)
     if label == "lm_head" and str(device).startswith("cuda"):
         from spinfc.backend.kernels.answer_head import _logits
 
         return (lambda x: _logits(x.to(dtype), weight)), dtype
+    if split_product.is_split(torch.empty(0, dtype=dtype), weight):  # the mixed policy's head: split products
+        return (lambda x: split_product.split_mm(x.to(dtype), weight)), dtype
     return (lambda x: F.linear(x.to(dtype), weight)), dtype
 
 

@@ -17,13 +17,34 @@ class NotRowInvariant(RuntimeError):
 
 
 def _products(model):
-    """(label, weight, which count) of every product a pass runs: 'rows' products see the pass's rows, 'answer'
-    products its answer rows."""
+    """(label, weight, which count, the activation's dtype, how the forward runs it) of every product a pass runs:
+    'rows' products see the pass's rows, 'answer' products its answer rows. The output projections (o, down) run
+    through `Model.project` where the family adds them into the residual stream (a GEMM that adds into it), the
+    rest through `Model.linear`; at the answer rows the activations are in the head's dtype (float32 under the
+    mixed policy: split products), except o's, the attention's output in the compute dtype."""
     first, last = model.layers[0], model.layers[-1]
+    compute, head = model.dtype, model.precision.head
     names = ("qkv", "o", "gate_up", "down") if "qkv" in first else ("q", "k", "v", "o", "gate", "up", "down")
-    products = [(f"layer 0 {name}", first[name], "rows") for name in names]
-    products += [(f"last layer {name}", last[name], "answer") for name in ("o", "gate_up", "down") if name in last]
+
+    def run(name: str, weight, out_dtype=None):
+        if name in ("o", "down") and getattr(model, "PROJECTS_INTO_RESIDUAL", False):
+            return lambda a: _projected(model, a, weight)
+        return lambda a: model.linear(a, weight, out_dtype)
+
+    products = [(f"layer 0 {name}", first[name], "rows", compute, run(name, first[name])) for name in names]
+    products += [(f"last layer {name}", last[name], "answer", compute if name == "o" else head,
+                  run(name, last[name], head)) for name in ("o", "gate_up", "down") if name in last]
+    lm_head = getattr(model, "lm_head", None)
+    if lm_head is not None:
+        products.append(("LM head", lm_head, "answer", head, lambda a: _head(a, lm_head)))
     return products
+
+
+def _projected(model, a: torch.Tensor, weight) -> torch.Tensor:
+    """a @ weight^T as `Model.project` hands it on, added into a zero residual stream of the model's dtype for it."""
+    residual = torch.zeros(a.shape[0], weight.shape[0], dtype=model.precision.residual, device=a.device)
+    x, summed = model.project(a, weight, residual)
+    return summed if x is None else x
 
 
 def _head(hidden: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
@@ -40,14 +61,10 @@ def invariant_sizes(model, sizes: Sequence[tuple[int, int, int]]) -> list[tuple[
     full_rows, full_answer, _ = sizes[-1]
     g = torch.Generator(device=model.device).manual_seed(0)
     failed: dict[tuple, str] = {}
-    checks = [(label, weight, count) for label, weight, count in _products(model)]
-    head = getattr(model, "lm_head", None)
-    for label, weight, count in checks + ([("LM head", head, "answer")] if head is not None else []):
+    for label, weight, count, dtype, run in _products(model):
         K = weight.shape[1]
         M = full_rows if count == "rows" else full_answer
-        dtype = model.dtype if label != "LM head" else head.dtype
         x = torch.randn(M, K, generator=g, device=model.device).to(dtype)
-        run = (lambda a: _head(a, head)) if label == "LM head" else (lambda a, w=weight: model.linear(a, w))
         full = run(x)
         for size in sizes:
             m = size[0] if count == "rows" else size[1]

@@ -13,6 +13,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from spinfc.backend import split_product
 from spinfc.backend.kernels.quantize_reference import ActivationQuant
 
 # Queries of one span are processed this many at a time, each block against only the keys some row of it can see
@@ -165,8 +166,9 @@ def answer_logprobs(
 ) -> torch.Tensor:
     """hidden: [R, D] (final-normed answer rows), lm_head: [V, D], read_row, read_token: [N] int64 -> [N] float32:
     log_softmax over the vocabulary of row read_row[k], taken at read_token[k]. The matmul runs in the
-    weights' dtype, the softmax in float32."""
-    logits = torch.matmul(hidden.to(lm_head.dtype), lm_head.t()).float()  # [R, V]
+    weights' dtype, or as a split product where hidden is float32 and the head half (`split_product.head_logits`);
+    the softmax in float32."""
+    logits = split_product.head_logits(hidden, lm_head)  # [R, V] float32
     logprobs = torch.log_softmax(logits, dim=-1)
     return logprobs[read_row, read_token]
 

@@ -116,14 +116,15 @@ def test_checkpoint_round_trip(snapshot, tmp_path, name):
 
 
 def test_mixed_precision_keeps_the_residual_stream_in_float32(snapshot):
-    """bf16 matmuls on the CPU: the mixed policy (float32 residual, norms, answer rows, head) is closer to
-    float32 than uniform bf16, on the same weights."""
+    """bf16 matmuls on the CPU: the mixed policy (float32 residual, norms, answer rows, head; the head's weights in
+    bf16, multiplied as split products) is closer to float32 than uniform bf16, on the same weights."""
     config, state = read_snapshot(snapshot)
     reference = build_model(config, state, weights_hash="x")
     uniform = build_model(config, state, weights_hash="x", precision=Precision.uniform(torch.bfloat16))
     mixed = build_model(config, state, weights_hash="x", precision=Precision.mixed(torch.bfloat16))
-    assert mixed.lm_head.dtype == torch.float32 and mixed.layers[0]["q"].dtype == torch.bfloat16
-    assert mixed.layers[-1]["down"].dtype == torch.float32 and mixed.layers[0]["input_norm"].dtype == torch.float32
+    assert mixed.lm_head.dtype == torch.bfloat16 and mixed.layers[0]["q"].dtype == torch.bfloat16
+    assert mixed.layers[-1]["down"].dtype == torch.bfloat16 and mixed.layers[0]["input_norm"].dtype == torch.float32
+    assert mixed.final_norm.dtype == torch.float32
     assert (uniform.scheme, mixed.scheme, reference.scheme) == ("bf16", "bf16-mixed", "float32")
     gap = lambda m: max(float((all_logprobs(m, x) - all_logprobs(reference, x)).abs().max())  # noqa: E731
                         for x in launches(3))

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 import torch
 
-from spinfc.backend import reference as _reference
+from spinfc.backend import reference as _reference, split_product
 
 BLOCK_V = 2048
 
@@ -43,19 +43,15 @@ def row_logsumexp(logits: torch.Tensor) -> torch.Tensor:
     return lse
 
 
-_FLOAT32_OUT: dict[torch.device, bool] = {}  # per device: whether torch.mm takes out_dtype (torch >= 2.9 on CUDA)
-
-
 def _logits(hidden: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
-    """hidden: [R, D], lm_head: [V, D] -> [R, V] logits, float32 where a half-precision GEMM can write them."""
-    device = lm_head.device
-    if lm_head.is_cuda and lm_head.dtype in (torch.bfloat16, torch.float16) and _FLOAT32_OUT.get(device, True):
-        try:
-            logits = torch.mm(hidden, lm_head.t(), out_dtype=torch.float32)
-            _FLOAT32_OUT[device] = True
-            return logits
-        except (TypeError, RuntimeError, NotImplementedError):
-            _FLOAT32_OUT[device] = False
+    """hidden: [R, D], lm_head: [V, D] -> [R, V] logits: a split product (float32) where hidden is float32 and the
+    head half (the mixed policy, `split_product`); else in the head's dtype (hidden cast to it), written in float32
+    where that is half on CUDA."""
+    if split_product.is_split(hidden, lm_head):
+        return split_product.split_mm(hidden, lm_head)
+    hidden = hidden.to(lm_head.dtype)
+    if lm_head.is_cuda and lm_head.dtype in split_product.HALVES:
+        return split_product.mm_float32(hidden, lm_head)
     return torch.matmul(hidden, lm_head.t())
 
 
@@ -64,14 +60,15 @@ def answer_logprobs(
 ) -> torch.Tensor:
     """hidden: [R, D] final-normed answer rows, lm_head: [V, D], read_row, read_token: [N] int64 -> [N] float32:
     log p(read_token[k] | row read_row[k]). The matmul's operands are in the weights' dtype (as the reference's
-    are); on CUDA its bf16/fp16 products are accumulated and written in float32, so the logits are not rounded to
-    bf16 (a logit near 20 would otherwise lose up to 0.06)."""
+    are), or a float32 hidden is split in two half parts (`_logits`); on CUDA its bf16/fp16 products are
+    accumulated and written in float32, so the logits are not rounded to bf16 (a logit near 20 would otherwise lose
+    up to 0.06)."""
     if hidden.dim() != 2 or lm_head.dim() != 2 or hidden.shape[1] != lm_head.shape[1]:
         raise ValueError(f"answer_logprobs: hidden {tuple(hidden.shape)} and lm_head {tuple(lm_head.shape)} "
                          "must be [R, D] and [V, D]")
     if read_row.shape != read_token.shape or read_row.dim() != 1:
         raise ValueError("answer_logprobs: read_row and read_token must both be [N]")
-    logits = _logits(hidden.to(lm_head.dtype), lm_head)  # [R, V]: the answer rows only
+    logits = _logits(hidden, lm_head)  # [R, V]: the answer rows only
     lse = row_logsumexp(logits)  # [R]
     return logits[read_row, read_token].float() - lse[read_row]
 

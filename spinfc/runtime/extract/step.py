@@ -21,7 +21,7 @@ import copy
 
 import torch
 
-from spinfc.backend import reference
+from spinfc.backend import reference, split_product
 from spinfc.backend.launch import Launch
 from spinfc.runtime.extract.fixed import SLOT_TOKENS, launch_rows, padding_inputs, pool_storage, workspace
 from spinfc.runtime.extract.kv import KeyPool, stack_of
@@ -119,7 +119,7 @@ class DecodeBatch:
         view = copy.copy(model)
         view.ops = _StepOps(model.ops, self, inputs, flat)
         final = view.hidden(launch)  # [n, D]: every layer, the last one's norm in the head's dtype
-        logits = torch.matmul(final.to(model.lm_head.dtype), model.lm_head.t()).float()  # [n, V]
+        logits = split_product.head_logits(final, model.lm_head)  # [n, V] float32
         return torch.log_softmax(logits, dim=-1)
 
     def _capture(self) -> None:

@@ -24,6 +24,7 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
+from spinfc.backend import split_product
 from spinfc.backend.launch import Launch
 from spinfc.runtime.precision import Precision, role
 from spinfc.runtime.quant.linear import QuantizedInput, QuantizedLinear
@@ -77,6 +78,8 @@ class Model:
     family: ClassVar[str]
     LAYER_WEIGHTS: ClassVar[dict[str, str]] = COMMON_LAYER_WEIGHTS
     NORM_UNIT_OFFSET: ClassVar[bool] = False  # Gemma multiplies by (1 + w)
+    # Whether the layers hand the output projections (o, down) through `project` (Gemma norms them first).
+    PROJECTS_INTO_RESIDUAL: ClassVar[bool] = True
     # The norms and the gated activation write a quantized layer's input in 8 bits themselves (set False on an
     # instance to quantize in a separate pass instead, as a benchmark compares).
     quantize_in_kernels: bool = True
@@ -99,12 +102,11 @@ class Model:
         """Build a stack from a config and a state dict in Hugging Face naming (tensors are moved to `device` and
         cast to `dtype` where given, or placed by `precision`: see `Precision.dtype_of`). A state entry may be a
         `QuantizedLinear` (its scheme named by `quant_scheme`); the last layer's o/gate/up/down, which only see
-        answer rows, are dequantized to the head's dtype. Without `weights_hash`, the hash is computed from the
+        answer rows, are dequantized to the head's weights' dtype (`Precision.head_weights`). Without `weights_hash`, the hash is computed from the
         tensors' bytes (which reads every weight: pass a label for large random-weight models). `fuse` (default:
         on CUDA) concatenates each layer's q/k/v and gate/up weights so a layer runs two matmuls where it ran five
-        (`fuse_projections`). `residual_in_matmul` (default: on CUDA, with a uniform precision) adds the output
-        projections (o, down) into the residual stream inside their matmuls where the family allows it
-        (`project`)."""
+        (`fuse_projections`). `residual_in_matmul` (default: on CUDA) adds the output projections (o, down) into
+        the residual stream inside their matmuls where the family allows it (`project`)."""
         if config.family != self.family:
             raise ValueError(f"{type(self).__name__} builds {self.family} models, not a {config.family} config")
         self.config, self.name, self.ops = config, name, ops or _default_ops()
@@ -125,7 +127,7 @@ class Model:
             if isinstance(value, QuantizedLinear):
                 value = value.to(device)
                 if role(key, config.layers - 1) in ("head", "answer"):  # answer rows and the head: no 8-bit GEMM
-                    value = value.dequantize(precision.head)
+                    value = value.dequantize(precision.head_weights)
             elif value.is_floating_point():
                 moved = value.to(device=device, dtype=place(key, value))
                 # A fresh CPU allocation: CPU matmul kernels may round differently on buffers aligned differently,
@@ -141,7 +143,9 @@ class Model:
         self.final_norm = take("model.norm.weight")  # [D]
         if config.tie_embeddings:
             state.pop("lm_head.weight", None)
-            self.lm_head = self.embed_weight
+            # the table itself, or under `Precision.split_head` a copy in the compute dtype (the lookup stays float32)
+            wanted = precision.head_weights if precision.split_head else self.embed_weight.dtype
+            self.lm_head = self.embed_weight if self.embed_weight.dtype == wanted else self.embed_weight.to(wanted)
         else:
             self.lm_head = take("lm_head.weight")  # [V, D]
         self.layers = [
@@ -158,9 +162,9 @@ class Model:
         on_cuda = self.device.type == "cuda"
         if on_cuda if fuse is None else fuse:
             self.fuse_projections()
-        # The add inside the matmul rounds the sum to the matmul's dtype: only where the residual stream is in it.
-        uniform = not precision.is_mixed
-        self.residual_in_matmul = (on_cuda and uniform) if residual_in_matmul is None else residual_in_matmul
+        # The add inside the matmul rounds the sum once, to the residual stream's dtype: the matmul's own (uniform
+        # precision) or float32 around half matmuls (the mixed policy: a half GEMM that writes float32).
+        self.residual_in_matmul = on_cuda if residual_in_matmul is None else residual_in_matmul
 
     def fuse_projections(self) -> None:
         """Give every layer `qkv` ([(H + 2 Hk) Dh, D]: q, k, v stacked) and `gate_up` ([2 F, D]) weights, and make
@@ -260,33 +264,43 @@ class Model:
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         return F.embedding(tokens, self.embed_weight).to(self.precision.residual)  # [T, D]
 
-    def linear(self, x: torch.Tensor, weight) -> torch.Tensor:
+    def linear(self, x: torch.Tensor, weight, out_dtype: torch.dtype | None = None) -> torch.Tensor:
         """x: [M, K] -> x @ weight^T [M, N]: a tensor weight multiplies in its own dtype (x is cast to it); a
         `QuantizedLinear` quantizes x with its static scale (unless x is already its `QuantizedInput`) and writes
-        the compute dtype."""
+        the compute dtype. A half weight that meets a float32 x (the head's rows under `Precision.split_head`) or
+        is asked for a float32 result (`out_dtype`) writes float32: a split product of x's two half parts, or one
+        half product where x is in the weight's dtype (`split_product.split_mm`). Any other `out_dtype` is not
+        read."""
         if isinstance(weight, QuantizedLinear):
             return weight(x, self.dtype)
         if isinstance(x, QuantizedInput):
             raise TypeError("a quantized activation reached a float linear layer: pass into= only a quantized one")
+        if weight.dtype in split_product.HALVES and torch.float32 in (x.dtype, out_dtype):
+            return split_product.split_mm(x, weight)
         return F.linear(x.to(weight.dtype), weight)
 
     def project(self, a: torch.Tensor, weight, residual) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """An output projection handed on as (x, residual): (a @ weight^T, residual), or, with
+        """An output projection handed on as (x, residual): (a @ weight^T, residual), x written in the residual's
+        dtype where `linear` can (a float32 residual around half matmuls); or, with
         `residual_in_matmul`, (None, residual + a @ weight^T) with the add inside the matmul (in place: cuBLAS's
-        beta = 1, the sum rounded once from float32), so the next norm reads one tensor instead of two."""
-        if (self.residual_in_matmul and residual is not None and isinstance(weight, torch.Tensor)
-                and residual.dtype == weight.dtype):
-            return None, residual.addmm_(a.to(weight.dtype), weight.t())
-        return self.linear(a, weight), residual
+        beta = 1, the sum rounded once from float32), so the next norm reads one tensor instead of two. Under the
+        mixed policy the half GEMM adds into the float32 residual (`split_product.add_product`; a float32 `a`, the
+        last layer's down at the answer rows, is a split product added after)."""
+        if self.residual_in_matmul and residual is not None and isinstance(weight, torch.Tensor):
+            if residual.dtype == weight.dtype:
+                return None, residual.addmm_(a.to(weight.dtype), weight.t())
+            if residual.dtype == torch.float32 and weight.dtype in split_product.HALVES:
+                return None, split_product.add_product(residual, a, weight)
+        return self.linear(a, weight, None if residual is None else residual.dtype), residual
 
     def attention(
         self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool,
         keep: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """h: [T, D] normed -> the attention block's output [T, D] (after o_proj); with `keep` ([R] rows), [R, D]
-        (see `attention_heads`)."""
+        in the head's dtype (see `attention_heads`)."""
         return self.linear(self.attention_heads(w, h, launch, theta=theta, window=window, qk_norm=qk_norm,
-                                                keep=keep), w["o"])
+                                                keep=keep), w["o"], self.answer_dtype(keep))
 
     def attention_heads(
         self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool,

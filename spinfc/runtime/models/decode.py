@@ -15,7 +15,7 @@ import copy
 
 import torch
 
-from spinfc.backend import reference
+from spinfc.backend import reference, split_product
 from spinfc.backend.launch import Launch
 
 
@@ -90,5 +90,6 @@ def decode(model, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
         cache.layer = index
         x, residual = view.layer(index, x, residual, launch)
     cache.positions = torch.cat((cache.positions, positions))
-    final, _ = view.add_norm(None if x is None else x[-1:], residual[-1:], model.final_norm)  # [1, D] (reference ops)
-    return torch.matmul(final.to(model.lm_head.dtype), model.lm_head.t()).float()[0]  # [V]
+    # [1, D] (reference ops), in the head's dtype as `Model.hidden` writes it
+    final, _ = view.add_norm(None if x is None else x[-1:], residual[-1:], model.final_norm, model.precision.head)
+    return split_product.head_logits(final, model.lm_head)[0]  # [V] float32

@@ -13,6 +13,7 @@ from spinfc.runtime.models.base import COMMON_LAYER_WEIGHTS, Model
 class Gemma3Model(Model):
     family = "gemma3"
     NORM_UNIT_OFFSET = True
+    PROJECTS_INTO_RESIDUAL = False  # o and down are normed before they are added
     LAYER_WEIGHTS = {
         **COMMON_LAYER_WEIGHTS,
         "q_norm": "self_attn.q_norm.weight",

@@ -93,12 +93,12 @@ def channel_maxima(model, launches) -> dict[str, torch.Tensor]:
     maxima: dict[str, torch.Tensor] = {}
     view = copy.copy(model)  # the model's own forward, with a linear that looks at its input first
 
-    def observed(x: torch.Tensor, weight) -> torch.Tensor:
+    def observed(x: torch.Tensor, weight, out_dtype: torch.dtype | None = None) -> torch.Tensor:
         name = names.get(id(weight))
         if name is not None:
             seen = x.detach().abs().float().amax(dim=0)
             maxima[name] = torch.maximum(maxima[name], seen) if name in maxima else seen
-        return type(model).linear(view, x, weight)
+        return type(model).linear(view, x, weight, out_dtype)
 
     view.linear = observed
     view.residual_in_matmul = False  # every output projection through `linear`, so its input is seen
