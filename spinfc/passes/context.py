@@ -10,13 +10,14 @@ from spinfc.shapes import Shapes
 @attrs.frozen
 class PassContext:
     """`tokenizer`: a transformers tokenizer (what `tokenize` encodes with); None compiles only up to tokenize.
-    `shapes`: the pass shapes chosen at start-up (what `plan-packing` and `layout` pack into). `memo`: encodings
-    `tokenize` may reuse (pure: the same text always encodes the same with the same tokenizer)."""
+    `shapes`: the pass shapes chosen at start-up (what `plan-packing` and `layout` pack into). `memo`: what the
+    passes may reuse between compiles, each a pure function of its key: encodings (the same text always encodes
+    the same with the same tokenizer), a query set's questions and their tokens, a question set's trie and rows."""
 
     tokenizer: object = None
     shapes: Shapes = attrs.field(factory=Shapes)
-    # encodings kept between compiles by the context's owner (the engine: the same questions and options come in
-    # request after request); bounded by MEMO_ENTRIES
+    # kept between compiles by the context's owner (the engine: the same questions and options come in request
+    # after request); bounded by MEMO_ENTRIES
     memo: dict = attrs.field(factory=dict, eq=False, repr=False)
 
 

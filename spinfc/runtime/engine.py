@@ -123,12 +123,16 @@ class Engine:
         job = await asyncio.wrap_future(self.submit(compiled))
         return Scored(compiled, dict(job.scores), job.processed_tokens, job.floor_cached, tuple(job.placements))
 
-    async def compile_and_score(self, program: Program, check: Callable[[Program], None] | None = None) -> Scored:
+    async def compile_and_score(self, program: Program | Callable[[], Program],
+                                check: Callable[[Program], None] | None = None) -> Scored:
         """`compile_program` and `submit` in one turn of the compile thread, then the scores: the request joins the
         queue the moment it is compiled, without waiting for a turn of the event loop (which a burst of requests
-        keeps busy). Raises what the compile or the run raise."""
+        keeps busy). `program` may be the function that builds it (the server's frontend and checks), run first in
+        the same turn: requests arriving together are then built and compiled one after the other in arrival
+        order, rather than all built at once on a pool of threads sharing the GIL, none compiled until the last
+        is built. Raises what building, the compile or the run raise."""
         def on_thread() -> tuple[Compiled, concurrent.futures.Future]:
-            compiled = self.compile_program(program, check)
+            compiled = self.compile_program(program() if callable(program) else program, check)
             return compiled, self.submit(compiled)
 
         handed = asyncio.ensure_future(self.intake.on_thread(on_thread))
