@@ -135,7 +135,7 @@ class Engine:
             compiled = self.compile_program(program() if callable(program) else program, check)
             return compiled, self.submit(compiled)
 
-        handed = asyncio.ensure_future(self.intake.on_thread(on_thread))
+        handed = self.intake.on_thread(on_thread)  # on the compile thread's queue before this coroutine yields
         try:
             compiled, future = await asyncio.shield(handed)
         except asyncio.CancelledError:  # withdraw the job once it exists (a client that hung up)
