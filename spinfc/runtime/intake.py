@@ -169,5 +169,11 @@ class Intake:
                 self._expected.popitem(last=False)
             return bool(self._on_the_way or self._compiled or self._expected)
 
+    @property
+    def coming(self) -> int:
+        """About how many requests are on their way in (announced, or compiling, and not yet submitted)."""
+        with self._lock:
+            return max(len(self._expected), self._on_the_way + len(self._compiled))
+
     def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)
