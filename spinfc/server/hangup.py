@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from litestar import Request
@@ -48,14 +48,14 @@ async def while_connected(request: Request, service, work: Awaitable[T]) -> T:
     task = asyncio.current_task()
     reason: list[str] = []  # what cancelled the work: "gone" or "deadline"
 
-    async def watch(kind: str, event: Awaitable) -> None:
-        await event
+    async def watch(kind: str, event: Callable[[], Awaitable]) -> None:
+        await event()  # made here: a watcher cancelled before it starts leaves no coroutine never awaited
         if not reason:
             reason.append(kind)
             task.cancel()
 
-    watchers = (asyncio.ensure_future(watch("gone", _disconnected(request))),
-                asyncio.ensure_future(watch("deadline", service.shutdown.deadline())))
+    watchers = (asyncio.ensure_future(watch("gone", lambda: _disconnected(request))),
+                asyncio.ensure_future(watch("deadline", service.shutdown.deadline)))
     try:
         return await work  # cancelled, it unwinds first: the engine job withdrawn, the admission place freed
     except asyncio.CancelledError:
