@@ -28,7 +28,8 @@ from spinfc.frontend.query import read_query
 from spinfc.frontend.request_schema import ScoreRequest
 from spinfc.ir.nodes import Content, Program, Query
 
-QUERY_SETS_REMEMBERED = 256  # the last query sets read, by their JSON (a few kB each)
+QUERY_SETS_REMEMBERED = 64  # the last query sets read, by their JSON
+QUERY_SET_BYTES = 256 * 1024  # a larger `scoring` is read every time (the remembered sets stay a few MB at most)
 MESSAGE_EXAMPLE = '[{"role": "user", "content": "..."}]'
 
 
@@ -40,8 +41,9 @@ def program_from_request(body: Mapping[str, Any], model: str, source: str = "<re
     f = Fields(body, (), JsonWhere(source), RequestError, "a JSON object")
     contents = _contents(f)
     scoring = body.get("scoring")
-    if isinstance(scoring, dict):  # read once per query set (a server sees the same set request after request)
-        queries = _queries_of(source, "packs" in body, msgspec.json.encode(scoring))
+    encoded = msgspec.json.encode(scoring) if isinstance(scoring, dict) else b""
+    if 0 < len(encoded) <= QUERY_SET_BYTES:  # read once per query set (a server sees one set request after request)
+        queries = _queries_of(source, "packs" in body, encoded)
     else:
         queries = _queries(f)
     return Program(model=model, contents=contents, queries=queries)

@@ -22,3 +22,20 @@ class PassContext:
 
 
 MEMO_ENTRIES = 100_000
+SETS_REMEMBERED = 64  # query sets whose questions (and their tokens) are kept: each may hold thousands
+
+
+def recalled(memo: dict | None, key: tuple):
+    """A query or question set's value kept by `remember` (None if it was not, or was dropped since)."""
+    return None if memo is None else memo.get("sets", {}).get(key)
+
+
+def remember(memo: dict | None, key: tuple, value) -> None:
+    """Keep a set's value in `memo` (its most recent SETS_REMEMBERED sets: all are dropped when it is full, as a
+    stream of different sets would otherwise grow it without bound)."""
+    if memo is None:
+        return
+    sets = memo.setdefault("sets", {})
+    if len(sets) >= SETS_REMEMBERED:
+        sets.clear()
+    sets[key] = value

@@ -8,6 +8,7 @@ import attrs
 
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import OptionSlot, Placeholder, Program, Query, Question, SlotRef, Text
+from spinfc.passes.context import recalled, remember
 
 # The most questions one program may expand to. A grid grows as the product of its value lists, so a few hundred
 # bytes of placeholders can ask for millions of questions; the server's `max_prompts_per_input` (default 10,000)
@@ -40,8 +41,9 @@ def expand_placeholders(program: Program, memo: dict | None = None) -> Program:
     `MAX_QUESTIONS` questions in all (counted before any is built).
     """
     key = ("questions of", program.queries)
-    if memo is not None and key in memo:
-        return attrs.evolve(program, questions=memo[key])
+    questions = recalled(memo, key)
+    if questions is not None:
+        return attrs.evolve(program, questions=questions)
     total = sum(grid_size(query) for query in program.queries)
     if total > MAX_QUESTIONS:
         largest = max(program.queries, key=grid_size)
@@ -51,8 +53,7 @@ def expand_placeholders(program: Program, memo: dict | None = None) -> Program:
             hint="give fewer placeholder values, or split the grid across requests",
         )
     questions = tuple(question for query in program.queries for question in _expand(query))
-    if memo is not None:
-        memo[key] = questions
+    remember(memo, key, questions)
     return attrs.evolve(program, questions=questions)
 
 

@@ -6,7 +6,7 @@ import attrs
 
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import OptionSlot, Program, Question
-from spinfc.passes.context import MEMO_ENTRIES, PassContext
+from spinfc.passes.context import MEMO_ENTRIES, PassContext, recalled, remember
 
 
 def encode_text(tokenizer, text: str, *, bos: bool = False) -> tuple[int, ...]:
@@ -68,11 +68,11 @@ def _tokenize_questions(program: Program, encode, memo: dict) -> tuple[Question,
     kept in `memo` for the next request asking the same set (a burst of one-content requests asks one set 24 times,
     and building 56 questions and their options again was most of a one-content compile)."""
     key = ("questions", program.questions)
-    tokenized = memo.get(key)
+    tokenized = recalled(memo, key)
     if tokenized is None:
         queries = {query.id: query for query in program.queries}
         tokenized = tuple(_tokenize_question(q, encode, queries.get(q.query_id)) for q in program.questions)
-        memo[key] = tokenized
+        remember(memo, key, tokenized)
     return tokenized
 
 

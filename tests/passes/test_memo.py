@@ -65,3 +65,13 @@ def test_a_mistake_in_the_queries_is_reported_every_time(tokenizer) -> None:
         with pytest.raises(RequestError) as raised:
             program_from_request(body(TEXTS[0], wrong), model=MODEL)
         assert (raised.value.code, raised.value.param) == ("duplicate_id", "scoring.queries[1].id")
+
+
+def test_a_stream_of_different_query_sets_keeps_a_bounded_number(tokenizer) -> None:
+    from spinfc.passes.context import SETS_REMEMBERED
+
+    ctx = fresh(tokenizer)
+    for i in range(SETS_REMEMBERED + 3):
+        query = {"id": "q", "template": f"\n\nQuestion {i}?\nAnswer:<?>", "options": [" yes", " no"]}
+        compiled(body(TEXTS[0], [query]), ctx)
+        assert len(ctx.memo["sets"]) <= SETS_REMEMBERED
