@@ -48,6 +48,7 @@ ARGS.add_argument("--forward", action="store_true", help="run the TINY model's p
 ARGS.add_argument("--host-cores", type=int, default=16,
                   help="the cores the server's thread pools are sized for (asyncio's default executor: cores + 4 "
                        "threads, at most 32): the H200's host has 16")
+ARGS.add_argument("--stream", action="store_true", help="also 10x the contents from 32 clients (gpu_served's stream)")
 ARGS.add_argument("--runs", type=int, default=2, help="each burst this many times after a warm one; the best kept")
 ARGS.add_argument("--port", type=int, default=8393)
 ARGS.add_argument("--out", type=Path, default=None)
@@ -149,6 +150,22 @@ async def http_burst(base: str, bodies: list[dict]) -> tuple[float, dict]:
     return seconds, gpu_served.timeline(TIMELINE, wall, wall + seconds + 0.1)
 
 
+async def http_stream(base: str, bodies: list[dict], clients: int) -> float:
+    """`bodies` sent by `clients` clients, each sending its next as soon as its last is answered: the seconds."""
+    import httpx
+
+    queue = list(bodies)
+    async with httpx.AsyncClient(base_url=base, timeout=600, limits=httpx.Limits(max_connections=100)) as client:
+        async def worker():
+            while queue:
+                answer = await client.post("/v1/score", json=queue.pop(0))
+                if answer.status_code != 200:
+                    raise RuntimeError(f"{answer.status_code}: {answer.text[:400]}")
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        return time.perf_counter() - began
+
+
 # ---- in-process --------------------------------------------------------------------------------------------------
 
 
@@ -194,14 +211,18 @@ def main() -> None:
     print("in-process burst:", json.dumps(results["in_process"]), flush=True)
 
     TIMELINE.unlink(missing_ok=True)
-    child = mp.get_context("spawn").Process(target=serve_child, args=(name, o.budget, o.block, o.pass_sizes,
-                                                                      o.row_us, o.forward, o.host_cores, o.port), daemon=True)
+    child = mp.get_context("spawn").Process(
+        target=serve_child, args=(name, o.budget, o.block, o.pass_sizes, o.row_us, o.forward, o.host_cores, o.port),
+        daemon=True)
     child.start()
     base = f"http://127.0.0.1:{o.port}"
     try:
         gpu_served.wait_ready(base, child)
         asyncio.run(http_burst(base, bodies))  # warm (the floor cached, as on a server that has run before)
         runs = [asyncio.run(http_burst(base, bodies)) for _ in range(o.runs)]
+        if o.stream:
+            stream = [bodies[i % len(bodies)] for i in range(10 * len(bodies))]
+            results["stream_seconds"] = min(asyncio.run(http_stream(base, stream, 32)) for _ in range(o.runs))
     finally:
         child.terminate()
         child.join(30)
@@ -218,6 +239,9 @@ def main() -> None:
     print(f"HTTP burst       {seconds:.3f} s ({one / seconds:.3f} of one request in-process), passes "
           f"{marks.get('pass')}, entered every {results['http']['entered_spacing_ms']} ms, queued every "
           f"{results['http']['queued_spacing_ms']} ms")
+    if o.stream:
+        print(f"HTTP stream      {results['stream_seconds']:.3f} s for 10x the contents from 32 clients "
+              f"({10 * one / results['stream_seconds']:.3f} of one request in-process, 10 times)")
     if o.out:
         o.out.write_text(json.dumps(results, indent=1))
 

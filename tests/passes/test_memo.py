@@ -14,7 +14,8 @@ from spinfc.registry import load_tokenizer
 from spinfc.shapes import Shapes
 
 MODEL = "smollm2-135m"
-QUERIES = [{"id": "refund", "template": "\n\nDoes the customer ask for a refund?\nAnswer:<?>", "options": [" yes", " no"]},
+QUERIES = [{"id": "refund", "template": "\n\nDoes the customer ask for a refund?\nAnswer:<?>",
+            "options": [" yes", " no"]},
            {"id": "tone", "template": "\n\nIs the tone {tone}?\nAnswer:<?>", "options": [" yes", " no", " unsure"],
             "placeholders": {"tone": ["angry", "calm"]}},
            {"id": "month", "template": '\n\nWhich month is named? Month: "<*>"'}]
