@@ -104,8 +104,8 @@ def serve_child(name: str, small: bool, device: str, budget: int, block: int, si
     settings = Settings(engine=EngineSettings(model=name, device=device, token_budget=budget, block=block,
                                               pass_sizes=sizes,
                                               warmup="short"), server=ServerSettings(port=port))
+    record_timeline(TIMELINE)  # before the app is built: its middleware binds the handler it wraps
     app = create_app(settings, load_model=lambda n, dtype, d: random_model(name, small, d))
-    record_timeline(TIMELINE)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
@@ -113,34 +113,70 @@ TIMELINE = Path("/tmp/spinfc-served-timeline.txt")
 
 
 def record_timeline(path: Path) -> None:
-    """In the server's process: append `time kind detail` for every request parsed (its first compile-side mark),
-    compiled, pass launched (rows, segments) and request answered, for the burst's timeline (`timeline`)."""
+    """In the server's process: append `time kind detail` for every request entering the app (`entered`), its body
+    decoded (`parsed`), reaching the scoring code (`received`), compiled (the compile's microseconds), queued in
+    the engine, every pass launched (rows, segments), and every request scored and answered, for the burst's
+    timeline (`timeline`)."""
+    import importlib
+
+    from spinfc.runtime.engine import Engine
     from spinfc.runtime.intake import Intake
     from spinfc.runtime.runner import Runner
-    import importlib
+    from spinfc.server.body import BodyRequest
+    from spinfc.server.observe import RequestMetrics
 
     route = importlib.import_module("spinfc.server.routes.score")  # the module (the package exports the handler)
 
     out = path.open("a", buffering=1)
-    compile_program, launch, score_body = Intake.compile_program, Runner.launch, route.score_body
+
+    def mark(kind: str, *detail) -> None:
+        out.write(" ".join(map(str, (time.time(), kind, *detail))) + "\n")
+
+    compile_program, submit, score_body = Intake.compile_program, Engine.submit, route.score_body
+    handle, json_body = RequestMetrics.handle, BodyRequest.json
 
     def timed_compile(self, *args, **kwargs):
+        began = time.perf_counter()
         result = compile_program(self, *args, **kwargs)
-        out.write(f"{time.time()} compiled\n")
+        mark("compiled", round((time.perf_counter() - began) * 1e6))  # and how long the compile took, in us
         return result
+
+    def timed_submit(self, compiled):
+        future = submit(self, compiled)
+        mark("queued")
+        return future
+
+    async def timed_score_body(*args, **kwargs):
+        mark("received")
+        result = await score_body(*args, **kwargs)
+        mark("scored")
+        return result
+
+    async def timed_handle(self, scope, receive, send, next_app):
+        scoring = scope.get("path") == "/v1/score"
+        if scoring:
+            mark("entered")
+        try:
+            return await handle(self, scope, receive, send, next_app)
+        finally:
+            if scoring:
+                mark("answered")
+
+    async def timed_json(self):
+        data = await json_body(self)
+        mark("parsed")
+        return data
+
+    Intake.compile_program, Engine.submit, route.score_body = timed_compile, timed_submit, timed_score_body
+    RequestMetrics.handle, BodyRequest.json = timed_handle, timed_json
+    launch = Runner.launch
 
     def timed_launch(self, arrays):
         pending = launch(self, arrays)
-        out.write(f"{time.time()} pass {pending.rows} {len(arrays)}\n")
+        mark("pass", pending.rows, len(arrays))
         return pending
 
-    async def timed_score_body(*args, **kwargs):
-        out.write(f"{time.time()} received\n")
-        result = await score_body(*args, **kwargs)
-        out.write(f"{time.time()} scored\n")
-        return result
-
-    Intake.compile_program, Runner.launch, route.score_body = timed_compile, timed_launch, timed_score_body
+    Runner.launch = timed_launch
 
 
 def timeline(path: Path, began: float, ended: float) -> dict:
@@ -226,8 +262,8 @@ def wait_ready(base: str, child, limit: float = 400) -> float:
 def burst_timeline(engine, score, bodies: list[dict], questions: int, reps: int = 3) -> dict:
     """The one-content requests all at once in this process (no HTTP): the time, and when (ms from the start) each
     compile ended and each pass was launched with how many rows: where a burst waits, without the server."""
-    compiled_at, launched = [], []
-    compile_program, launch = engine.intake.compile_program, engine.runner.launch
+    compiled_at, queued_at, launched = [], [], []
+    compile_program, launch, submit = engine.intake.compile_program, engine.runner.launch, engine.submit
 
     def timed_compile(*args, **kwargs):
         out = compile_program(*args, **kwargs)
@@ -239,7 +275,12 @@ def burst_timeline(engine, score, bodies: list[dict], questions: int, reps: int 
         launched.append((time.perf_counter(), pending.rows, len(arrays)))
         return pending
 
-    engine.intake.compile_program, engine.runner.launch = timed_compile, timed_launch
+    def timed_submit(compiled):
+        future = submit(compiled)
+        queued_at.append(time.perf_counter())
+        return future
+
+    engine.intake.compile_program, engine.runner.launch, engine.submit = timed_compile, timed_launch, timed_submit
 
     async def all_at_once():
         return await asyncio.gather(*(score(body) for body in bodies))
@@ -248,16 +289,18 @@ def burst_timeline(engine, score, bodies: list[dict], questions: int, reps: int 
     try:
         for _ in range(reps):
             compiled_at.clear()
+            queued_at.clear()
             launched.clear()
             began = time.perf_counter()
             asyncio.run(all_at_once())
             seconds = time.perf_counter() - began
             run = {"seconds": round(seconds, 3), "questions_per_s": round(questions / seconds, 1),
                    "compiled_ms": [round((t - began) * 1000) for t in compiled_at],
+                   "queued_ms": [round((t - began) * 1000) for t in queued_at],
                    "passes": [(round((t - began) * 1000), rows, n) for t, rows, n in launched]}
             best = run if best is None or run["seconds"] < best["seconds"] else best
     finally:
-        engine.intake.compile_program, engine.runner.launch = compile_program, launch
+        engine.intake.compile_program, engine.runner.launch, engine.submit = compile_program, launch, submit
     return best
 
 

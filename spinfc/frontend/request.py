@@ -15,8 +15,11 @@ Other top-level keys (model, packs, stream, ...) are the server's and are not re
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
+
+import msgspec
 
 from spinfc.errors import RequestError
 from spinfc.frontend.fields import Fields, JsonWhere
@@ -25,6 +28,8 @@ from spinfc.frontend.query import read_query
 from spinfc.frontend.request_schema import ScoreRequest
 from spinfc.ir.nodes import Content, Program, Query
 
+QUERY_SETS_REMEMBERED = 64  # the last query sets read, by their JSON
+QUERY_SET_BYTES = 256 * 1024  # a larger `scoring` is read every time (the remembered sets stay a few MB at most)
 MESSAGE_EXAMPLE = '[{"role": "user", "content": "..."}]'
 
 
@@ -35,7 +40,22 @@ def program_from_request(body: Mapping[str, Any], model: str, source: str = "<re
     convert_body(body, ScoreRequest, source)
     f = Fields(body, (), JsonWhere(source), RequestError, "a JSON object")
     contents = _contents(f)
-    return Program(model=model, contents=contents, queries=_queries(f))
+    scoring = body.get("scoring")
+    encoded = msgspec.json.encode(scoring) if isinstance(scoring, dict) else b""
+    if 0 < len(encoded) <= QUERY_SET_BYTES:  # read once per query set (a server sees one set request after request)
+        queries = _queries_of(source, "packs" in body, encoded)
+    else:
+        queries = _queries(f)
+    return Program(model=model, contents=contents, queries=queries)
+
+
+@functools.lru_cache(maxsize=QUERY_SETS_REMEMBERED)
+def _queries_of(source: str, packs: bool, scoring: bytes) -> tuple[Query, ...]:
+    """`_queries` of a body whose `scoring` is this JSON (and that names `packs` or not): the queries, and any
+    mistake in them, depend on nothing else (the same frozen values, the same JSON paths); a mistake raises and is
+    not remembered."""
+    body = {"scoring": msgspec.json.decode(scoring), **({"packs": None} if packs else {})}
+    return _queries(Fields(body, (), JsonWhere(source), RequestError, "a JSON object"))
 
 
 def _contents(f: Fields) -> tuple[Content, ...]:

@@ -18,7 +18,7 @@ from spinfc.passes.tokenize import tokenize
 Transform = Callable[[Program, PassContext], Program]
 
 PIPELINE: tuple[tuple[str, Transform], ...] = (
-    ("expand-placeholders", lambda program, ctx: expand_placeholders(program)),
+    ("expand-placeholders", lambda program, ctx: expand_placeholders(program, ctx.memo)),
     ("add-floor", lambda program, ctx: add_floor(program)),
     ("tokenize", tokenize),
     ("dedupe-prefixes", lambda program, ctx: dedupe_prefixes(program, ctx.memo)),

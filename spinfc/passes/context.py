@@ -10,14 +10,32 @@ from spinfc.shapes import Shapes
 @attrs.frozen
 class PassContext:
     """`tokenizer`: a transformers tokenizer (what `tokenize` encodes with); None compiles only up to tokenize.
-    `shapes`: the pass shapes chosen at start-up (what `plan-packing` and `layout` pack into). `memo`: encodings
-    `tokenize` may reuse (pure: the same text always encodes the same with the same tokenizer)."""
+    `shapes`: the pass shapes chosen at start-up (what `plan-packing` and `layout` pack into). `memo`: what the
+    passes may reuse between compiles, each a pure function of its key: encodings (the same text always encodes
+    the same with the same tokenizer), a query set's questions and their tokens, a question set's trie and rows."""
 
     tokenizer: object = None
     shapes: Shapes = attrs.field(factory=Shapes)
-    # encodings kept between compiles by the context's owner (the engine: the same questions and options come in
-    # request after request); bounded by MEMO_ENTRIES
+    # kept between compiles by the context's owner (the engine: the same questions and options come in request
+    # after request); bounded by MEMO_ENTRIES
     memo: dict = attrs.field(factory=dict, eq=False, repr=False)
 
 
 MEMO_ENTRIES = 100_000
+SETS_REMEMBERED = 64  # query sets whose questions (and their tokens) are kept: each may hold thousands
+
+
+def recalled(memo: dict | None, key: tuple):
+    """A query or question set's value kept by `remember` (None if it was not, or was dropped since)."""
+    return None if memo is None else memo.get("sets", {}).get(key)
+
+
+def remember(memo: dict | None, key: tuple, value) -> None:
+    """Keep a set's value in `memo` (its most recent SETS_REMEMBERED sets: all are dropped when it is full, as a
+    stream of different sets would otherwise grow it without bound)."""
+    if memo is None:
+        return
+    sets = memo.setdefault("sets", {})
+    if len(sets) >= SETS_REMEMBERED:
+        sets.clear()
+    sets[key] = value

@@ -8,6 +8,7 @@ import attrs
 
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import OptionSlot, Placeholder, Program, Query, Question, SlotRef, Text
+from spinfc.passes.context import recalled, remember
 
 # The most questions one program may expand to. A grid grows as the product of its value lists, so a few hundred
 # bytes of placeholders can ask for millions of questions; the server's `max_prompts_per_input` (default 10,000)
@@ -25,8 +26,10 @@ def grid_size(query: Query) -> int:
     return size
 
 
-def expand_placeholders(program: Program) -> Program:
-    """Fill `program.questions`, replacing any there were.
+def expand_placeholders(program: Program, memo: dict | None = None) -> Program:
+    """Fill `program.questions`, replacing any there were (from `memo` when the same queries were expanded before:
+    the questions are a function of the queries alone, frozen values compared by value, and a server sees the same
+    queries request after request).
 
     Guarantees: the questions come in query order, and within a query in grid order over the placeholders in the
     order of `query.placeholders` (the first varies slowest, the last fastest; values in their given order);
@@ -37,6 +40,10 @@ def expand_placeholders(program: Program) -> Program:
     Raises `CompileError` for a template without a slot, a placeholder without values, or more than
     `MAX_QUESTIONS` questions in all (counted before any is built).
     """
+    key = ("questions of", program.queries)
+    questions = recalled(memo, key)
+    if questions is not None:
+        return attrs.evolve(program, questions=questions)
     total = sum(grid_size(query) for query in program.queries)
     if total > MAX_QUESTIONS:
         largest = max(program.queries, key=grid_size)
@@ -46,6 +53,7 @@ def expand_placeholders(program: Program) -> Program:
             hint="give fewer placeholder values, or split the grid across requests",
         )
     questions = tuple(question for query in program.queries for question in _expand(query))
+    remember(memo, key, questions)
     return attrs.evolve(program, questions=questions)
 
 

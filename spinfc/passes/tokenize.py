@@ -6,7 +6,7 @@ import attrs
 
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import OptionSlot, Program, Question
-from spinfc.passes.context import MEMO_ENTRIES, PassContext
+from spinfc.passes.context import MEMO_ENTRIES, PassContext, recalled, remember
 
 
 def encode_text(tokenizer, text: str, *, bos: bool = False) -> tuple[int, ...]:
@@ -48,8 +48,7 @@ def tokenize_with(program: Program, tokenizer, memo: dict | None = None) -> Prog
     texts = [program.present_before + c.text + program.present_after for c in program.contents]
     encoded = tokenizer(texts, add_special_tokens=True, split_special_tokens=True)["input_ids"] if texts else []
     contents = tuple(attrs.evolve(c, tokens=tuple(ids)) for c, ids in zip(program.contents, encoded))  # one batch
-    queries = {query.id: query for query in program.queries}
-    questions = tuple(_tokenize_question(q, encode, queries.get(q.query_id)) for q in program.questions)
+    questions = _tokenize_questions(program, encode, memo)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = attrs.evolve(program, contents=contents, questions=questions, pad=pad)
     options = [o for q in questions if isinstance(q.slot, OptionSlot) for o in q.slot.options]
@@ -62,6 +61,19 @@ def tokenize_with(program: Program, tokenizer, memo: dict | None = None) -> Prog
     ):
         out = out.with_stat(name, value)
     return out
+
+
+def _tokenize_questions(program: Program, encode, memo: dict) -> tuple[Question, ...]:
+    """The program's questions tokenized: a function of the questions alone (frozen values, compared by value), so
+    kept in `memo` for the next request asking the same set (a burst of one-content requests asks one set 24 times,
+    and building 56 questions and their options again was most of a one-content compile)."""
+    key = ("questions", program.questions)
+    tokenized = recalled(memo, key)
+    if tokenized is None:
+        queries = {query.id: query for query in program.queries}
+        tokenized = tuple(_tokenize_question(q, encode, queries.get(q.query_id)) for q in program.questions)
+        remember(memo, key, tokenized)
+    return tokenized
 
 
 def _tokenize_question(question: Question, encode, query) -> Question:

@@ -35,6 +35,7 @@ from spinfc.passes.layout import used_rows
 from spinfc.passes.plan_packing import floor_first, round_up
 from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Refused re-exported)
 from spinfc.runtime.extract.scheduling import extract_units, extracts, floors_first
+from spinfc.runtime.gather import launch_now_costs_nothing
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.results import ContentScores
 from spinfc.runtime.runner import Pending, Runner
@@ -123,15 +124,19 @@ class Engine:
         job = await asyncio.wrap_future(self.submit(compiled))
         return Scored(compiled, dict(job.scores), job.processed_tokens, job.floor_cached, tuple(job.placements))
 
-    async def compile_and_score(self, program: Program, check: Callable[[Program], None] | None = None) -> Scored:
+    async def compile_and_score(self, program: Program | Callable[[], Program],
+                                check: Callable[[Program], None] | None = None) -> Scored:
         """`compile_program` and `submit` in one turn of the compile thread, then the scores: the request joins the
         queue the moment it is compiled, without waiting for a turn of the event loop (which a burst of requests
-        keeps busy). Raises what the compile or the run raise."""
+        keeps busy). `program` may be the function that builds it (the server's frontend and checks), run first in
+        the same turn: requests arriving together are then built and compiled one after the other in arrival
+        order, rather than all built at once on a pool of threads sharing the GIL, none compiled until the last
+        is built. Raises what building, the compile or the run raise."""
         def on_thread() -> tuple[Compiled, concurrent.futures.Future]:
-            compiled = self.compile_program(program, check)
+            compiled = self.compile_program(program() if callable(program) else program, check)
             return compiled, self.submit(compiled)
 
-        handed = asyncio.ensure_future(self.intake.on_thread(on_thread))
+        handed = self.intake.on_thread(on_thread)  # on the compile thread's queue before this coroutine yields
         try:
             compiled, future = await asyncio.shield(handed)
         except asyncio.CancelledError:  # withdraw the job once it exists (a client that hung up)
@@ -265,7 +270,7 @@ class Engine:
         rows = self._launch_rows(self._units)
         deadline = time.perf_counter() + (0.5 * rows / rate if rate else 0.05)
         while self.intake.expecting and not self._full(self._units, of_launch=True) and \
-                time.perf_counter() < deadline:
+                not self._free_to_launch() and time.perf_counter() < deadline:
             try:
                 job = self._inbox.get(timeout=max(0.0, min(0.005, deadline - time.perf_counter())))
             except queue.Empty:
@@ -273,6 +278,14 @@ class Engine:
             if not self._admit(block=False, first=job):  # it, then whatever else came, in order
                 self._inbox.put(None)  # close() was called: the loop must see it too
                 return
+
+    def _free_to_launch(self) -> bool:
+        """Whether the queued work may launch now at no cost in rows (runtime/gather.py)."""
+        item = lambda unit: (unit.segment.length, unit.segment.rows, len(unit.segment.reads))  # noqa: E731
+        inputs = [unit for unit in self._units if unit.floor_key is None]
+        requests = len({id(job) for unit in inputs for job, _ in unit.consumers})
+        return launch_now_costs_nothing([item(u) for u in self._units], [item(u) for u in inputs], requests,
+                                        self.intake.coming, self.shapes)
 
     def _launch_rows(self, units: list[Unit]) -> int:
         """The rows a pass of `units` would launch with (the budget where they need a pass or more)."""

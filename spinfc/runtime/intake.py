@@ -102,10 +102,29 @@ class Intake:
                 self._compiled[id(compiled)] = time.perf_counter()
             return compiled
 
-    async def on_thread(self, fn):
-        """`fn()` on the compile thread, counted as arriving while it runs (`fn` submits what it compiles)."""
-        with self.arriving():
-            return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
+    def on_thread(self, fn) -> asyncio.Future:
+        """`fn()` on the compile thread, handed to it now, not at the caller's next turn of the event loop (a burst
+        of requests keeps the loop busy: a turn waits behind every other request's parsing); counted as arriving
+        from now until it has run (`fn` submits what it compiles). Call it on the event loop."""
+        with self._lock:
+            self._on_the_way += 1
+        left = threading.Event()
+
+        def leave() -> None:
+            if not left.is_set():
+                left.set()
+                with self._lock:
+                    self._on_the_way -= 1
+
+        def counted():
+            try:
+                return fn()
+            finally:
+                leave()
+
+        future = asyncio.get_running_loop().run_in_executor(self._thread, counted)
+        future.add_done_callback(lambda _: leave())  # cancelled before it ran (the thread shut down)
+        return future
 
     @contextlib.contextmanager
     def arriving(self):
@@ -149,6 +168,12 @@ class Intake:
             while self._expected and now - next(iter(self._expected.values())) > PENDING_SECONDS:
                 self._expected.popitem(last=False)
             return bool(self._on_the_way or self._compiled or self._expected)
+
+    @property
+    def coming(self) -> int:
+        """About how many requests are on their way in (announced, or compiling, and not yet submitted)."""
+        with self._lock:
+            return max(len(self._expected), self._on_the_way + len(self._compiled))
 
     def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)

@@ -3,7 +3,8 @@
 The model loads in the lifespan as a background task (service.py), so /healthz answers while it loads and
 /readyz turns 200 once a warm-up pass has run. The packs are read here, before the server starts: a pack source
 that cannot be read raises `PackSourceError`, which refuses the start. Every route but health needs the bearer
-token when the server has one (auth.py); every routed request is counted in the metrics (observe.py).
+token when the server has one (auth.py); every routed request is counted in the metrics (observe.py); a request
+that may score is announced to the engine before its body is read (announce.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from spinfc.config import Settings
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry, registry_from_settings
 from spinfc.server import decision_schemas, schemas
+from spinfc.server.announce import AnnounceScoring
 from spinfc.server.auth import require_token
 from spinfc.server.body import BodyRequest
 from spinfc.server.errors import exception_handlers
@@ -43,7 +45,7 @@ def create_app(settings: Settings | None = None, load_model: Callable = load_def
         dependencies={"service": Provide(lambda: service, use_cache=True, sync_to_thread=False)},
         exception_handlers=exception_handlers(),
         guards=[require_token],
-        middleware=[RequestMetrics()],
+        middleware=[RequestMetrics(), AnnounceScoring()],
         lifespan=[service.lifespan],
         openapi_config=OpenAPIConfig(title="spinfc", version=__version__),
     )

@@ -40,7 +40,8 @@ def check_limits(program: Program, limits: Limits, many_inputs: bool, where: Map
 
 def processed_tokens(program: Program) -> int:
     """Tokens the program puts into passes: each content (the floor included) once, plus the question tree under it."""
-    tree = trie_size(program.trie)
+    tree = program.stat("tree_tokens", -1)  # dedupe-prefixes counted it (kept with the memoised trie)
+    tree = trie_size(program.trie) if tree < 0 else tree
     return sum(len(content.tokens) + tree for content in program.contents)
 
 

@@ -2,9 +2,6 @@
 
 It sits outside Litestar's per-route exception handler, so errors (401, 400, 429, 503) are counted with the status
 the client got. Requests that match no route (404) never reach a route's middleware and are not counted.
-
-It also tells the engine a scoring request is on its way (`Intake.expect`) before its body is read and parsed, so
-a pass about to run part-empty may wait for it (`Engine._gather`).
 """
 
 from __future__ import annotations
@@ -14,9 +11,6 @@ import time
 from litestar.middleware import ASGIMiddleware
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
-
-
-SCORING_PATHS = frozenset({"/v1/score", "/v1/chat/completions", "/v1/decisions", "/v1/systemone"})
 
 
 class RequestMetrics(ASGIMiddleware):
@@ -33,17 +27,9 @@ class RequestMetrics(ASGIMiddleware):
                 status["code"] = message["status"]
             await send(message)
 
-        intake, announced = None, None
-        if scope.get("method") == "POST" and scope.get("path") in SCORING_PATHS:
-            engine = getattr(getattr(scope["litestar_app"].state, "service", None), "engine", None)
-            if engine is not None:
-                intake = engine.intake
-                announced = intake.expect()
         metrics.in_flight.inc()
         try:
             await next_app(scope, receive, send_and_note)
         finally:
-            if announced is not None:  # a refused request, or one that never used the engine, stops counting
-                intake.withdraw(announced)
             metrics.in_flight.dec()
             metrics.observe_request(route, status["code"], time.perf_counter() - started)

@@ -27,6 +27,9 @@ from spinfc.server.schemas import PackResult
 from spinfc.server.service import Service
 
 
+INLINE_RESULTS = 256  # (content, question) pairs whose results are built on the event loop itself
+
+
 @attrs.frozen
 class ScoringOutcome:
     own: list[list[QueryResult]]  # per input, per own query
@@ -76,12 +79,21 @@ async def score_body(service: Service, ctx: CallContext, body: dict, pack_ids: l
         check_prompts(plan.program, ctx.limits)
         return plan
 
-    with service.admission.admit():
-        plan = await asyncio.to_thread(frontend)  # off the compile thread: a costly bad body delays no one's compile
-        scored = await engine.compile_and_score(  # compiled and queued in one turn of the compile thread
-            plan.program, check=lambda program: check_limits(program, ctx.limits, many, where=plan.where))
+    built: list[WithPacks] = []
+
+    def program() -> Program:
+        built.append(frontend())
+        return built[0].program
+
+    with service.admission.admit():  # built, compiled and queued in one turn of the compile thread, in arrival order
+        scored = await engine.compile_and_score(
+            program, check=lambda program: check_limits(program, ctx.limits, many, where=built[0].where))
+    plan = built[0]
     compiled = scored.compiled
-    per_input = await asyncio.to_thread(scored.results)
+    # a few hundred (content, question) pairs take well under a millisecond: a thread's round trip through a busy
+    # event loop costs more (a burst's requests are answered one after another on it); larger results go off it
+    small = len(compiled.inputs) * len(compiled.program.questions) <= INLINE_RESULTS
+    per_input = scored.results() if small else await asyncio.to_thread(scored.results)
     split = [split_results(results, plan) for results in per_input]
     questions = len(compiled.program.questions) * len(compiled.inputs)
     service.metrics.observe_questions(questions)

@@ -18,12 +18,18 @@ LONGEST_TOKEN = 31  # Gemma 3's longest vocabulary entry, in characters (what th
 
 
 class Unreachable:
-    """Stands for the engine: it has a model name (the frontend names the program's model) and takes the
-    announcement of a scoring request (`Intake.expect`, before its body is read), and any other use of it fails the
-    request with a 500."""
+    """Stands for the engine: it has a model name (the frontend names the program's model), takes the
+    announcement of a scoring request (`Intake.expect`, before its body is read) and runs the server's frontend
+    and checks handed to `compile_and_score` (the engine runs them on its compile thread, before compiling); a
+    request they pass, and any other use of the engine, fails with a 500."""
 
     model = SimpleNamespace(name="gemma3-270m")
     intake = SimpleNamespace(expect=lambda: None, withdraw=lambda handle: None)
+
+    async def compile_and_score(self, program, check=None):
+        if callable(program):
+            program()  # the frontend and its checks: a hostile body must be refused here
+        raise AssertionError("a hostile request passed the frontend's checks and reached the compile")
 
     def __getattr__(self, name):
         raise AssertionError(f"a hostile request reached the engine (engine.{name})")

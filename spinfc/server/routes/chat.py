@@ -22,6 +22,7 @@ from litestar.params import Body
 from litestar.response import ServerSentEvent
 
 from spinfc.runtime.generate import Sampling
+from spinfc.server.announce import withdraw
 from spinfc.server.chat_stream import stream_answer
 from spinfc.server.context import CallContext, call_context
 from spinfc.server.openapi import BODY_ROUTE, errors
@@ -46,6 +47,7 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     refuse_unsupported(data)
     scoring = data.scoring is not None or bool(data.packs)
     if not scoring:  # what can be checked without the model is checked first (an empty `messages` is body.py's)
+        withdraw(request.scope)  # generated, not scored: no pass waits for it
         sampling = sampling_of(data, ctx)
         messages = [{"role": m.role, "content": text_of(m.content, f"messages[{i}]")}
                     for i, m in enumerate(data.messages)]
