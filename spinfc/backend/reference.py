@@ -97,11 +97,9 @@ def tree_attention(
     scale: float,
     window: int | None,
     quant: ActivationQuant | None = None,
-    rope_theta: float | None = None,
 ) -> torch.Tensor:
     """q: [T, H, D], k, v: [T, Hk, D] (H a multiple of Hk), ends: [T] int32, positions: [T] int64 -> [T, H, D];
-    with `quant`, the float32 result quantized for the output projection (`ActivationQuant.reference`); with
-    `rope_theta`, q is given before its rotary embedding (`apply_rope` first; k must already be rotated).
+    with `quant`, the float32 result quantized for the output projection (`ActivationQuant.reference`).
 
     Query i attends key j iff j <= i < ends[j], both lie in the same span, and (with a window)
     positions[i] - positions[j] < window: the rule of transformers' sliding-window mask
@@ -114,8 +112,6 @@ def tree_attention(
     if k.shape != (T, Hk, D) or v.shape != (T, Hk, D):
         raise ValueError(f"tree_attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree")
     group = H // Hk
-    if rope_theta is not None:
-        q = apply_rope(q, positions, rope_theta)
     # Padding rows: a softmax over the row's own key alone is 1, so the output is that row's value.
     dtype = torch.float32 if quant is not None else q.dtype
     out = v.repeat_interleave(group, dim=1).to(dtype).clone()  # [T, H, D]

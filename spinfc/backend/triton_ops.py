@@ -3,8 +3,7 @@
 
 Each op runs its Triton kernel when its tensors are on a GPU (or when `TRITON_INTERPRET=1`, for the CPU tests),
 and falls back to the reference otherwise. Differences from the reference a caller must know:
-  - `apply_rope` rotates its input in place (and returns it); `tree_attention` with `rope_theta` rotates q as it
-    loads it (q itself is left as it was);
+  - `apply_rope` rotates its input in place (and returns it);
   - `tree_attention` reads only `ends` (not `spans`): it relies on the layout's invariants (an `end` never
     passes its own span; a padding row j has ends[j] = j + 1), and on contents starting at multiples of
     `kernels.tree_attention.ALIGNMENT`; T must be a multiple of it too;
@@ -78,16 +77,13 @@ def tree_attention(
     scale: float,
     window: int | None,
     quant: ActivationQuant | None = None,
-    rope_theta: float | None = None,
 ) -> torch.Tensor:
     if not _on_triton(q):
-        return reference.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, quant=quant,
-                                        rope_theta=rope_theta)
+        return reference.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, quant=quant)
     if not _converts(q, quant):
         return quant.reference(_tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale,
-                                                              window=window, rope_theta=rope_theta))
-    return _tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, quant=quant,
-                                          rope_theta=rope_theta)
+                                                              window=window))
+    return _tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, quant=quant)
 
 
 def decode_attention(q: torch.Tensor, *args, scale: float, window: int | None) -> torch.Tensor:

@@ -51,24 +51,6 @@ def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks,
     torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5, msg=lambda m: f"seed {seed}: {m}")
 
 
-@pytest.mark.parametrize("blocks", [(16, 16, 1), (16, 16, 1, 3, True), None])
-def test_q_rotated_as_it_is_loaded_equals_rope_then_attention(blocks, seed):
-    from spinfc.backend.kernels import rope
-
-    rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
-    ends, positions, spans = random_layout(rng, 192, align=64, contents=4)
-    q, k, v = qkv(192, 4, 2, 32, generator)
-    rotated = rope.apply_rope(q.clone(), positions, 10000.0)
-    want = kernel.tree_attention(rotated, k, v, ends, positions, spans, scale=0.2, window=None, blocks=blocks)
-    before = q.clone()
-    got = kernel.tree_attention(q, k, v, ends, positions, spans, scale=0.2, window=None, blocks=blocks,
-                                rope_theta=10000.0)
-    assert torch.equal(q, before)  # q itself is not rotated
-    torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5, msg=lambda m: f"seed {seed}: {m}")
-    reference = kernel.reference(q, k, v, ends, positions, spans, scale=0.2, window=None, rope_theta=10000.0)
-    torch.testing.assert_close(got, reference, atol=2e-5, rtol=2e-5)
-
-
 def test_padding_rows_see_only_themselves(seed):
     rows, generator = 64, torch.Generator().manual_seed(seed)
     ends = torch.arange(1, rows + 1, dtype=torch.int32)

@@ -31,7 +31,6 @@ import triton.language as tl
 import torch
 
 from spinfc.backend import reference as _reference
-from spinfc.backend.kernels import rope as _rope
 from spinfc.backend.kernels.quant_store import quantized
 
 # Contents must start at multiples of this (it is a multiple of every block size the launcher picks).
@@ -42,13 +41,12 @@ ALIGNMENT = 64
 def _tree_attention_kernel(
     Q, K, V, O, ENDS, POS,  # q: [T, H, D], k, v: [T, Hk, D], o: [T, H, D], ends, pos: [T]
     INV_SCALE, q_min, q_max,  # QUANT: o = clamp(out * inv_scale) in O's 8-bit dtype (INV_SCALE: [] float32)
-    INV_FREQ,  # ROPE: [D/2] float32, the rotary frequencies q is rotated with as it is loaded
     BLOCK_LIST, BLOCK_COUNT,  # block_list: [T/BM, T/BN] visible key blocks first, ascending; block_count: [T/BM]
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_list,
     qk_scale, window,  # qk_scale = scale * log2(e): the softmax runs in base 2
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, QUANT: tl.constexpr,
-    IS_INT: tl.constexpr, HEADS: tl.constexpr, ROPE: tl.constexpr,
+    IS_INT: tl.constexpr, HEADS: tl.constexpr,
 ):
     # A program computes BLOCK_M query rows of HEADS query heads that share one key/value head (HEADS is 1 or the
     # whole group): its tile has HEADS * BLOCK_M rows, the block's rows once per head, so each key and value tile
@@ -62,15 +60,8 @@ def _tree_attention_kernel(
     dims = tl.arange(0, BLOCK_D)  # [BD]
     dim_ok = dims < HEAD_DIM
 
-    q_rows = Q + rows[:, None] * stride_qt + heads[:, None] * stride_qh
-    q = tl.load(q_rows + dims[None, :], mask=dim_ok[None, :], other=0.0)
-    if ROPE:  # rotate_half: dimension i pairs with i + D/2, in float32, rounded to q's dtype as `kernels.rope` does
-        HALF: tl.constexpr = HEAD_DIM // 2
-        partner = tl.load(q_rows + ((dims + HALF) % HEAD_DIM)[None, :], mask=dim_ok[None, :], other=0.0)
-        inv_freq = tl.load(INV_FREQ + dims % HALF, mask=dim_ok, other=0.0)  # [BD]
-        angle = tl.load(POS + rows).to(tl.float32)[:, None] * inv_freq[None, :]  # [HM, BD]
-        sign = tl.where(dims < HALF, -1.0, 1.0)[None, :]
-        q = (q.to(tl.float32) * tl.cos(angle) + sign * partner.to(tl.float32) * tl.sin(angle)).to(q.dtype)
+    q = tl.load(Q + rows[:, None] * stride_qt + heads[:, None] * stride_qh + dims[None, :], mask=dim_ok[None, :],
+                other=0.0)
     if HAS_WINDOW:
         q_pos = tl.load(POS + rows)  # [HM]
 
@@ -218,15 +209,12 @@ def tree_attention(
     window: int | None,
     blocks: tuple[int, ...] | None = None,
     quant=None,
-    rope_theta: float | None = None,
 ) -> torch.Tensor:
     """q: [T, H, D], k, v: [T, Hk, D] (rows of each with a unit last stride), ends: [T] int32, positions: [T] int64
     -> [T, H, D] in q.dtype, equal to `reference.tree_attention` under the layout invariants above; with `quant`
     (an `ActivationQuant`: the output projection's static input scale) in its 8-bit storage dtype, quantized from
-    the float32 result. With `rope_theta`, q arrives before its rotary embedding and is rotated as it is loaded
-    (`kernels.rope`'s arithmetic; k must already be rotated): no pass reads and writes q for rope alone. `spans` is
-    accepted for the ops signature and not read. `blocks` overrides (BLOCK_M, BLOCK_N, num_warps[, num_stages[,
-    pack_heads]]) (tests, tuning)."""
+    the float32 result. `spans` is accepted for the ops signature and not read. `blocks` overrides (BLOCK_M,
+    BLOCK_N, num_warps[, num_stages[, pack_heads]]) (tests, tuning)."""
     T, H, D = q.shape
     Hk = k.shape[1]
     if k.shape != (T, Hk, D) or v.shape != (T, Hk, D) or H % Hk:
@@ -254,16 +242,14 @@ def tree_attention(
         raise ValueError(f"tree_attention: T={T} rows is not a multiple of the blocks ({block_m}, {block_n})")
     out = torch.empty((T, H, D), dtype=quant.storage if quant is not None else q.dtype, device=q.device)
     inv_scale, q_min, q_max = (quant.inv_scale, quant.q_min, quant.q_max) if quant is not None else (q, 0.0, 0.0)
-    inv_freq = _rope._inv_freq(D, float(rope_theta), q.device) if rope_theta is not None else positions
     block_list, block_count = visible_key_blocks(ends, positions, window, block_m, block_n)
     _tree_attention_kernel[(T // block_m, H // heads)](
-        q, k, v, out, ends, positions, inv_scale, q_min, q_max, inv_freq, block_list, block_count,
+        q, k, v, out, ends, positions, inv_scale, q_min, q_max, block_list, block_count,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
         block_list.stride(0), scale * 1.4426950408889634, window if window is not None else 0,
         GROUP=H // Hk, HEAD_DIM=D, BLOCK_D=triton.next_power_of_2(D),
         BLOCK_M=block_m, BLOCK_N=block_n, HAS_WINDOW=window is not None, QUANT=quant is not None,
-        IS_INT=quant is not None and not quant.storage.is_floating_point, HEADS=heads, ROPE=rope_theta is not None,
-        num_warps=num_warps,
+        IS_INT=quant is not None and not quant.storage.is_floating_point, HEADS=heads, num_warps=num_warps,
         num_stages=rest[0] if rest else 3,
     )
     return out
