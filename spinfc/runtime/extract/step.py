@@ -153,8 +153,10 @@ class _StepOps:
     def __getattr__(self, name: str):
         return getattr(self._ops, name)
 
-    def tree_attention(self, q, k, v, ends, positions, spans, *, scale: float, window: int | None) -> torch.Tensor:
-        """q: [n, H, D], k, v: [n, Hk, D] (each row's new key and value) -> [n, H, D] in q.dtype."""
+    def tree_attention(self, q, k, v, ends, positions, spans, *, scale: float, window: int | None,
+                       quant=None) -> torch.Tensor:
+        """q: [n, H, D], k, v: [n, Hk, D] (each row's new key and value) -> [n, H, D] in q.dtype; with `quant`,
+        quantized for the output projection (as `ops.tree_attention`)."""
         batch, layer = self._batch, self._layer
         self._layer += 1
         own_k, own_v = batch.own[layer, 0], batch.own[layer, 1]  # [S + 1, G, Hk, D]
@@ -163,9 +165,10 @@ class _StepOps:
         own_v.view(-1, Hk, D).index_copy_(0, self._flat, v.to(own_v.dtype))
         pool = batch.pool
         _, _, slots, tables, own = self._inputs
-        return self._attend(q, pool.keys[layer], pool.values[layer], pool.positions, batch.table,
-                            batch.table_count, own_k, own_v, batch.own_positions, slots, tables, own, positions,
-                            scale=scale, window=window)
+        out = self._attend(q, pool.keys[layer], pool.values[layer], pool.positions, batch.table,
+                           batch.table_count, own_k, own_v, batch.own_positions, slots, tables, own, positions,
+                           scale=scale, window=window)
+        return quant.reference(out) if quant is not None else out
 
 
 def warm_up(model, pass_rows: int, slot_rows: tuple[int, ...] = SLOT_TOKENS[:3]) -> None:

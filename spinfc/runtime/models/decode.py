@@ -43,10 +43,12 @@ class CachedOps:
     def __getattr__(self, name: str):
         return getattr(self._ops, name)
 
-    def tree_attention(self, q, k, v, ends, positions, spans, *, scale: float, window: int | None) -> torch.Tensor:
+    def tree_attention(self, q, k, v, ends, positions, spans, *, scale: float, window: int | None,
+                       quant=None) -> torch.Tensor:
         """q: [T, H, D], k, v: [T, Hk, D] for the new rows at `positions` [T] -> [T, H, D] in q.dtype. A new row
         sees every cached row and the new rows up to itself; with a window, only rows fewer than `window`
-        positions back (the rule of `reference.tree_attention`). Softmax in float32. Appends k, v to the cache."""
+        positions back (the rule of `reference.tree_attention`). Softmax in float32. Appends k, v to the cache.
+        With `quant`, the output is quantized for the output projection (as `ops.tree_attention`)."""
         cache, layer = self._cache, self._cache.layer
         if cache.keys[layer] is not None:
             k = torch.cat((cache.keys[layer], k))  # [S + T, Hk, D]
@@ -65,7 +67,8 @@ class CachedOps:
         scores = torch.matmul(q32, k32.transpose(-1, -2)) * scale  # [Hk, G, T, S + T]
         weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
         out = torch.matmul(weights, v32)  # [Hk, G, T, D]
-        return out.permute(2, 0, 1, 3).reshape(T, H, D).to(q.dtype)
+        out = out.permute(2, 0, 1, 3).reshape(T, H, D).to(q.dtype)
+        return quant.reference(out) if quant is not None else out
 
 
 @torch.inference_mode()
