@@ -35,7 +35,7 @@ from spinfc.passes.layout import used_rows
 from spinfc.passes.plan_packing import floor_first, round_up
 from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Refused re-exported)
 from spinfc.runtime.extract.scheduling import extract_units, extracts, floors_first
-from spinfc.runtime.gather import launch_now_costs_nothing
+from spinfc.runtime.gather import room_for_one_more
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.results import ContentScores
 from spinfc.runtime.runner import Pending, Runner
@@ -263,14 +263,15 @@ class Engine:
 
     def _gather(self) -> None:
         """The GPU is idle and the next pass would launch part-empty at its launch size while requests are still
-        arriving (parsed, compiling, or compiled and not yet submitted): wait for them, up to half a pass's time as
-        measured (of the size it would launch at now). A pass costs what its launch size costs, full or part-empty,
-        so the wait is paid back whenever it lets the pass hold more."""
+        arriving (parsed, compiling, or compiled and not yet submitted): wait for them while one more content would
+        still run in the launch size the pass takes now (runtime/gather.py), up to half a pass's time as measured
+        (of that size). A pass costs what its launch size costs, full or part-empty, so such a wait costs no rows
+        and is paid back whenever it lets the pass hold more."""
         rate = self.stats.rate
         rows = self._launch_rows(self._units)
         deadline = time.perf_counter() + (0.5 * rows / rate if rate else 0.05)
         while self.intake.expecting and not self._full(self._units, of_launch=True) and \
-                not self._free_to_launch() and time.perf_counter() < deadline:
+                self._room_for_one_more() and time.perf_counter() < deadline:
             try:
                 job = self._inbox.get(timeout=max(0.0, min(0.005, deadline - time.perf_counter())))
             except queue.Empty:
@@ -279,13 +280,11 @@ class Engine:
                 self._inbox.put(None)  # close() was called: the loop must see it too
                 return
 
-    def _free_to_launch(self) -> bool:
-        """Whether the queued work may launch now at no cost in rows (runtime/gather.py)."""
+    def _room_for_one_more(self) -> bool:
+        """Whether one more content like the largest queued would still run in the launch size of the queued work."""
         item = lambda unit: (unit.segment.length, unit.segment.rows, len(unit.segment.reads))  # noqa: E731
-        inputs = [unit for unit in self._units if unit.floor_key is None]
-        requests = len({id(job) for unit in inputs for job, _ in unit.consumers})
-        return launch_now_costs_nothing([item(u) for u in self._units], [item(u) for u in inputs], requests,
-                                        self.intake.coming, self.shapes)
+        inputs = [item(unit) for unit in self._units if unit.floor_key is None]
+        return room_for_one_more([item(unit) for unit in self._units], inputs, self.shapes)
 
     def _launch_rows(self, units: list[Unit]) -> int:
         """The rows a pass of `units` would launch with (the budget where they need a pass or more)."""

@@ -1,57 +1,43 @@
-"""Whether an idle GPU's next pass may launch now rather than wait for the requests still arriving.
+"""How long an idle GPU's next pass waits for the requests still arriving.
 
-Where shapes are fixed a pass costs what its launch size costs, full or part-empty, so waiting for more work only
-pays when it lets the passes hold the work in fewer launched rows. Often it does not: 24 one-content requests of
-~1,230 rows take 33,664 rows in any of 19,200 + 14,464, 9,600 + 19,200 + 4,864 or 4,864 + 19,200 + 9,600, so the
-first of them may go at once at 4,864 rows, and the GPU starts while the others are still being parsed and
-compiled rather than after. `launch_now_costs_nothing` compares the two, guessing each request still on its way
-to be like the largest queued: the engine's gather (`Engine._gather`) stops waiting when launching now costs no
-rows.
+Where shapes are fixed a pass costs what its launch size costs, full or part-empty, so while one more content
+would still run in the launch size the queued work takes now, waiting for it costs no launched rows, and each
+content it brings is one the passes after it need not hold. Once one more would need a larger launch (or another
+pass), the pass goes: waiting longer would only delay the GPU. The content guessed is the largest queued.
+
+Measured on an H200 with the served benchmark's burst (24 one-content requests of ~1,230 rows arriving over
+~80 ms; launch sizes 4,864 / 9,600 / 14,464 / 19,200): launching whatever had compiled as soon as that looked
+free against the requests announced so far sent one content alone at 4,864 rows while more were still arriving,
+and the other 23 then needed 19,200 + 14,464 (38,528 rows in all); waiting while there is room sends three at
+4,864, and the other 21 fit 19,200 + 9,600 (33,664 rows, what all 24 together take).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spinfc.passes.plan_packing import round_up
+from spinfc.passes.layout import used_rows
 from spinfc.shapes import Shapes
 
 Item = tuple[int, int, int]  # a segment's rows, answer rows and reads
 
 
-def launched_rows(items: Sequence[Item], shapes: Shapes) -> int:
-    """The rows launched to run `items`: passes filled first fit in order (as `plan_packing.fill` fills them),
-    each at the smallest launch size holding it."""
-    total, left = 0, list(items)
-    while left:
-        used = rows = reads = 0
-        rest: list[Item] = []
-        for length, answer_rows, n in left:
-            start = round_up(used, shapes.block)
-            if start + length > shapes.budget or rows + answer_rows > shapes.answer_rows or reads + n > shapes.reads:
-                rest.append((length, answer_rows, n))
-                continue
-            used, rows, reads = start + length, rows + answer_rows, reads + n
-        if len(rest) == len(left):  # nothing fits an empty pass (compile refuses such a segment)
-            return total + shapes.budget * len(rest)
-        total += shapes.launch_for(used, rows, reads)[0]
-        left = rest
-    return total
+def launch_size(items: Sequence[Item], shapes: Shapes) -> int | None:
+    """The rows one pass of `items` launches with (in order, each at a multiple of the block), or None where they
+    do not fit one pass."""
+    used = used_rows([length for length, _, _ in items], shapes.block)
+    answer_rows, reads = sum(item[1] for item in items), sum(item[2] for item in items)
+    if used > shapes.budget or answer_rows > shapes.answer_rows or reads > shapes.reads:
+        return None
+    return shapes.launch_for(used, answer_rows, reads)[0]
 
 
-def launch_now_costs_nothing(queued: Sequence[Item], inputs: Sequence[Item], requests: int, coming: int,
-                             shapes: Shapes) -> bool:
-    """Whether running `queued` (in queue order) in a pass of its own now, and the work of `coming` more requests
-    after it, launches no more rows than waiting and packing them together. `inputs` are the queued contents'
-    segments (the floors left out: a floor is shared), of `requests` requests; each coming request is guessed to
-    bring as many, each as large as the largest queued. Only where shapes are fixed (a trimmed pass costs what it
-    holds: waiting never saves rows)."""
-    if not shapes.fixed or not queued or not inputs or requests < 1:
+def room_for_one_more(queued: Sequence[Item], inputs: Sequence[Item], shapes: Shapes) -> bool:
+    """Whether one more content like the largest of `inputs` (the queued contents' segments; a floor is shared and
+    left out) would still run in the launch size `queued` takes now. Only where shapes are fixed (a trimmed pass
+    costs what it holds, so there every content waited for costs rows)."""
+    if not shapes.fixed or not queued or not inputs:
         return False
-    if coming < 1:
-        return True
-    per_request = max(1, round(len(inputs) / requests))
+    now = launch_size(queued, shapes)
     guess = tuple(max(item[k] for item in inputs) for k in range(3))
-    later = [guess] * (coming * per_request)
-    apart = launched_rows(queued, shapes) + launched_rows(later, shapes)
-    return apart <= launched_rows(list(queued) + later, shapes)
+    return now is not None and launch_size([*queued, guess], shapes) == now

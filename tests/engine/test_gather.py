@@ -1,5 +1,5 @@
-"""The idle GPU's launch-now rule (runtime/gather.py): its row count is the scheduler's, and it launches early only
-where that costs no launched rows."""
+"""The idle GPU's wait rule (runtime/gather.py): a pass waits for requests on their way only while one more content
+would still run in its launch size, and its launch size is the scheduler's."""
 
 from __future__ import annotations
 
@@ -10,59 +10,52 @@ from hypothesis import strategies as st
 
 from spinfc.passes.layout import used_rows
 from spinfc.passes.plan_packing import fill
-from spinfc.runtime.gather import launch_now_costs_nothing, launched_rows
+from spinfc.runtime.gather import launch_size, room_for_one_more
 from spinfc.shapes import Shapes
 
 CUDA = Shapes.for_device("cuda:0", 19200, 64, 4)  # the served benchmark's: launched at 4,864 / 9,600 / 14,464 / 19,200
-BURST = [(1229, 56, 112)] * 24  # 24 one-content requests of the seed-shaped job (~470 tokens, 56 questions)
+ONE = (1229, 56, 112)  # one content of the seed-shaped job (~470 tokens, 56 questions)
 
 
-def scheduled_rows(items, shapes: Shapes) -> int:
-    """What the engine launches for `items` queued in order: `fill` pass after pass, each at its launch size."""
-    left = [SimpleNamespace(length=length, rows=rows, reads=[0] * reads) for length, rows, reads in items]
-    total = 0
-    while left:
-        chosen = fill(left, shapes)
-        pass_ = [left[i] for i in chosen]
-        total += shapes.launch_for(used_rows([s.length for s in pass_], shapes.block), sum(s.rows for s in pass_),
-                                   sum(len(s.reads) for s in pass_))[0]
-        left = [segment for i, segment in enumerate(left) if i not in set(chosen)]
-    return total
+def scheduled_size(items, shapes: Shapes) -> int | None:
+    """The launch size of the scheduler's first pass over `items`, where it takes them all (else None)."""
+    segments = [SimpleNamespace(length=length, rows=rows, reads=[0] * reads) for length, rows, reads in items]
+    chosen = fill(segments, shapes)
+    if len(chosen) < len(segments):
+        return None
+    return shapes.launch_for(used_rows([s.length for s in segments], shapes.block), sum(s.rows for s in segments),
+                             sum(len(s.reads) for s in segments))[0]
 
 
 item = st.tuples(st.integers(1, 6000), st.integers(1, 400), st.integers(1, 2000))
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(item, min_size=1, max_size=40), st.sampled_from([1, 2, 4, 8]))
-def test_launched_rows_are_the_rows_the_scheduler_launches(items, sizes) -> None:
+@given(st.lists(item, min_size=1, max_size=12), st.sampled_from([1, 2, 4, 8]))
+def test_the_launch_size_is_the_schedulers(items, sizes) -> None:
     shapes = Shapes.for_device("cuda:0", 19200, 64, sizes)
-    assert launched_rows(items, shapes) == scheduled_rows(items, shapes)
+    assert launch_size(items, shapes) == scheduled_size(items, shapes)
 
 
-def test_a_burst_of_one_content_requests_launches_once_two_are_queued() -> None:
-    assert launched_rows(BURST, CUDA) == 19200 + 14464
-    # one alone would cost rows: the other 23 then need 19,200 + 14,464 after its 4,864
-    assert not launch_now_costs_nothing(BURST[:1], BURST[:1], 1, 23, CUDA)
-    # two at 4,864 leave 22 for 19,200 + 9,600: the same 33,664 rows as all together, and the GPU starts now
-    assert launch_now_costs_nothing(BURST[:2], BURST[:2], 2, 22, CUDA)
-    assert launched_rows(BURST[:2], CUDA) + launched_rows(BURST[2:], CUDA) == launched_rows(BURST, CUDA)
+def test_a_burst_waits_until_the_smallest_size_is_full_of_contents() -> None:
+    assert room_for_one_more([ONE], [ONE], CUDA)  # two fit 4,864 rows
+    assert room_for_one_more([ONE] * 2, [ONE] * 2, CUDA)  # three fit too
+    assert not room_for_one_more([ONE] * 3, [ONE] * 3, CUDA)  # a fourth needs 9,600: go now, at 4,864
+    assert launch_size([ONE] * 3, CUDA) == 4864 and launch_size([ONE] * 4, CUDA) == 9600
+    # what that buys: the 21 left fit 19,200 + 9,600 (one alone first would leave 23 for 19,200 + 14,464)
+    assert launch_size([ONE] * 15, CUDA) == 19200 and launch_size([ONE] * 6, CUDA) == 9600
+    assert launch_size([ONE] * 8, CUDA) == 14464
 
 
-def test_nothing_coming_launches_and_trimmed_passes_never_wait_for_rows() -> None:
-    assert launch_now_costs_nothing(BURST[:1], BURST[:1], 1, 0, CUDA)
+def test_the_content_guessed_is_the_largest_queued_and_floors_are_left_out() -> None:
+    large = (3000, 56, 112)
+    assert not room_for_one_more([ONE, large], [ONE, large], CUDA)  # one more like `large` needs 9,600
+    floor, small = (4000, 56, 112), (200, 8, 16)  # a shared floor in the pass is not guessed to come again
+    assert room_for_one_more([floor, small], [small], CUDA)  # 4,032 + 256 + 200 rows still launch at 4,864
+    assert not room_for_one_more([floor, small], [floor, small], CUDA)  # a second floor-sized one would not
+
+
+def test_trimmed_passes_and_nothing_queued_never_wait_for_rows() -> None:
     trimmed = Shapes.for_device("cpu", 19200, 64)
-    assert not launch_now_costs_nothing(BURST[:2], BURST[:2], 2, 22, trimmed)  # the gather's other rules decide
-
-
-def test_requests_coming_are_guessed_like_the_largest_queued() -> None:
-    large = (6000, 300, 600)
-    # one large request queued and one more like it coming: 14,464 together, 9,600 + 9,600 apart: wait
-    assert not launch_now_costs_nothing([large], [large], 1, 1, CUDA)
-    small, larger = BURST[0], (2000, 56, 112)
-    queued = [small, larger]
-    # five more requests coming, guessed like `larger`: launching now would cost rows, so the pass waits
-    assert not launch_now_costs_nothing(queued, queued, 2, 5, CUDA)
-    # guessed like `small` (the first queued) they would not have: the guess is the largest, not the first
-    later = [small] * 5
-    assert launched_rows(queued, CUDA) + launched_rows(later, CUDA) <= launched_rows(queued + later, CUDA)
+    assert not room_for_one_more([ONE], [ONE], trimmed)  # the gather's other rules decide
+    assert not room_for_one_more([], [], CUDA)
