@@ -99,13 +99,15 @@ class FlexTreeAttention:
             self._key = key
         return self._mask
 
-    def __call__(self, q, k, v, ends, positions, spans, *, scale, window):
-        """q: [T, H, D], k, v: [T, Hk, D] -> [T, H, D], as `reference.tree_attention`."""
+    def __call__(self, q, k, v, ends, positions, spans, *, scale, window, quant=None):
+        """q: [T, H, D], k, v: [T, Hk, D] -> [T, H, D], as `reference.tree_attention` (with `quant`, quantized for
+        the output projection)."""
         mask = self.block_mask(ends, positions, window)
         as_heads = lambda t: t.transpose(0, 1)[None]  # noqa: E731  [1, H, T, D]
         out = self.flex(as_heads(q), as_heads(k), as_heads(v), block_mask=mask, scale=scale,
                         enable_gqa=k.shape[1] != q.shape[1])
-        return out[0].transpose(0, 1)  # [T, H, D]
+        out = out[0].transpose(0, 1)  # [T, H, D]
+        return quant.reference(out) if quant is not None else out
 
 
 def flex_ops(attention: FlexTreeAttention) -> types.SimpleNamespace:

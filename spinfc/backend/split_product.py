@@ -18,7 +18,11 @@ no such kernel, the same halves are multiplied as float32 tensors (the same exac
 
 from __future__ import annotations
 
+import logging
+
 import torch
+
+log = logging.getLogger("spinfc.kernels")
 
 HALVES = (torch.float16, torch.bfloat16)
 # per (CUDA device, "mm" or "addmm"): whether torch takes out_dtype there (torch >= 2.9 for mm; addmm into a float32
@@ -45,16 +49,24 @@ def halves(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Ten
 
 def mm_float32(a: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """a: [M, K], weight: [N, K], both in one half dtype -> a @ weight^T [M, N] float32: the exact products summed
-    in float32 (never rounded to the half dtype)."""
+    in float32 (never rounded to the half dtype). On a CUDA torch without `out_dtype` (before 2.9) the product is
+    written in the half dtype and widened (logged once): a float32 GEMM there would copy the weight to float32 at
+    every call."""
     key = (a.device, "mm")
-    if a.is_cuda and _FLOAT32_OUT.get(key, True):
+    if not a.is_cuda:
+        return torch.matmul(a.float(), weight.float().t())
+    if _FLOAT32_OUT.get(key, True):
         try:
             out = torch.mm(a, weight.t(), out_dtype=torch.float32)
             _FLOAT32_OUT[key] = True
             return out
+        except torch.OutOfMemoryError:
+            raise
         except (TypeError, RuntimeError, NotImplementedError):  # torch < 2.9: no out_dtype
             _FLOAT32_OUT[key] = False
-    return torch.matmul(a.float(), weight.float().t())
+            log.warning("this torch cannot write a %s GEMM in float32 on %s: the head's products are rounded to %s "
+                        "(torch >= 2.9 keeps them in float32)", a.dtype, a.device, a.dtype)
+    return torch.matmul(a, weight.t()).float()
 
 
 def split_mm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -80,6 +92,8 @@ def add_product(residual: torch.Tensor, a: torch.Tensor, weight: torch.Tensor) -
                 out = torch.addmm(residual, a, weight.t(), out_dtype=torch.float32, out=residual)
                 _FLOAT32_OUT[key] = True
                 return out
+            except torch.OutOfMemoryError:
+                raise
             except (TypeError, RuntimeError, NotImplementedError):
                 _FLOAT32_OUT[key] = False
         return residual.add_(mm_float32(a, weight))

@@ -22,7 +22,8 @@ class PassContext:
 
 
 MEMO_ENTRIES = 100_000
-SETS_REMEMBERED = 64  # query sets whose questions (and their tokens) are kept: each may hold thousands
+SETS_REMEMBERED = 64  # query sets whose questions (and their tokens) are kept
+SET_QUESTIONS_REMEMBERED = 4096  # a larger set is built every time: the kept sets stay bounded in size, not only count
 
 
 def recalled(memo: dict | None, key: tuple):
@@ -31,9 +32,10 @@ def recalled(memo: dict | None, key: tuple):
 
 
 def remember(memo: dict | None, key: tuple, value) -> None:
-    """Keep a set's value in `memo` (its most recent SETS_REMEMBERED sets: all are dropped when it is full, as a
-    stream of different sets would otherwise grow it without bound)."""
-    if memo is None:
+    """Keep a set's value (its questions) in `memo`: its most recent SETS_REMEMBERED sets of at most
+    SET_QUESTIONS_REMEMBERED questions (all are dropped when it is full, as a stream of different sets would
+    otherwise grow it without bound; a larger set is not kept)."""
+    if memo is None or len(value) > SET_QUESTIONS_REMEMBERED:
         return
     sets = memo.setdefault("sets", {})
     if len(sets) >= SETS_REMEMBERED:

@@ -263,15 +263,15 @@ class Engine:
 
     def _gather(self) -> None:
         """The GPU is idle and the next pass would launch part-empty at its launch size while requests are still
-        arriving (parsed, compiling, or compiled and not yet submitted): wait for them while one more content would
-        still run in the launch size the pass takes now (runtime/gather.py), up to half a pass's time as measured
-        (of that size). A pass costs what its launch size costs, full or part-empty, so such a wait costs no rows
+        arriving (parsed, compiling, or compiled and not yet submitted): wait for them (where shapes are fixed,
+        while one more content would still run in the launch size the pass takes now: runtime/gather.py), up to
+        half a pass's time as measured (of that size). A pass costs what its launch size costs, full or part-empty, so such a wait costs no rows
         and is paid back whenever it lets the pass hold more."""
         rate = self.stats.rate
         rows = self._launch_rows(self._units)
         deadline = time.perf_counter() + (0.5 * rows / rate if rate else 0.05)
         while self.intake.expecting and not self._full(self._units, of_launch=True) and \
-                self._room_for_one_more() and time.perf_counter() < deadline:
+                (not self.shapes.fixed or self._room_for_one_more()) and time.perf_counter() < deadline:
             try:
                 job = self._inbox.get(timeout=max(0.0, min(0.005, deadline - time.perf_counter())))
             except queue.Empty:

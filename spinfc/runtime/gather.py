@@ -34,8 +34,8 @@ def launch_size(items: Sequence[Item], shapes: Shapes) -> int | None:
 
 def room_for_one_more(queued: Sequence[Item], inputs: Sequence[Item], shapes: Shapes) -> bool:
     """Whether one more content like the largest of `inputs` (the queued contents' segments; a floor is shared and
-    left out) would still run in the launch size `queued` takes now. Only where shapes are fixed (a trimmed pass
-    costs what it holds, so there every content waited for costs rows)."""
+    left out) would still run in the launch size `queued` takes now. Only where shapes are fixed (False otherwise:
+    a trimmed pass costs what it holds, and the engine's gather waits there by its other rules alone)."""
     if not shapes.fixed or not queued or not inputs:
         return False
     now = launch_size(queued, shapes)

@@ -110,10 +110,10 @@ class Intake:
             self._on_the_way += 1
         left = threading.Event()
 
-        def leave() -> None:
-            if not left.is_set():
-                left.set()
-                with self._lock:
+        def leave() -> None:  # from the compile thread or the loop, whichever is first: once
+            with self._lock:
+                if not left.is_set():
+                    left.set()
                     self._on_the_way -= 1
 
         def counted():
@@ -168,12 +168,6 @@ class Intake:
             while self._expected and now - next(iter(self._expected.values())) > PENDING_SECONDS:
                 self._expected.popitem(last=False)
             return bool(self._on_the_way or self._compiled or self._expected)
-
-    @property
-    def coming(self) -> int:
-        """About how many requests are on their way in (announced, or compiling, and not yet submitted)."""
-        with self._lock:
-            return max(len(self._expected), self._on_the_way + len(self._compiled))
 
     def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)

@@ -49,7 +49,12 @@ async def while_connected(request: Request, service, work: Awaitable[T]) -> T:
     reason: list[str] = []  # what cancelled the work: "gone" or "deadline"
 
     async def watch(kind: str, event: Callable[[], Awaitable]) -> None:
-        await event()  # made here: a watcher cancelled before it starts leaves no coroutine never awaited
+        try:
+            await event()  # made here: a watcher cancelled before it starts leaves no coroutine never awaited
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the connection cannot be read any more: the client is as good as gone
+            kind = "gone"
         if not reason:
             reason.append(kind)
             task.cancel()

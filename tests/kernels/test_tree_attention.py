@@ -38,6 +38,7 @@ def qkv(rows: int, heads: int, kv_heads: int, dim: int, generator: torch.Generat
         (2, 1, 32, 9, None, 256),  # the launcher's own blocks, with a window (256 rows)
         (4, 2, 16, None, (16, 16, 1, 3, True), 192),  # a program per key/value head: its two query heads at once
         (8, 2, 24, 7, (32, 16, 2, 3, True), 192),  # four query heads a program, with a window
+        (8, 1, 16, None, (16, 16, 1, 2, True), 192),  # a group of eight: four query heads a program, two programs
     ],
 )
 def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks, rows, seed):

@@ -76,3 +76,13 @@ def test_a_stream_of_different_query_sets_keeps_a_bounded_number(tokenizer) -> N
         query = {"id": "q", "template": f"\n\nQuestion {i}?\nAnswer:<?>", "options": [" yes", " no"]}
         compiled(body(TEXTS[0], [query]), ctx)
         assert len(ctx.memo["sets"]) <= SETS_REMEMBERED
+
+
+def test_a_set_larger_than_the_bound_is_not_kept() -> None:
+    from spinfc.passes.context import SET_QUESTIONS_REMEMBERED, recalled, remember
+
+    memo: dict = {}
+    remember(memo, ("questions", "small"), (1, 2, 3))
+    remember(memo, ("questions", "large"), tuple(range(SET_QUESTIONS_REMEMBERED + 1)))
+    assert recalled(memo, ("questions", "small")) == (1, 2, 3)
+    assert recalled(memo, ("questions", "large")) is None

@@ -48,9 +48,9 @@ def _tree_attention_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, QUANT: tl.constexpr,
     IS_INT: tl.constexpr, HEADS: tl.constexpr,
 ):
-    # A program computes BLOCK_M query rows of HEADS query heads that share one key/value head (HEADS is 1 or the
-    # whole group): its tile has HEADS * BLOCK_M rows, the block's rows once per head, so each key and value tile
-    # it loads serves all of them. Every row of the tile still walks the same key tiles in the same order.
+    # A program computes BLOCK_M query rows of HEADS query heads that share one key/value head (HEADS is 1, or
+    # divides the group): its tile has HEADS * BLOCK_M rows, the block's rows once per head, so each key and value
+    # tile it loads serves all of them. Every row of the tile still walks the same key tiles in the same order.
     query_block = tl.program_id(0)
     first_head = tl.program_id(1) * HEADS
     kv_head = first_head // GROUP
@@ -105,11 +105,14 @@ def _tree_attention_kernel(
 # Measured on an H200 (benchmarks/gpu_tune.py, head dim 128, 19,200 rows of the seed job): 64 x 32 tiles with 4
 # warps ran the kernel in ~0.29 ms against ~0.45 ms for 128 x 64 with 8 warps (attempt 1's choice).
 BLOCKS = {"d128": (64, 32, 4, 3), "d256": (64, 32, 8, 3)}
-# Where a key/value head's query heads are a power of two, one program takes all of them (`pack_heads`): each key
-# and value tile is loaded once for the group instead of once per query head. Measured on an H200 (Llama-3-8B's
-# 32 query and 8 key/value heads, 19,200 rows of the seed job): 16 rows x 4 heads, 32-key tiles, 4 warps, 2 stages
-# 0.458 ms against 0.503 ms for BLOCKS["d128"] one head a program (`gpu_tune.py --attention pack`).
+# Where a key/value head has a multiple of four query heads, one program takes four of them (`pack_heads`): each
+# key and value tile is loaded once for the four instead of once per query head. Measured on an H200 (32 query
+# heads, head dim 128, 19,200 rows of the seed job; `gpu_tune.py --attention pack`): Llama-3-8B's 8 key/value
+# heads, 16 rows x 4 heads, 32-key tiles, 4 warps, 2 stages: 0.458 ms against 0.503 ms one head a program. Packing
+# a whole larger group was slower (16 a program: 1.50 ms against 0.70; 32: 4.95), as was packing a group of 2
+# (1.54 ms): the tile is then too tall or too short for these blocks.
 PACKED_BLOCKS = {"d128": (16, 32, 4, 2)}
+PACKED_HEADS = 4
 
 
 def blocks_for(head_dim: int, rows: int, group: int = 1) -> tuple[int, int, int, int, bool]:
@@ -119,7 +122,7 @@ def blocks_for(head_dim: int, rows: int, group: int = 1) -> tuple[int, int, int,
     run together, which does not change any row's result) divides it too, so a query block never holds rows of
     two contents."""
     kind = "d128" if head_dim <= 128 else "d256"
-    if kind in PACKED_BLOCKS and group > 1 and group & (group - 1) == 0:
+    if kind in PACKED_BLOCKS and group % PACKED_HEADS == 0:
         return (*PACKED_BLOCKS[kind], True)
     return (*BLOCKS[kind], False)
 
@@ -232,10 +235,12 @@ def tree_attention(
     group = H // Hk
     block_m, block_n, num_warps, *rest = blocks or blocks_for(D, T, group)
     pack = len(rest) > 1 and rest[1]
-    if pack and group & (group - 1):
-        raise ValueError(f"tree_attention: pack_heads needs a power-of-two count of query heads per key/value head, "
-                         f"not {group}")
-    heads = group if pack else 1
+    # packed: PACKED_HEADS query heads a program where the group is a multiple of it, else the whole group (a
+    # power of two: the tile's rows are a tl.arange)
+    heads = (PACKED_HEADS if group % PACKED_HEADS == 0 else group) if pack else 1
+    if heads & (heads - 1):
+        raise ValueError(f"tree_attention: pack_heads needs a power-of-two count of query heads per key/value head "
+                         f"or a multiple of {PACKED_HEADS}, not {group}")
     if ALIGNMENT % block_n:
         raise ValueError(f"tree_attention: the key block {block_n} must divide the content alignment {ALIGNMENT}")
     if T % block_m or T % block_n:

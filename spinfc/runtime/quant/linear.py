@@ -196,7 +196,8 @@ def _probe_fp8(device: torch.device) -> str:
     b = torch.ones(32, 64, device=device).to(torch.float8_e4m3fn)
     try:
         out = torch._scaled_mm(a, b.t(), scale_a=torch.full((32, 1), 2.0, device=device),
-                               scale_b=torch.full((1, 32), 0.5, device=device), out_dtype=torch.bfloat16)
+                               scale_b=torch.full((1, 32), 0.5, device=device), out_dtype=torch.bfloat16,
+                               use_fast_accum=FP8_FAST_ACCUMULATION)
         mode = "rowwise" if torch.allclose(out.float(), torch.full_like(out.float(), 64.0)) else "tensorwise"
     except (RuntimeError, TypeError, NotImplementedError):
         mode = "tensorwise"
