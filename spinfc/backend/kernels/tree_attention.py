@@ -108,9 +108,10 @@ BLOCKS = {"d128": (64, 32, 4, 3), "d256": (64, 32, 8, 3)}
 # Where a key/value head has a multiple of four query heads, one program takes four of them (`pack_heads`): each
 # key and value tile is loaded once for the four instead of once per query head. Measured on an H200 (32 query
 # heads, head dim 128, 19,200 rows of the seed job; `gpu_tune.py --attention pack`): Llama-3-8B's 8 key/value
-# heads, 16 rows x 4 heads, 32-key tiles, 4 warps, 2 stages: 0.458 ms against 0.503 ms one head a program. Packing
-# a whole larger group was slower (16 a program: 1.50 ms against 0.70; 32: 4.95), as was packing a group of 2
-# (1.54 ms): the tile is then too tall or too short for these blocks.
+# heads, 16 rows x 4 heads, 32-key tiles, 4 warps, 2 stages: 0.458 ms against 0.503 ms one head a program; with 4,
+# 2 and 1 key/value heads (groups of 8, 16, 32) 0.466-0.475 ms against 0.509-0.519, bit-identical to one head a
+# program. Packing a whole larger group was slower (16 a program: 1.50 ms against 0.70; 32: 4.95), as was
+# packing a group of 2 (1.54 ms): the tile is then too tall or too short for these blocks.
 PACKED_BLOCKS = {"d128": (16, 32, 4, 2)}
 PACKED_HEADS = 4
 
