@@ -265,8 +265,8 @@ class Engine:
         """The GPU is idle and the next pass would launch part-empty at its launch size while requests are still
         arriving (parsed, compiling, or compiled and not yet submitted): wait for them (where shapes are fixed,
         while one more content would still run in the launch size the pass takes now: runtime/gather.py), up to
-        half a pass's time as measured (of that size). A pass costs what its launch size costs, full or part-empty, so such a wait costs no rows
-        and is paid back whenever it lets the pass hold more."""
+        half a pass's time as measured (of that size). A pass costs what its launch size costs, full or part-empty,
+        so such a wait costs no rows and is paid back whenever it lets the pass hold more."""
         rate = self.stats.rate
         rows = self._launch_rows(self._units)
         deadline = time.perf_counter() + (0.5 * rows / rate if rate else 0.05)

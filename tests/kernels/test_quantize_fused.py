@@ -1,5 +1,6 @@
-"""The norms, the gated activation and tree attention writing the next linear layer's 8-bit input themselves (Triton, interpreted)
-against the PyTorch reference on fresh random inputs, and the one-pass GEMM epilogue (`scale_columns`).
+"""The norms, the gated activation and tree attention writing the next linear layer's 8-bit input themselves
+(Triton, interpreted) against the PyTorch reference on fresh random inputs, and the one-pass GEMM epilogue
+(`scale_columns`).
 
 Kernel and reference compute the same float32 result in a different order, so a value next to a rounding boundary
 may land one quantization step apart: the outputs are compared with the float32 reference's own quantization

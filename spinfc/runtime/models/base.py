@@ -102,8 +102,9 @@ class Model:
         """Build a stack from a config and a state dict in Hugging Face naming (tensors are moved to `device` and
         cast to `dtype` where given, or placed by `precision`: see `Precision.dtype_of`). A state entry may be a
         `QuantizedLinear` (its scheme named by `quant_scheme`); the last layer's o/gate/up/down, which only see
-        answer rows, are dequantized to the head's weights' dtype (`Precision.head_weights`). Without `weights_hash`, the hash is computed from the
-        tensors' bytes (which reads every weight: pass a label for large random-weight models). `fuse` (default:
+        answer rows, are dequantized to the head's weights' dtype (`Precision.head_weights`). Without
+        `weights_hash`, the hash is computed from the tensors' bytes (which reads every weight: pass a label for
+        large random-weight models). `fuse` (default:
         on CUDA) concatenates each layer's q/k/v and gate/up weights so a layer runs two matmuls where it ran five
         (`fuse_projections`). `residual_in_matmul` (default: on CUDA) adds the output projections (o, down) into
         the residual stream inside their matmuls where the family allows it (`project`)."""
