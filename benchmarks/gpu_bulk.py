@@ -39,7 +39,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -211,22 +210,6 @@ def compare(want: list[list[float]], got: list[list[float]]) -> dict:
     return {"bit_identical": want == got, "max_gap": gap}
 
 
-def wait_ready(url: str, child, limit: float = 600) -> float:
-    import httpx
-
-    began = time.perf_counter()
-    while time.perf_counter() - began < limit:
-        if not child.is_alive():
-            raise RuntimeError("the server process died")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return time.perf_counter() - began
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise RuntimeError("the server did not become ready")
-
-
 def main() -> None:
     o = ARGS.parse_args()
     missing = [m for m in NEEDED if not _importable(m)]
@@ -236,7 +219,7 @@ def main() -> None:
     import torch
 
     from bulk import http_client
-    from gpu_served import model_folder
+    from gpu_served import model_folder, wait_ready
 
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
@@ -260,7 +243,7 @@ def main() -> None:
         child.start()
         url = f"http://127.0.0.1:{o.port}"
         try:
-            results["server_ready_seconds"] = round(wait_ready(url, child), 1)
+            results["server_ready_seconds"] = round(wait_ready(url, child, limit=600), 1)
             for job, spec in jobs.items():
                 try:  # a failure (e.g. more 429s than the command retries) is recorded; the client still runs
                     r = over_server(name, spec, WORK / job / "server", url)

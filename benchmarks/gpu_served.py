@@ -20,9 +20,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing as mp
-import os
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
