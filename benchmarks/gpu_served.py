@@ -38,6 +38,8 @@ ARGS.add_argument("--pass-sizes", type=int, default=4, help="launch sizes per pa
 ARGS.add_argument("--port", type=int, default=8391)
 ARGS.add_argument("--small", action="store_true", help="a tiny model and job (checks the script, any device)")
 ARGS.add_argument("--device", default="cuda:0")
+ARGS.add_argument("--switch-ms", type=float, default=None,
+                  help="the server's GIL switch interval in ms (default: spinfc.server.service.SWITCH_SECONDS)")
 ARGS.add_argument("--out", type=Path, default=None)
 
 
@@ -93,8 +95,14 @@ def job_bodies(name: str, small: bool) -> dict:
 # ---- the server, in a child process ------------------------------------------------------------------------------
 
 
-def serve_child(name: str, small: bool, device: str, budget: int, block: int, sizes: int, port: int) -> None:
+def serve_child(name: str, small: bool, device: str, budget: int, block: int, sizes: int, port: int,
+                switch_ms: float | None = None) -> None:
     import uvicorn
+
+    from spinfc.server import service
+
+    if switch_ms is not None:
+        service.SWITCH_SECONDS = switch_ms / 1000
 
     from spinfc.config import EngineSettings, ServerSettings, Settings
     from spinfc.server.app import create_app
@@ -348,8 +356,14 @@ def in_process(name: str, small: bool, device: str, budget: int, block: int, siz
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
             lowered.append(time.perf_counter() - began)
+        # the runner's way in: the same launches packed in one pinned buffer (`launch.packed`), one copy each
+        same_packed = True
+        for launch, out in zip(launches, outs):
+            packed_launch = pinned_packed(launch)
+            with torch.inference_mode():
+                same_packed &= torch.equal(model.forward(packed_launch), out)
         del outs
-        return {"engine_seconds": round(engine_seconds, 3), "engine_questions_per_s": round(questions / engine_seconds, 1),
+        return {"packed_launches_bit_identical": bool(same_packed), "engine_seconds": round(engine_seconds, 3), "engine_questions_per_s": round(questions / engine_seconds, 1),
                 "engine_passes": passes, "engine_rows_launched": rows, "burst": burst,
                 "launch_sizes": [size[0] for size in shapes.launch_sizes()] if shapes.fixed else [shapes.budget],
                 "prelowered_seconds": round(min(lowered), 3),
@@ -363,18 +377,32 @@ def in_process(name: str, small: bool, device: str, budget: int, block: int, siz
             torch.cuda.empty_cache()
 
 
+def pinned_packed(launch):
+    """`launch` (on the device) copied into one pinned host buffer laid out by `launch.packed`, as the runner stages."""
+    from spinfc.backend.launch import packed, packed_bytes
+
+    T, R, N = launch.budget, int(launch.rows.shape[0]), int(launch.read_row.shape[0])
+    pin = torch.cuda.is_available()
+    host = packed(torch.empty(packed_bytes(T, R, N), dtype=torch.uint8, pin_memory=pin), T, R, N, launch.spans)
+    for name in ("tokens", "positions", "ends", "rows", "read_row", "read_token"):
+        getattr(host, name).copy_(getattr(launch, name))
+    return host
+
+
 def main() -> None:
     o = ARGS.parse_args()
     name = str(model_folder(o.tokenizer, Path("/tmp/spinfc-served-model")))
     job = job_bodies(name, o.small)
     n = len(job["texts"])
     q = job["questions_per_content"]
-    results: dict = {"budget": o.budget, "block": o.block, "pass_sizes": o.pass_sizes, "contents": n, "questions": n * q}
+    results: dict = {"budget": o.budget, "block": o.block, "pass_sizes": o.pass_sizes, "contents": n, "questions": n * q,
+                     "switch_ms": o.switch_ms}
     results["in_process"] = inproc = in_process(name, o.small, o.device, o.budget, o.block, o.pass_sizes, job, reps=3)
     print(json.dumps({k: v for k, v in inproc.items() if k != "scores"}), flush=True)
 
     child = mp.get_context("spawn").Process(target=serve_child,
-                                            args=(name, o.small, o.device, o.budget, o.block, o.pass_sizes, o.port), daemon=True)
+                                            args=(name, o.small, o.device, o.budget, o.block, o.pass_sizes, o.port,
+                                                  o.switch_ms), daemon=True)
     child.start()
     base = f"http://127.0.0.1:{o.port}"
     try:

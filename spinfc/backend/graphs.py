@@ -5,9 +5,10 @@ A `LaunchShape` is (budget, rows, reads): the pass's row count and the fixed cou
 is lowered with (`launch.lower(layout, rows_padded_to=rows, reads_padded_to=reads)`). For each shape,
 `GraphedModel.warm_up` runs the model's forward twice on an all-padding launch held in static buffers (this
 compiles every kernel the shape needs and lets cuBLAS pick its algorithms), then captures one forward into a
-CUDA graph. A pass then costs three small copies into the static buffers and one graph replay: no Python per
-layer, no launch gaps, nothing compiled per request. Graphs of all shapes share one memory pool (they never run
-at the same time).
+CUDA graph. A pass then costs one copy into the static buffers (they are views of one buffer, `launch.packed`, as
+the runner's pinned staging buffers are) and one graph replay: no Python per layer, no launch gaps, nothing
+compiled per request, and few calls that give up the GIL. Graphs of all shapes share one memory pool (they never
+run at the same time).
 
 Only a stack whose ops read nothing from the host can be captured: the Triton ops (`backend.triton_ops`) qualify;
 the reference's `tree_attention` loops over `launch.spans` in Python, so a model on the reference runs eagerly
@@ -20,7 +21,7 @@ from typing import Callable, Iterable, NamedTuple
 
 import torch
 
-from spinfc.backend.launch import Launch
+from spinfc.backend.launch import Launch, packed, packed_bytes
 
 
 class LaunchShape(NamedTuple):
@@ -34,14 +35,12 @@ class LaunchShape(NamedTuple):
 
 
 def padding_launch(shape: LaunchShape, device: torch.device | str) -> Launch:
-    """A launch of `shape` whose every row is padding (ends[j] = j + 1): the static buffers' first contents."""
+    """A launch of `shape` whose every row is padding (ends[j] = j + 1), packed in one buffer (`launch.packed`): the
+    static buffers' first contents."""
     T, R, N = shape
-    index = lambda n: torch.zeros(n, dtype=torch.int64, device=device)  # noqa: E731
-    return Launch(
-        tokens=index(T), positions=index(T),
-        ends=torch.arange(1, T + 1, dtype=torch.int32, device=device), spans=(),
-        rows=index(R), read_row=index(N), read_token=index(N),
-    )
+    launch = packed(torch.zeros(packed_bytes(T, R, N), dtype=torch.uint8, device=device), T, R, N)
+    launch.ends.copy_(torch.arange(1, T + 1, dtype=torch.int32, device=device))
+    return launch
 
 
 class GraphedPass:
@@ -72,12 +71,17 @@ class GraphedPass:
         torch.cuda.synchronize()
 
     def __call__(self, launch: Launch) -> torch.Tensor:
-        """[N] float32 logprobs of `launch` (a fresh tensor: the next replay overwrites the graph's output)."""
+        """[N] float32 logprobs of `launch` (a fresh tensor: the next replay overwrites the graph's output). Its
+        tensors are copied into the static buffers from wherever they are (pinned host memory: the runner's); a
+        packed launch (`launch.block`) in one copy."""
         s = self.static
-        for target, source in ((s.tokens, launch.tokens), (s.positions, launch.positions), (s.ends, launch.ends),
-                               (s.rows, launch.rows), (s.read_row, launch.read_row),
-                               (s.read_token, launch.read_token)):
-            target.copy_(source, non_blocking=True)
+        if launch.block is not None and launch.block.shape == s.block.shape:  # the same shape packs the same way
+            s.block.copy_(launch.block, non_blocking=True)
+        else:
+            for target, source in ((s.tokens, launch.tokens), (s.positions, launch.positions), (s.ends, launch.ends),
+                                   (s.rows, launch.rows), (s.read_row, launch.read_row),
+                                   (s.read_token, launch.read_token)):
+                target.copy_(source, non_blocking=True)
         if self.graph is None:
             return self.forward(s).clone()
         self.graph.replay()
@@ -90,6 +94,8 @@ class GraphedModel:
     Every shape a request can meet is given up front and compiled by `warm_up` (what a readiness check waits
     for); a launch of any other shape is refused rather than compiled on the fly. Other attributes (name,
     tokenizer, config, ...) are the wrapped model's."""
+
+    copies_inputs = True  # forward copies a launch into its static buffers: the launch may be in (pinned) host memory
 
     def __init__(self, model, shapes: Iterable[LaunchShape], *, capture: bool = True):
         self.model = model

@@ -22,17 +22,45 @@ class Launch:
     rows: torch.Tensor  # [R] int64 answer rows (distinct), padded with row 0 where R is fixed
     read_row: torch.Tensor  # [N] int64 index into `rows`
     read_token: torch.Tensor  # [N] int64 the token scored
+    # where the tensors are views of one byte buffer laid out by `packed` (its leading `packed_bytes`): that buffer,
+    # which one copy moves (the runner's pinned staging buffers, a CUDA graph's static inputs)
+    block: torch.Tensor | None = None
 
     @property
     def budget(self) -> int:
         return int(self.tokens.shape[0])
 
     def to(self, device: torch.device | str) -> "Launch":
+        if self.block is not None:  # one copy, then the same views of the copy
+            T, R, N = self.budget, int(self.rows.shape[0]), int(self.read_row.shape[0])
+            return packed(self.block.to(device, non_blocking=True), T, R, N, self.spans)
         move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
         return Launch(
             move(self.tokens), move(self.positions), move(self.ends), self.spans,
             move(self.rows), move(self.read_row), move(self.read_token),
         )
+
+
+# `packed`'s layout: the int64 fields first (so each starts 8-byte aligned), then `ends`
+_PACKED = (("tokens", torch.int64, 0), ("positions", torch.int64, 0), ("rows", torch.int64, 1),
+           ("read_row", torch.int64, 2), ("read_token", torch.int64, 2), ("ends", torch.int32, 0))
+
+
+def packed_bytes(T: int, R: int, N: int) -> int:
+    """The bytes of a packed launch of T rows, R answer rows and N reads."""
+    return sum((T, R, N)[count] * dtype.itemsize for _, dtype, count in _PACKED)
+
+
+def packed(block: torch.Tensor, T: int, R: int, N: int, spans: tuple = ()) -> Launch:
+    """A launch of shape (T, R, N) whose tensors are views of the byte buffer `block` (uint8, at least
+    `packed_bytes(T, R, N)` long), in one layout for every buffer of the shape: copying the leading bytes of one
+    such buffer into another moves a whole pass's inputs at once."""
+    views, offset = {}, 0
+    for name, dtype, count in _PACKED:
+        size = (T, R, N)[count] * dtype.itemsize
+        views[name] = block[offset:offset + size].view(dtype)
+        offset += size
+    return Launch(spans=spans, block=block[:offset], **views)
 
 
 def lower(layout: PassLayout, rows_padded_to: int | None = None, reads_padded_to: int | None = None) -> Launch:

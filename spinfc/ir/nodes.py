@@ -22,6 +22,7 @@ content's last token.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Literal, Union
 
 import attrs
@@ -314,27 +315,88 @@ class PassLayout:
 
 
 @frozen
+class TreeRows:
+    """The question tree as rows counted from 0, in depth-first preorder: what every segment of a program places
+    after its content (adding the content's length L to each row, position and end), so laid out once per trie.
+
+    A node at depth d (0 for a root) has position L + d; row k's `end` is L + ends[k] = L + k + its subtree's size, so
+    query i sees key j iff j is i's ancestor-or-self."""
+
+    tokens: tuple[int, ...]
+    depths: tuple[int, ...]
+    ends: tuple[int, ...]  # k + the subtree size of row k
+    reads: tuple[tuple[int, Read], ...]  # (row, read), in row order
+    prompts: tuple[tuple[int, int], ...]  # (row, question whose prompt ends there), in row order
+    answer_rows: int  # distinct rows holding a read
+
+    @classmethod
+    def of(cls, trie: tuple[TrieNode, ...] | None) -> "TreeRows":
+        rows = preorder(trie)
+        reads = tuple((k, r) for k, row in enumerate(rows) for r in row.node.reads)
+        return cls(tokens=tuple(row.node.token for row in rows), depths=tuple(row.depth for row in rows),
+                   ends=tuple(k + row.size for k, row in enumerate(rows)), reads=reads,
+                   prompts=tuple((k, q) for k, row in enumerate(rows) for q in row.node.prompts),
+                   answer_rows=len({k for k, _ in reads}))
+
+
+@frozen
 class Segment:
     """One content with its question tree as rows counted from 0: placed at any multiple of the block, its rows,
     positions and mask relative to its start are the same, which is why its results do not depend on its neighbours.
-    `ends[j]` never reaches past the segment; `reads` and `prompt_rows` name rows of the segment."""
+
+    Held as the content's tokens and the program's shared `TreeRows`; the row lists (`tokens`, `positions`, `ends`,
+    `reads`, `prompt_rows`, `content_rows`) are made from them when first asked for. The content takes rows [0, L)
+    with positions 0..L-1 and `end` = the segment's length; the tree follows. `ends[j]` never reaches past the
+    segment; `reads` and `prompt_rows` name rows of the segment."""
 
     content: int  # the content's index in its program
-    tokens: tuple[int, ...]
-    positions: tuple[int, ...]
-    ends: tuple[int, ...]
-    reads: tuple[AnswerRead, ...]
-    prompt_rows: tuple[PromptRow, ...] = ()
-    content_rows: tuple["ContentRow", ...] = ()  # every content row, with `Program.read_contents`
+    content_tokens: tuple[int, ...]
+    tree: TreeRows
+    read_contents: bool = False  # `content_rows` lists every content row (`Program.read_contents`)
 
     @property
     def length(self) -> int:
-        return len(self.tokens)
+        return len(self.content_tokens) + len(self.tree.tokens)
 
     @property
     def rows(self) -> int:
         """Distinct answer rows: what the LM head computes for this segment."""
-        return len({read.row for read in self.reads})
+        return self.tree.answer_rows
+
+    @property
+    def read_count(self) -> int:
+        """len(reads), without making them."""
+        return len(self.tree.reads)
+
+    @cached_property
+    def tokens(self) -> tuple[int, ...]:
+        return self.content_tokens + self.tree.tokens
+
+    @cached_property
+    def positions(self) -> tuple[int, ...]:
+        length = len(self.content_tokens)
+        return tuple(range(length)) + tuple(length + d for d in self.tree.depths)
+
+    @cached_property
+    def ends(self) -> tuple[int, ...]:
+        length = len(self.content_tokens)
+        return (self.length,) * length + tuple(length + end for end in self.tree.ends)
+
+    @cached_property
+    def reads(self) -> tuple[AnswerRead, ...]:
+        length, index = len(self.content_tokens), self.content
+        return tuple(AnswerRead(length + k, index, r.question, r.option, r.step, r.token) for k, r in self.tree.reads)
+
+    @cached_property
+    def prompt_rows(self) -> tuple[PromptRow, ...]:
+        length = len(self.content_tokens)
+        return tuple(PromptRow(length + k, self.content, q) for k, q in self.tree.prompts)
+
+    @cached_property
+    def content_rows(self) -> tuple[ContentRow, ...]:
+        if not self.read_contents:
+            return ()
+        return tuple(ContentRow(k, self.content, k) for k in range(len(self.content_tokens)))
 
 
 # ---- the program ------------------------------------------------------------------------------------------------

@@ -32,10 +32,10 @@ def fill(segments: Sequence[Segment], shapes: Shapes) -> list[int]:
             continue
         if shapes.answer_rows is not None and rows + segment.rows > shapes.answer_rows:
             continue
-        if shapes.reads is not None and reads + len(segment.reads) > shapes.reads:
+        if shapes.reads is not None and reads + segment.read_count > shapes.reads:
             continue
         chosen.append(i)
-        used, rows, reads = start + segment.length, rows + segment.rows, reads + len(segment.reads)
+        used, rows, reads = start + segment.length, rows + segment.rows, reads + segment.read_count
     return chosen
 
 

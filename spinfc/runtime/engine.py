@@ -83,6 +83,7 @@ class Engine:
         self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._units: list[Unit] = []  # waiting work, oldest first
         self._floors_queued: dict[str, Unit] = {}
+        self._ended: tuple | None = None  # a pass collected, its scores held back until the next pass is launched
         self.intake = Intake(model, self.context)
         # the compile side's entry points (runtime/intake.py), on the engine as every caller knows them
         self.compile, self.compile_program = self.intake.compile, self.intake.compile_program
@@ -155,19 +156,26 @@ class Engine:
         in_flight: tuple[list[Unit], Pending] | None = None  # launched, not yet collected (CUDA)
         while True:
             try:
-                if not self._admit(block=not self._units and in_flight is None):
+                if not self._admit(block=not self._units and in_flight is None and self._ended is None):
                     break
                 self._units = [u for u in self._units if u.wanted() or self._forget(u)]
                 # While a pass runs, the next is launched behind it only if it is full; a part-filled one waits
-                # for the pass in flight to end, so requests arriving meanwhile fill it. On an idle GPU a pass
-                # waits for arriving requests only while it would launch mostly empty at its launch size.
+                # for the pass in flight to end, so requests arriving meanwhile fill it, and is launched before
+                # that pass's scores are delivered (the GPU waits for no results). On an idle GPU a pass waits for
+                # arriving requests only while it would launch mostly empty at its launch size.
                 if in_flight is None and self._units and self.intake.expecting and \
                         not self._full(self._units, of_launch=True):
+                    self._deliver_ended()  # answers first: a gather may wait half a pass
                     self._gather()
                 units = self._schedule(full_only=in_flight is not None) if self._units else None
                 launched = self._run(units) if units else None
+                self._deliver_ended()
                 if in_flight is not None:
-                    self._postprocess(*in_flight)
+                    self._ended = self._collect(*in_flight)
+                    # delivered after the launch that waited for it, unless none waits (or it extracts: the
+                    # decode needs the GPU to itself)
+                    if launched is not None or not self._units or in_flight[1].kept is not None:
+                        self._deliver_ended()
                 in_flight = launched
                 if in_flight is not None and not self.runner.asynchronous:
                     self._postprocess(*in_flight)
@@ -175,6 +183,7 @@ class Engine:
             except Exception:  # the loop must survive anything; the requests involved were told already
                 log.exception("engine loop error")
                 in_flight = None
+        self._deliver_ended()
         if in_flight is not None:
             self._postprocess(*in_flight)
         for unit in self._units:
@@ -282,7 +291,7 @@ class Engine:
 
     def _room_for_one_more(self) -> bool:
         """Whether one more content like the largest queued would still run in the launch size of the queued work."""
-        item = lambda unit: (unit.segment.length, unit.segment.rows, len(unit.segment.reads))  # noqa: E731
+        item = lambda unit: (unit.segment.length, unit.segment.rows, unit.segment.read_count)  # noqa: E731
         inputs = [item(unit) for unit in self._units if unit.floor_key is None]
         return room_for_one_more([item(unit) for unit in self._units], inputs, self.shapes)
 
@@ -291,7 +300,7 @@ class Engine:
         shapes = self.shapes
         used = used_rows([unit.segment.length for unit in units], shapes.block)
         answer_rows = sum(unit.segment.rows for unit in units)
-        reads = sum(len(unit.segment.reads) for unit in units)
+        reads = sum(unit.segment.read_count for unit in units)
         if not shapes.fixed or used > shapes.budget or answer_rows > shapes.answer_rows or reads > shapes.reads:
             return shapes.budget
         return shapes.launch_for(used, answer_rows, reads)[0]
@@ -304,7 +313,7 @@ class Engine:
         used = used_rows([unit.segment.length for unit in units], shapes.block)
         rows = min(shapes.budget, round_up(max(used, 1), shapes.block))
         answer_rows = sum(unit.segment.rows for unit in units)
-        reads = sum(len(unit.segment.reads) for unit in units)
+        reads = sum(unit.segment.read_count for unit in units)
         T, R, N = shapes.budget, shapes.answer_rows, shapes.reads
         if of_launch and shapes.fixed and used <= T and answer_rows <= R and reads <= N:
             T, R, N = shapes.launch_for(used, answer_rows, reads)
@@ -339,11 +348,23 @@ class Engine:
 
     def _postprocess(self, units: list[Unit], pending: Pending) -> None:
         """Collect a launched pass and deliver each unit's scores."""
+        ended = self._collect(units, pending)
+        if ended is not None:
+            self._deliver_pass(*ended)
+
+    def _deliver_ended(self) -> None:
+        """Deliver the pass collected and held back for the next launch (`_ended`), if any: once, even if it raises."""
+        ended, self._ended = self._ended, None
+        if ended is not None:
+            self._deliver_pass(*ended)
+
+    def _collect(self, units: list[Unit], pending: Pending) -> tuple | None:
+        """Wait for a launched pass: (units, pending, logprobs), or None where it failed (its units are told)."""
         try:
             logprobs = self.runner.collect(pending)
         except Exception as error:
             self._failed(units, error)
-            return
+            return None
         seconds = time.perf_counter() - pending.started
         used = sum(unit.segment.length for unit in units)
         self.stats.rows_used += used
@@ -355,6 +376,10 @@ class Engine:
                 self.on_pass(used, pending.rows, seconds)
             except Exception:
                 log.exception("the on_pass observer failed")
+        return units, pending, logprobs
+
+    def _deliver_pass(self, units: list[Unit], pending: Pending, logprobs: np.ndarray) -> None:
+        """Each unit's scores of a collected pass (`_collect`'s) to its requests."""
         offset, scores = 0, []
         for unit, start in zip(units, pending.starts):
             n = len(unit.arrays.read_row)

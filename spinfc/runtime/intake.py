@@ -22,7 +22,7 @@ from spinfc.ir.nodes import Program
 from spinfc.passes import SCHEDULED_FROM, PassContext
 from spinfc.passes.plan_packing import admits
 from spinfc.runtime.compiled import Compiled, Refused
-from spinfc.runtime.runner import SegmentArrays
+from spinfc.runtime.runner import SegmentArrays, TreeArrays
 from spinfc.runtime.scheduler import floor_key
 from spinfc.runtime.score_map import ScoreMap
 
@@ -41,6 +41,7 @@ class Intake:
         """`model`: the engine's (its name for the frontend, its weights' identity for floor keys)."""
         self.model, self.model_name, self.context, self.shapes = model, model.name, context, context.shapes
         self._sets: dict[tuple, tuple] = {}  # per question set: (its trie, ScoreMap, floor key)
+        self._trees: dict[int, tuple] = {}  # per question tree: (its TreeRows, TreeArrays)
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spinfc-compile")
         self._lock = threading.Lock()
         self._on_the_way = 0  # requests on (or waiting for) the compile thread
@@ -70,8 +71,19 @@ class Intake:
         inputs = tuple(i for i in range(len(program.contents)) if i != floors[0])
         score_map, key = self._per_question_set(program, floors[0])
         return Compiled(program=program, segments=program.segments, floor=floors[0], inputs=inputs,
-                        arrays=tuple(SegmentArrays.of(segment) for segment in program.segments),
+                        arrays=tuple(SegmentArrays.of(segment, tree) for segment, tree in
+                                     zip(program.segments, map(self._tree_arrays, program.segments))),
                         score_map=score_map, extracts=_extracts(program), floor_key=key)
+
+    def _tree_arrays(self, segment) -> TreeArrays:
+        """The arrays of the segment's question tree, made once per tree (the segment pass's memo hands the same
+        `TreeRows` back for the same questions; the entry holds it, so its identity is not reused)."""
+        entry = self._trees.get(id(segment.tree))
+        if entry is None or entry[0] is not segment.tree:
+            if len(self._trees) >= SETS_REMEMBERED:
+                self._trees.clear()
+            entry = self._trees[id(segment.tree)] = (segment.tree, TreeArrays.of(segment.tree))
+        return entry[1]
 
     def _per_question_set(self, program: Program, floor: int) -> tuple[ScoreMap, str]:
         """The program's ScoreMap and floor key: functions of its question set (and floor content) alone, so made

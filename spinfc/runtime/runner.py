@@ -1,9 +1,11 @@
 """The runner: segments in, one forward pass, one log-probability per read out. It owns the host side of a pass.
 
-    stage    the chosen segments written into preallocated host buffers (NumPy views of pinned memory on CUDA),
-             each at the next multiple of the block, padding elsewhere; copied to the device with non_blocking
-    launch   model.forward on the staged pass (a CUDA graph replay on CUDA): returns at once on CUDA, the output
-             copied back into pinned memory behind it, with an event recorded
+    stage    the chosen segments written into preallocated host buffers (NumPy views of one pinned buffer on
+             CUDA, packed as `launch.packed` lays a launch out), each at the next multiple of the block, padding
+             elsewhere
+    launch   model.forward on the staged pass (on CUDA a GraphedModel: one non_blocking copy of the packed buffer
+             into the graph's inputs, and a replay): returns at once on CUDA, the output copied back into pinned
+             memory behind it, with an event recorded
     collect  waits for that event: the pass's logprobs as a NumPy array, in segment order
 
 On CUDA the engine stages and launches pass k+1 before it collects pass k, so the host's work (scheduling,
@@ -14,17 +16,44 @@ is launched (the reference ops are synchronous), with buffers trimmed to the blo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import attrs
 import numpy as np
 import torch
 
-from spinfc.backend.launch import Launch
-from spinfc.ir.nodes import Segment
+from spinfc.backend.launch import Launch, packed, packed_bytes
+from spinfc.ir.nodes import Segment, TreeRows
 from spinfc.passes.layout import pass_shape
 from spinfc.passes.plan_packing import round_up
 from spinfc.shapes import Shapes
+
+
+@attrs.frozen(eq=False)
+class TreeArrays:
+    """A question tree's rows (`TreeRows`) as arrays, counted from the tree's first row: made once per tree, shared
+    (read-only) by the arrays of every segment that places it."""
+
+    tokens: np.ndarray  # [t] int64
+    depths: np.ndarray  # [t] int64
+    ends: np.ndarray  # [t] int32
+    answer_rows: np.ndarray  # [r] int64 distinct rows holding a read, ascending
+    read_row: np.ndarray  # [n] int64 index into answer_rows, one per read in row order
+    read_token: np.ndarray  # [n] int64
+
+    @classmethod
+    def of(cls, tree: TreeRows) -> "TreeArrays":
+        rows = np.fromiter((k for k, _ in tree.reads), np.int64, len(tree.reads))
+        answer_rows, read_row = np.unique(rows, return_inverse=True)
+        arrays = cls(tokens=np.asarray(tree.tokens, np.int64).reshape(-1),
+                     depths=np.asarray(tree.depths, np.int64).reshape(-1),
+                     ends=np.asarray(tree.ends, np.int32).reshape(-1), answer_rows=answer_rows.astype(np.int64),
+                     read_row=read_row.astype(np.int64).reshape(-1),
+                     read_token=np.fromiter((r.token for _, r in tree.reads), np.int64, len(tree.reads)))
+        for array in attrs.astuple(arrays, recurse=False):
+            array.flags.writeable = False
+        return arrays
 
 
 @attrs.frozen(eq=False)
@@ -39,14 +68,15 @@ class SegmentArrays:
     read_token: np.ndarray  # [n] int64
 
     @classmethod
-    def of(cls, segment: Segment) -> "SegmentArrays":
-        read_rows = np.fromiter((r.row for r in segment.reads), np.int64, len(segment.reads))
-        answer_rows, read_row = np.unique(read_rows, return_inverse=True)
+    def of(cls, segment: Segment, tree: TreeArrays | None = None) -> "SegmentArrays":
+        """`tree`: `TreeArrays.of(segment.tree)`, made once for every segment of a tree (made here when not given)."""
+        tree = TreeArrays.of(segment.tree) if tree is None else tree
+        length = len(segment.content_tokens)
         return cls(
-            tokens=np.asarray(segment.tokens, np.int64), positions=np.asarray(segment.positions, np.int64),
-            ends=np.asarray(segment.ends, np.int32), answer_rows=answer_rows.astype(np.int64),
-            read_row=read_row.astype(np.int64).reshape(-1),
-            read_token=np.fromiter((r.token for r in segment.reads), np.int64, len(segment.reads)),
+            tokens=np.concatenate((np.asarray(segment.content_tokens, np.int64).reshape(-1), tree.tokens)),
+            positions=np.concatenate((np.arange(length, dtype=np.int64), tree.depths + length)),
+            ends=np.concatenate((np.full(length, segment.length, np.int32), tree.ends + np.int32(length))),
+            answer_rows=tree.answer_rows + length, read_row=tree.read_row, read_token=tree.read_token,
         )
 
 
@@ -66,18 +96,30 @@ class Pending:
     kept: object = None  # extract.PassKV: the pass's keys and values, when it holds extraction questions
 
 
+FIELDS = ("tokens", "positions", "ends", "rows", "read_row", "read_token")
+
+
 class _HostBuffers:
-    """One set of host buffers of the fixed shape: NumPy views of (pinned) tensors."""
+    """One set of staging buffers of the fixed shapes: a (pinned) byte buffer holding a packed launch of any launch
+    size (`launch.packed`: one copy moves a pass's inputs), the output, and for each launch size the launch's views
+    and their NumPy views, made once (staging then calls nothing that gives up the GIL)."""
 
-    def __init__(self, T: int, R: int, N: int, pin: bool) -> None:
-        def make(n, dtype):
-            return torch.empty(n, dtype=dtype, pin_memory=pin)
+    def __init__(self, shapes: Shapes, pin: bool) -> None:
+        self.block = torch.empty(packed_bytes(shapes.budget, shapes.answer_rows, shapes.reads), dtype=torch.uint8,
+                                 pin_memory=pin)
+        self.output = torch.empty(shapes.reads, dtype=torch.float32, pin_memory=pin)
+        self._sizes: dict[tuple[int, int, int], tuple] = {}
+        for size in shapes.launch_sizes():
+            self.at(*size)
 
-        self.tensors = {"tokens": make(T, torch.int64), "positions": make(T, torch.int64),
-                        "ends": make(T, torch.int32), "rows": make(R, torch.int64),
-                        "read_row": make(N, torch.int64), "read_token": make(N, torch.int64)}
-        self.output = make(N, torch.float32)
-        self.views = {name: t.numpy() for name, t in self.tensors.items()}
+    def at(self, T: int, R: int, N: int) -> tuple[Launch, dict[str, np.ndarray], torch.Tensor]:
+        """The packed launch of shape (T, R, N) over this buffer, NumPy views of its tensors, and its output."""
+        entry = self._sizes.get((T, R, N))
+        if entry is None:
+            launch = packed(self.block, T, R, N)
+            entry = self._sizes[(T, R, N)] = (launch, {name: getattr(launch, name).numpy() for name in FIELDS},
+                                              self.output[:N])
+        return entry
 
 
 class Runner:
@@ -86,14 +128,18 @@ class Runner:
         self.model, self.shapes, self.device, self.pad = model, shapes, str(device), pad
         self.on_cuda = self.device.startswith("cuda")
         self.asynchronous = self.on_cuda  # launch returns before the pass has run
+        # a GraphedModel copies the pinned staging buffers itself (into its graph's inputs); a plain stack on CUDA
+        # is handed the launch moved to the device
+        self._moves = self.on_cuda and not getattr(model, "copies_inputs", False)
         self._buffers: list[_HostBuffers] = []
         if shapes.fixed:
-            self._buffers = [_HostBuffers(shapes.budget, shapes.answer_rows, shapes.reads, pin=self.on_cuda)
-                             for _ in range(2)]
+            self._buffers = [_HostBuffers(shapes, pin=self.on_cuda) for _ in range(2)]
+        self._padding_ends = np.arange(1, shapes.budget + 1, dtype=np.int32)  # padding rows see only themselves
         self._next = 0
 
     def stage(self, arrays: Sequence[SegmentArrays]) -> tuple[Launch, Pending]:
-        """The pass of `arrays` (in order, each at the next multiple of the block) as a Launch on the device."""
+        """The pass of `arrays` (in order, each at the next multiple of the block) as a Launch in host memory
+        (pinned on CUDA, packed where the shapes are fixed)."""
         shapes = self.shapes
         starts, used = [], 0
         for a in arrays:
@@ -105,15 +151,12 @@ class Runner:
         R = sum(len(a.answer_rows) for a in arrays)
         N = sum(len(a.read_row) for a in arrays)
         T, R_launch, N_launch = pass_shape([len(a.tokens) for a in arrays], R, N, shapes)
-        if shapes.fixed:  # the launch size's leading part of the full-size buffers
+        if shapes.fixed:  # the launch size's packed views of the staging buffers
             slot = self._next
             self._next ^= 1
-            host = self._buffers[slot]
-            views = {name: view[:{"rows": R_launch, "read_row": N_launch, "read_token": N_launch}.get(name, T)]
-                     for name, view in host.views.items()}
-            output = host.output[:N_launch]
+            staged, views, output = self._buffers[slot].at(T, R_launch, N_launch)
         else:
-            slot = 0
+            slot, staged = 0, None
             views = {"tokens": np.empty(T, np.int64), "positions": np.empty(T, np.int64),
                      "ends": np.empty(T, np.int32), "rows": np.empty(R, np.int64),
                      "read_row": np.empty(N, np.int64), "read_token": np.empty(N, np.int64)}
@@ -121,7 +164,7 @@ class Runner:
         tokens, positions, ends = views["tokens"], views["positions"], views["ends"]
         tokens[:T] = self.pad
         positions[:T] = 0
-        ends[:T] = np.arange(1, T + 1, dtype=np.int32)  # padding rows see only themselves
+        ends[:T] = self._padding_ends[:T]
         rows, read_row, read_token = views["rows"], views["read_row"], views["read_token"]
         rows[:] = 0  # padding answer rows and reads score token 0 at row 0; they are dropped
         read_row[:] = 0
@@ -137,15 +180,17 @@ class Runner:
             read_token[n:n + len(a.read_token)] = a.read_token
             r, n = r + len(a.answer_rows), n + len(a.read_row)
         spans = tuple((start, start + len(a.tokens)) for a, start in zip(arrays, starts))
-        move = (lambda name: torch.from_numpy(views[name]).to(self.device, non_blocking=True)) if self.on_cuda \
-            else (lambda name: torch.from_numpy(views[name]))
-        launch = Launch(tokens=move("tokens"), positions=move("positions"), ends=move("ends"), spans=spans,
-                        rows=move("rows"), read_row=move("read_row"), read_token=move("read_token"))
+        if staged is not None:
+            launch = dataclasses.replace(staged, spans=spans)
+        else:
+            launch = Launch(spans=spans, **{name: torch.from_numpy(views[name]) for name in FIELDS})
         return launch, Pending(output=output, reads=n, starts=starts, rows=T, slot=slot)
 
     def launch(self, arrays: Sequence[SegmentArrays]) -> Pending:
         """Stage and run one pass; on CUDA returns once the pass and the copy back are queued."""
         launch, pending = self.stage(arrays)
+        if self._moves:
+            launch = launch.to(self.device)
         with torch.inference_mode():
             out = self.model.forward(launch)  # [N] float32 on the device
         if self.on_cuda:
@@ -162,6 +207,8 @@ class Runner:
         from spinfc.runtime import extract
 
         launch, pending = self.stage(arrays)
+        if self.on_cuda:  # the plain stack reads its launch on the device
+            launch = launch.to(self.device)
         with torch.inference_mode():
             out, keys, values = extract.forward_keeping_kv(self.model, launch)
         pending.output = out.float().cpu()

@@ -43,7 +43,7 @@ def plan_summary(parts: Sequence[Scored], engine: Engine) -> dict:
             "question_tree_tokens": trie_size(program.trie), "questions": len(program.questions),
             "floor_cached": scored.floor_cached, "processed_tokens": scored.processed_tokens,
             "segments": [{"content": program.contents[s.content].id, "rows": s.length, "answer_rows": s.rows,
-                          "reads": len(s.reads)} for s in compiled.segments],
+                          "reads": s.read_count} for s in compiled.segments],
             "passes": passes_run(scored),
             "stats": dict(program.stats),
         })

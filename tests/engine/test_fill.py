@@ -18,7 +18,7 @@ def _engine(shapes: Shapes) -> Engine:
 
 
 def _units(*lengths: int):
-    return [SimpleNamespace(segment=SimpleNamespace(length=n, rows=1, reads=(0,))) for n in lengths]
+    return [SimpleNamespace(segment=SimpleNamespace(length=n, rows=1, read_count=1)) for n in lengths]
 
 
 def test_one_launch_size_is_full_at_FULL_of_the_budget():

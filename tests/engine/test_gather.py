@@ -19,12 +19,12 @@ ONE = (1229, 56, 112)  # one content of the seed-shaped job (~470 tokens, 56 que
 
 def scheduled_size(items, shapes: Shapes) -> int | None:
     """The launch size of the scheduler's first pass over `items`, where it takes them all (else None)."""
-    segments = [SimpleNamespace(length=length, rows=rows, reads=[0] * reads) for length, rows, reads in items]
+    segments = [SimpleNamespace(length=length, rows=rows, read_count=reads) for length, rows, reads in items]
     chosen = fill(segments, shapes)
     if len(chosen) < len(segments):
         return None
     return shapes.launch_for(used_rows([s.length for s in segments], shapes.block), sum(s.rows for s in segments),
-                             sum(len(s.reads) for s in segments))[0]
+                             sum(s.read_count for s in segments))[0]
 
 
 item = st.tuples(st.integers(1, 6000), st.integers(1, 400), st.integers(1, 2000))

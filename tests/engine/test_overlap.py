@@ -1,0 +1,72 @@
+"""The worker's order on an asynchronous device (CUDA): a part-full pass that waited for the pass in flight is
+launched as soon as that pass has ended, before that pass's scores are delivered, so the GPU does not sit idle
+while results are assembled. A stand-in runner plays the GPU: launch stages the pass and returns, collect waits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import torch
+
+from spinfc.registry import load_tokenizer
+from spinfc.runtime.engine import Engine
+from spinfc.runtime.runner import Runner
+from spinfc.shapes import Shapes
+
+SHAPES = Shapes(budget=1024, block=64, answer_rows=128, reads=1024, sizes=(256, 512, 768, 1024))
+QUERY = {"id": "refund", "template": "\n\nIs the customer asking for a refund?\nAnswer:<?>", "options": [" yes", " no"]}
+
+
+class StandInGPU(Runner):
+    """Launch returns at once; collect waits out the pass's `seconds`; every launch and collect is recorded."""
+
+    def __init__(self, *args, events: list, seconds: float = 0.05, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.asynchronous, self.events, self.seconds = True, events, seconds
+
+    def launch(self, arrays):
+        _, pending = self.stage(arrays)
+        pending.output = torch.zeros(pending.output.shape[0])
+        began = time.perf_counter()
+        pending.event = SimpleNamespace(synchronize=lambda: time.sleep(max(0.0, began + self.seconds
+                                                                          - time.perf_counter())))
+        self.events.append(("launch", {id(a) for a in arrays}))
+        return pending
+
+    def collect(self, pending):
+        logprobs = super().collect(pending)
+        self.events.append(("collect",))
+        return logprobs
+
+
+def test_a_pass_that_waited_is_launched_before_the_scores_of_the_pass_it_waited_for():
+    tokenizer = load_tokenizer("gemma3-270m")
+    model = SimpleNamespace(name="gemma3-270m", tokenizer=tokenizer, weights_hash="stand-in")
+    engine = Engine(model, SHAPES, tokenizer=tokenizer)
+    events: list = []
+    engine.runner = StandInGPU(model, SHAPES, events=events, pad=0)
+    deliver = engine._deliver
+    engine._deliver = lambda unit, scores: (events.append(("deliver", id(unit.arrays))), deliver(unit, scores))
+    # four contents of ~300 rows: the first pass holds two and the floor (77% of its 1,024 rows, launched on an idle
+    # GPU), the second the other two (~69%): not full, so it waits for the first to end
+    texts = [f"Customer message {i}: " + "the parcel arrived late and broken " * 40 for i in range(4)]
+    body = {"inputs": [{"messages": [{"role": "user", "content": t}]} for t in texts], "scoring": {"queries": [QUERY]}}
+
+    async def go():
+        compiled = engine.compile(body)
+        job = await asyncio.wrap_future(engine.submit(compiled))
+        return compiled, job
+
+    engine.start()
+    try:
+        compiled, job = asyncio.run(go())
+    finally:
+        engine.close()
+    assert len(job.scores) == len(compiled.segments)
+    launches = [e[1] for e in events if e[0] == "launch"]
+    assert len(launches) == 2, events
+    kinds = [e[0] if e[0] != "deliver" else ("deliver", 0 if e[1] in launches[0] else 1) for e in events]
+    assert kinds == ["launch", "collect", "launch", *[("deliver", 0)] * len(launches[0]), "collect",
+                     *[("deliver", 1)] * len(launches[1])], kinds
