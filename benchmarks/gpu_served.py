@@ -363,7 +363,9 @@ def in_process(name: str, small: bool, device: str, budget: int, block: int, siz
             with torch.inference_mode():
                 same_packed &= torch.equal(model.forward(packed_launch), out)
         del outs
-        return {"packed_launches_bit_identical": bool(same_packed), "engine_seconds": round(engine_seconds, 3), "engine_questions_per_s": round(questions / engine_seconds, 1),
+        return {"packed_launches_bit_identical": bool(same_packed),
+                "engine_seconds": round(engine_seconds, 3),
+                "engine_questions_per_s": round(questions / engine_seconds, 1),
                 "engine_passes": passes, "engine_rows_launched": rows, "burst": burst,
                 "launch_sizes": [size[0] for size in shapes.launch_sizes()] if shapes.fixed else [shapes.budget],
                 "prelowered_seconds": round(min(lowered), 3),
@@ -395,8 +397,8 @@ def main() -> None:
     job = job_bodies(name, o.small)
     n = len(job["texts"])
     q = job["questions_per_content"]
-    results: dict = {"budget": o.budget, "block": o.block, "pass_sizes": o.pass_sizes, "contents": n, "questions": n * q,
-                     "switch_ms": o.switch_ms}
+    results: dict = {"budget": o.budget, "block": o.block, "pass_sizes": o.pass_sizes, "contents": n,
+                     "questions": n * q, "switch_ms": o.switch_ms}
     results["in_process"] = inproc = in_process(name, o.small, o.device, o.budget, o.block, o.pass_sizes, job, reps=3)
     print(json.dumps({k: v for k, v in inproc.items() if k != "scores"}), flush=True)
 
