@@ -45,6 +45,10 @@ from spinfc.shapes import Shapes
 log = logging.getLogger("spinfc.engine")
 
 FULL = 0.85  # a pass this full is launched behind the one in flight; a less full one waits for it to end
+# Where shapes are fixed, how long the first pass after a quiet spell (nothing queued, nothing running) waits for a
+# request to start arriving when it would launch mostly empty and none is on its way: requests sent together reach
+# the server a few milliseconds apart, and a pass launched with the first alone can cost a larger last pass.
+LINGER = 0.005
 
 WARMUP_REQUEST = {
     "messages": [{"role": "user", "content": "Customer message: the parcel arrived broken."}],
@@ -84,6 +88,7 @@ class Engine:
         self._units: list[Unit] = []  # waiting work, oldest first
         self._floors_queued: dict[str, Unit] = {}
         self._ended: tuple | None = None  # a pass collected, its scores held back until the next pass is launched
+        self._quiet = True  # nothing was queued or running when the work now queued arrived (LINGER)
         self.intake = Intake(model, self.context)
         # the compile side's entry points (runtime/intake.py), on the engine as every caller knows them
         self.compile, self.compile_program = self.intake.compile, self.intake.compile_program
@@ -156,19 +161,24 @@ class Engine:
         in_flight: tuple[list[Unit], Pending] | None = None  # launched, not yet collected (CUDA)
         while True:
             try:
-                if not self._admit(block=not self._units and in_flight is None and self._ended is None):
+                idle = not self._units and in_flight is None and self._ended is None
+                self._quiet = self._quiet or idle
+                if not self._admit(block=idle):
                     break
                 self._units = [u for u in self._units if u.wanted() or self._forget(u)]
                 # While a pass runs, the next is launched behind it only if it is full; a part-filled one waits
                 # for the pass in flight to end, so requests arriving meanwhile fill it, and is launched before
                 # that pass's scores are delivered (the GPU waits for no results). On an idle GPU a pass waits for
-                # arriving requests only while it would launch mostly empty at its launch size.
-                if in_flight is None and self._units and self.intake.expecting and \
+                # arriving requests only while it would launch mostly empty at its launch size (the first pass after
+                # a quiet spell: LINGER, even before any is seen arriving).
+                lingers = self._quiet and self.shapes.fixed
+                if in_flight is None and self._units and (self.intake.expecting or lingers) and \
                         not self._full(self._units, of_launch=True):
                     self._deliver_ended()  # answers first: a gather may wait half a pass
-                    self._gather()
+                    self._gather(linger=lingers)
                 units = self._schedule(full_only=in_flight is not None) if self._units else None
                 launched = self._run(units) if units else None
+                self._quiet = self._quiet and launched is None
                 self._deliver_ended()
                 if in_flight is not None:
                     self._ended = self._collect(*in_flight)
@@ -270,16 +280,19 @@ class Engine:
         self._units = [unit for i, unit in enumerate(self._units) if i not in taken]
         return units
 
-    def _gather(self) -> None:
+    def _gather(self, linger: bool = False) -> None:
         """The GPU is idle and the next pass would launch part-empty at its launch size while requests are still
         arriving (parsed, compiling, or compiled and not yet submitted): wait for them (where shapes are fixed,
         while one more content would still run in the launch size the pass takes now: runtime/gather.py), up to
         half a pass's time as measured (of that size). A pass costs what its launch size costs, full or part-empty,
-        so such a wait costs no rows and is paid back whenever it lets the pass hold more."""
+        so such a wait costs no rows and is paid back whenever it lets the pass hold more. With `linger`, wait up to
+        LINGER for a request to start arriving even while none is."""
         rate = self.stats.rate
         rows = self._launch_rows(self._units)
-        deadline = time.perf_counter() + (0.5 * rows / rate if rate else 0.05)
-        while self.intake.expecting and not self._full(self._units, of_launch=True) and \
+        now = time.perf_counter()
+        deadline, lingering = now + (0.5 * rows / rate if rate else 0.05), now + (LINGER if linger else 0.0)
+        while (self.intake.expecting or time.perf_counter() < lingering) and \
+                not self._full(self._units, of_launch=True) and \
                 (not self.shapes.fixed or self._room_for_one_more()) and time.perf_counter() < deadline:
             try:
                 job = self._inbox.get(timeout=max(0.0, min(0.005, deadline - time.perf_counter())))

@@ -70,3 +70,36 @@ def test_a_pass_that_waited_is_launched_before_the_scores_of_the_pass_it_waited_
     kinds = [e[0] if e[0] != "deliver" else ("deliver", 0 if e[1] in launches[0] else 1) for e in events]
     assert kinds == ["launch", "collect", "launch", *[("deliver", 0)] * len(launches[0]), "collect",
                      *[("deliver", 1)] * len(launches[1])], kinds
+
+
+def _burst(monkeypatch, linger: float) -> list:
+    """Two one-content requests 30 ms apart on a quiet engine of fixed shapes; the passes launched (sets of arrays)."""
+    from spinfc.runtime import engine as module
+
+    monkeypatch.setattr(module, "LINGER", linger)
+    tokenizer = load_tokenizer("gemma3-270m")
+    model = SimpleNamespace(name="gemma3-270m", tokenizer=tokenizer, weights_hash="stand-in")
+    engine = Engine(model, SHAPES, tokenizer=tokenizer)
+    events: list = []
+    engine.runner = StandInGPU(model, SHAPES, events=events, pad=0)
+    bodies = [{"inputs": [{"messages": [{"role": "user", "content": f"Customer message {i}: the parcel is late."}]}],
+               "scoring": {"queries": [QUERY]}} for i in range(2)]
+
+    async def go():
+        first, second = (engine.compile(b) for b in bodies)
+        futures = [engine.submit(first)]
+        await asyncio.sleep(0.03)
+        futures.append(engine.submit(second))
+        await asyncio.gather(*map(asyncio.wrap_future, futures))
+
+    engine.start()
+    try:
+        asyncio.run(go())
+    finally:
+        engine.close()
+    return [e[1] for e in events if e[0] == "launch"]
+
+
+def test_the_first_pass_after_a_quiet_spell_lingers_for_a_request_close_behind(monkeypatch):
+    assert len(_burst(monkeypatch, linger=2.0)) == 1  # both contents (and the floor) in one pass
+    assert len(_burst(monkeypatch, linger=0.0)) == 2  # the first launched alone, nothing announced
