@@ -69,7 +69,8 @@ def _options(question: Question) -> tuple:
     return question.slot.options if isinstance(question.slot, OptionSlot) else ()
 
 
-def content_scores(questions: Sequence[Question], reads: Sequence[AnswerRead], logprobs: Sequence[float]) -> ContentScores:
+def content_scores(questions: Sequence[Question], reads: Sequence[AnswerRead],
+                   logprobs: Sequence[float]) -> ContentScores:
     """Sum one content's read logprobs into full option logprobs.
 
     Guarantees: every option of every question gets exactly one read per token (step 0 .. len-1), else ValueError

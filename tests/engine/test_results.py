@@ -101,8 +101,8 @@ def one_by_one(program: Program, scores, floor) -> list[QueryResult]:
     return [QueryResult(id=query_id, combinations=combinations) for query_id, combinations in by_query.items()]
 
 
-GOLDEN_PROGRAM = asked(("q", ((("x", "a"),), (("x", "b"),)), (" yes", " no")), ("r", ((),), (" red", " green", " blue")),
-                       ("s", ((),), (" yes", " no")))
+GOLDEN_PROGRAM = asked(("q", ((("x", "a"),), (("x", "b"),)), (" yes", " no")),
+                       ("r", ((),), (" red", " green", " blue")), ("s", ((),), (" yes", " no")))
 GOLDEN_CONTENTS = [  # awkward floats: ties, a signed zero, exp's range left below, options that sum past 1
     ((math.log(0.6), math.log(0.2)), (-0.0, 0.0), (-1.25, -3.5, -1.25), (-2000.0, -2001.0)),
     ((-0.1, -0.2), (-745.5, -1e-300), (-0.7, -0.7, -0.7), (-1e-17, -37.0)),
