@@ -12,12 +12,16 @@ longer than the H200 does and competes with the host work for the cores): these 
 score. So the scheduling is the GPU's (which sizes launch, when, how many passes) and the host work is this
 machine's, which is 2-3x slower than the H200's host and shared: read the timelines for their order and spacing.
 
-    python benchmarks/served_host.py --tokenizer DIR [--contents 24] [--runs 2] [--row-us 22] [--port 8393]
+    python benchmarks/served_host.py --tokenizer DIR [--contents 24] [--per-request 1] [--runs 2] [--row-us 22]
+
+`--per-request K` sends the contents as requests of K contents each (24: gpu_served's one request of every content;
+6: its 4 concurrent requests); `--http-only` skips the in-process reference.
 
 Prints the in-process time of one request carrying every content (gpu_served.py's reference), and for each path
 the time of the burst and its timeline in ms from its first request: `entered` (the request reached the app),
 `parsed` (its body decoded), `received` (the scoring code), `compiled` ([ms, the compile's us]), `queued` (in the
-engine's queue), `pass` ([ms, rows launched, segments]), `scored`, `answered`.
+engine's queue), `pass` ([ms, rows launched, segments]), `scored`, `answered`; and the client's `got` (the response
+read) and `decoded` (its JSON parsed, as gpu_served.py's client does).
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ import gpu_served  # noqa: E402
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder (tokenizer.json, ...)")
-ARGS.add_argument("--contents", type=int, default=24, help="one-content requests sent at once")
+ARGS.add_argument("--contents", type=int, default=24, help="contents sent at once")
+ARGS.add_argument("--per-request", type=int, default=1, help="contents per request")
+ARGS.add_argument("--http-only", action="store_true", help="without the in-process reference")
 ARGS.add_argument("--budget", type=int, default=19200)
 ARGS.add_argument("--block", type=int, default=64)
 ARGS.add_argument("--pass-sizes", type=int, default=4)
@@ -141,13 +147,20 @@ async def http_burst(base: str, bodies: list[dict]) -> tuple[float, dict]:
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=httpx.Limits(max_connections=100)) as client:
         wall = time.time()
         began = time.perf_counter()
-        answers = await asyncio.gather(*(client.post("/v1/score", json=body) for body in bodies))
+        client_marks: dict = {"got": [], "decoded": []}
+
+        async def post(body):
+            answer = await client.post("/v1/score", json=body)
+            client_marks["got"].append(round((time.perf_counter() - began) * 1000))
+            if answer.status_code != 200:
+                raise RuntimeError(f"status {answer.status_code}: {answer.text[:400]}")
+            answer.json()
+            client_marks["decoded"].append(round((time.perf_counter() - began) * 1000))
+
+        await asyncio.gather(*(post(body) for body in bodies))
         seconds = time.perf_counter() - began
-    bad = [a.status_code for a in answers if a.status_code != 200]
-    if bad:
-        raise RuntimeError(f"statuses {bad}: {answers[0].text[:400]}")
     time.sleep(0.2)  # the server's last marks
-    return seconds, gpu_served.timeline(TIMELINE, wall, wall + seconds + 0.1)
+    return seconds, {**gpu_served.timeline(TIMELINE, wall, wall + seconds + 0.1), **client_marks}
 
 
 async def http_stream(base: str, bodies: list[dict], clients: int) -> float:
@@ -183,7 +196,7 @@ def in_process(name: str, o, bodies: list[dict]) -> dict:
 
     try:
         asyncio.run(score(bodies[0]))
-        questions = len(bodies) * len(bodies[0]["scoring"]["queries"])
+        questions = sum(len(body["inputs"]) for body in bodies) * len(bodies[0]["scoring"]["queries"])
         whole = {"inputs": [item for body in bodies for item in body["inputs"]], "scoring": bodies[0]["scoring"]}
         times = []
         for _ in range(o.runs):  # the reference of gpu_served.py: one request carrying every content
@@ -206,9 +219,13 @@ def main() -> None:
     o = ARGS.parse_args()
     name = str(gpu_served.model_folder(o.tokenizer, Path("/tmp/spinfc-served-host-model")))
     job = gpu_served.job_bodies(name, small=False)
-    bodies = [job["one"](t) for t in job["texts"][:o.contents]]
-    results = {"row_us": o.row_us, "contents": len(bodies), "in_process": in_process(name, o, bodies)}
-    print("in-process burst:", json.dumps(results["in_process"]), flush=True)
+    texts, k = job["texts"][:o.contents], o.per_request
+    bodies = [{"inputs": [item for t in texts[i:i + k] for item in job["one"](t)["inputs"]],
+               "scoring": job["one"](texts[0])["scoring"]} for i in range(0, len(texts), k)]
+    results = {"row_us": o.row_us, "contents": len(texts), "per_request": k}
+    if not o.http_only:
+        results["in_process"] = in_process(name, o, bodies)
+        print("in-process burst:", json.dumps(results["in_process"]), flush=True)
 
     TIMELINE.unlink(missing_ok=True)
     child = mp.get_context("spawn").Process(
@@ -228,9 +245,14 @@ def main() -> None:
         child.join(30)
     seconds, marks = min(runs, key=lambda run: run[0])
     results["http"] = {"seconds": round(seconds, 3), "all_seconds": [round(s, 3) for s, _ in runs], "timeline": marks,
+                       "all_timelines": [m for _, m in runs],
                        "entered_spacing_ms": spacing(marks.get("entered", [])),
                        "queued_spacing_ms": spacing(marks.get("queued", []))}
     print("HTTP burst:", json.dumps(results["http"]), flush=True)
+    if o.out:
+        o.out.write_text(json.dumps(results, indent=1))
+    if o.http_only:
+        return
     inproc = results["in_process"]
     one = inproc["one_request_seconds"]
     print(f"\nin-process, one request of every content: {one} s")
@@ -242,8 +264,6 @@ def main() -> None:
     if o.stream:
         print(f"HTTP stream      {results['stream_seconds']:.3f} s for 10x the contents from 32 clients "
               f"({10 * one / results['stream_seconds']:.3f} of one request in-process, 10 times)")
-    if o.out:
-        o.out.write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from spinfc.ir.nodes import SourceLoc
 
 MAX_DEPTH = 32  # levels of objects and arrays; the deepest spinfc body (inputs > messages > content parts) has 7
 _STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')  # deleted: all but brackets and quotes
+_ESCAPED = re.compile(rb'\\[\\"]')  # the escapes that matter to strings' ends, read left to right as JSON does
+_STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")  # bracket -> its step + 1 (what is left is brackets only)
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\.\.\.)\]")
 _LOOSE = msgspec.json.Decoder(float_hook=Decimal)  # locating only: a number past float range is still a value
@@ -36,16 +38,17 @@ _WORDED_WITHOUT_VALUES = ("Object contains unknown field", "Object missing requi
 
 def nesting_depth(raw: bytes) -> int:
     """How deep objects and arrays nest in `raw` (JSON text, well-formed or not), without decoding it: brackets
-    inside strings do not count. Vectorised (numpy) over the brackets and quotes alone: a few ms for 2 MB."""
+    inside strings do not count (nor any after a string left open). In C but for the last step: the escapes that
+    could hide a quote (an escaped backslash or quote) go, then every byte but brackets and quotes, then what
+    lies between quotes; numpy sums the brackets left (~60 us for the 72 kB of the seed-shaped job, was ~210)."""
     import numpy as np
 
-    text = raw.replace(b"\\\\", b"").replace(b'\\"', b"")  # without escapes, every quote left opens or closes a string
-    marks = np.frombuffer(text.translate(None, _STRUCTURE), dtype=np.uint8)
-    if not marks.size:
+    text = _ESCAPED.sub(b"", raw) if b"\\" in raw else raw  # without them, every quote opens or closes a string
+    brackets = b"".join(text.translate(None, _STRUCTURE).split(b'"')[::2])  # outside strings (an open one: to the end)
+    if not brackets:
         return 0
-    outside = (np.cumsum(marks == ord('"'), dtype=np.int32) & 1) == 0
-    steps = np.isin(marks, (ord("["), ord("{"))).astype(np.int32) - np.isin(marks, (ord("]"), ord("}")))
-    return int(max(0, np.cumsum(steps * outside, dtype=np.int32).max()))
+    steps = np.frombuffer(brackets.translate(_STEP), dtype=np.int8).astype(np.int32) - 1  # [ { +1, ] } -1
+    return int(max(0, np.cumsum(steps).max()))
 
 
 def check_depth(raw: bytes, source: str = "<request>") -> None:

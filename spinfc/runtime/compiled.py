@@ -10,7 +10,7 @@ from __future__ import annotations
 import attrs
 
 from spinfc.ir.nodes import Program, Segment
-from spinfc.runtime.results import ContentScores, QueryResult, query_results
+from spinfc.runtime.results import ContentScores, QueryResult, contents_results
 from spinfc.runtime.runner import SegmentArrays
 from spinfc.runtime.score_map import ScoreMap
 
@@ -48,4 +48,4 @@ class Scored:
     def results(self) -> list[list[QueryResult]]:
         """Per input (request order), per query: the seed's result shape."""
         program, floor = self.compiled.program, self.scores[self.compiled.floor]
-        return [query_results(program, self.scores[c], floor) for c in self.compiled.inputs]
+        return contents_results(program, [self.scores[c] for c in self.compiled.inputs], floor)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 
 from spinfc.config import Limits, LimitExceeded
 
@@ -54,6 +55,27 @@ class Prechecks:
     def queries(self, queries: Sequence[Mapping], at: str = "scoring.queries") -> None:
         """Counts first (questions: queries x placeholder values; options per query), then each template,
         placeholder value and option in characters."""
+        if not self.plainly_within(queries):
+            self.each_query(queries, at)
+
+    def plainly_within(self, queries: Sequence[Mapping]) -> bool:
+        """Whether `queries` have no placeholders and pass every check of `each_query`: the usual body, told in a
+        few passes in C without a JSON path built (56 queries: ~25 us, against ~100 one by one). When not,
+        `each_query` finds the first check that fails, in its order, or passes them all (placeholders)."""
+        if any(query.get("placeholders") for query in queries):
+            return False
+        limits, longest = self.limits, self.longest
+        options = [query.get("options") or () for query in queries]
+        if len(queries) > limits.max_prompts_per_input or max(map(len, options), default=0) > limits.max_options:
+            return False
+        if longest is None:  # no character bound
+            return True
+        return (max((len(query.get("template") or "") for query in queries), default=0)
+                <= limits.max_query_tokens * longest
+                and max(map(len, chain.from_iterable(options)), default=0) <= limits.max_option_tokens * longest)
+
+    def each_query(self, queries: Sequence[Mapping], at: str) -> None:
+        """`queries`' checks one by one, in order: the first that fails raises, naming where."""
         questions = sum(math.prod(len(v) for v in (q.get("placeholders") or {}).values()) for q in queries)
         self.limits.check("max_prompts_per_input", questions, at)
         for k, query in enumerate(queries):

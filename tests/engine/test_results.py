@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+import random
+from pathlib import Path
 
+import msgspec
 import pytest
 
 from spinfc.ir.nodes import AnswerRead, Content, Option, OptionSlot, Program, Query, Question, SlotRef, SourceLoc
 from spinfc.ir.nodes import Template, Text
-from spinfc.runtime.results import content_scores, query_results, residual, softmax
+from spinfc.runtime.results import Combination, OptionScore, QueryResult, content_scores, contents_results
+from spinfc.runtime.results import query_results, residual, softmax
 
 LOC = SourceLoc("<test>")
 
@@ -65,3 +69,72 @@ def test_query_results_follow_the_seed_shape_per_combination() -> None:
     assert first.options[0].logprob == pytest.approx(math.log(0.6))
     assert first.residual == pytest.approx(0.2)
     assert results[1].combinations[0].residual == pytest.approx(0.0, abs=1e-12)
+
+
+# ---- the bytes of a response: the same for the same scores, however the results are assembled -------------------
+
+GOLDEN = Path(__file__).with_name("results_golden.json")  # written by the per-content assembly (before 2026-12-01)
+TEMPLATE = Template("Is {x} ok?<?>", (Text("Is "), SlotRef("options", LOC)), LOC)
+
+
+def asked(*queries: tuple[str, tuple, tuple[str, ...]]) -> Program:
+    """A program of option queries (id, placeholder values of each question, option texts), two contents and a
+    floor."""
+    built, questions = [], []
+    for query_id, grid, texts in queries:
+        slot = OptionSlot(tuple(Option(t, (5 + k,)) for k, t in enumerate(texts)))
+        placeholders = (("x", tuple(value for ((_, value),) in grid)),) if grid != ((),) else ()
+        built.append(Query(query_id, TEMPLATE, slot, placeholders))
+        questions += [Question(query_id, values, "prompt", slot, (1, 2)) for values in grid]
+    contents = (Content("c0", "text"), Content("c1", "more"), Content("floor", "", is_floor=True))
+    return Program("test", contents, tuple(built), tuple(questions))
+
+
+def one_by_one(program: Program, scores, floor) -> list[QueryResult]:
+    """The definition the response's numbers keep: each combination on its own, with `softmax` and `residual`."""
+    by_query: dict[str, list[Combination]] = {query.id: [] for query in program.queries}
+    for qi, q in enumerate(program.questions):
+        p, floor_p = softmax(scores[qi]), softmax(floor[qi])
+        by_query[q.query_id].append(Combination(values=dict(q.values), residual=residual(scores[qi]), options=[
+            OptionScore(text=o.text, logprob=scores[qi][k], p=p[k], floor_p=floor_p[k])
+            for k, o in enumerate(q.slot.options)]))
+    return [QueryResult(id=query_id, combinations=combinations) for query_id, combinations in by_query.items()]
+
+
+GOLDEN_PROGRAM = asked(("q", ((("x", "a"),), (("x", "b"),)), (" yes", " no")),
+                       ("r", ((),), (" red", " green", " blue")), ("s", ((),), (" yes", " no")))
+GOLDEN_CONTENTS = [  # awkward floats: ties, a signed zero, exp's range left below, options that sum past 1
+    ((math.log(0.6), math.log(0.2)), (-0.0, 0.0), (-1.25, -3.5, -1.25), (-2000.0, -2001.0)),
+    ((-0.1, -0.2), (-745.5, -1e-300), (-0.7, -0.7, -0.7), (-1e-17, -37.0)),
+]
+GOLDEN_FLOOR = ((-0.5, -0.9), (-0.3, -1.9), (-1.0, -2.0, -3.0), (-0.69, -0.7))
+
+
+def test_results_encode_to_the_recorded_bytes() -> None:
+    """The JSON of a program's results on fixed scores is byte for byte what the per-content assembly wrote: a
+    faster assembly (or a schema change) that moves one bit of one float, or one key, fails here."""
+    encoded = msgspec.json.encode(contents_results(GOLDEN_PROGRAM, GOLDEN_CONTENTS, GOLDEN_FLOOR))
+    assert encoded == GOLDEN.read_bytes()
+    assert msgspec.json.encode([query_results(GOLDEN_PROGRAM, c, GOLDEN_FLOOR) for c in GOLDEN_CONTENTS]) == encoded
+
+
+@pytest.mark.parametrize("options", [1, 2, 3, 5])
+def test_many_contents_give_the_bytes_of_one_by_one(options: int) -> None:
+    """Random scores (ties and far-apart values included) on many contents: the same bytes as assembling each
+    combination on its own."""
+    rng = random.Random(options)
+    texts = tuple(f" o{k}" for k in range(options))
+    program = asked(("a", ((("x", "1"),), (("x", "2"),), (("x", "3"),)), texts), ("b", ((),), texts))
+
+    def row() -> tuple[float, ...]:
+        pick = rng.random()
+        if pick < 0.2:  # every option tied
+            return (-rng.expovariate(1.0),) * options
+        if pick < 0.3:  # beyond exp's range
+            return tuple(-rng.uniform(700, 2000) for _ in range(options))
+        return tuple(-rng.expovariate(rng.choice((0.1, 1.0, 10.0))) for _ in range(options))
+
+    contents = [tuple(row() for _ in program.questions) for _ in range(40)]
+    floor = tuple(row() for _ in program.questions)
+    expected = [one_by_one(program, scores, floor) for scores in contents]
+    assert msgspec.json.encode(contents_results(program, contents, floor)) == msgspec.json.encode(expected)

@@ -16,7 +16,7 @@ from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.prechecks import Prechecks
 from spinfc.server.hangup import while_connected
 from spinfc.server.schemas import InputResult, ScoreRequest, ScoreResponse, Usage
-from spinfc.server.scoring import score_body
+from spinfc.server.scoring import ScoringOutcome, score_body
 from spinfc.server.service import ServiceDep
 
 
@@ -32,22 +32,32 @@ async def score(data: Annotated[ScoreRequest, Body(title="A scoring request", ex
     service.ready_engine()
     ctx = call_context(request, data.limits, data.features)
     service.check_model(data.model)
-    body = {k: v for k, v in data.to_body().items() if k not in ("limits", "features") and (k != "packs" or v)}
+    body = frontend_body(data)
     Prechecks(ctx.limits, service.longest_token).score_body(body)  # sizes and counts before any parsing
     work = score_body(service, ctx, body, [ref.id for ref in data.packs or []])
     outcome = await while_connected(request, service, work)  # a hang-up withdraws it from the engine
+    return score_response(outcome, data.inputs is not None, bool(data.packs), service.model_name, service.fingerprint)
+
+
+def frontend_body(data: ScoreRequest) -> dict:
+    """The request as the frontend reads it: without the call's limits and features, and without empty `packs`."""
+    return {k: v for k, v in data.to_body().items() if k not in ("limits", "features") and (k != "packs" or v)}
+
+
+def score_response(outcome: ScoringOutcome, many: bool, packs: bool, model: str, fingerprint: str) -> ScoreResponse:
+    """The answer to a request that sent `inputs` (`many`) or `messages`, naming packs or not."""
     response = ScoreResponse(
-        id=f"score-{uuid.uuid4().hex}", object="score", created=int(time.time()), model=service.model_name,
-        system_fingerprint=service.fingerprint,
+        id=f"score-{uuid.uuid4().hex}", object="score", created=int(time.time()), model=model,
+        system_fingerprint=fingerprint,
         usage=Usage(input_tokens=outcome.scored.processed_tokens, output_tokens=0, questions=outcome.questions),
     )
-    if data.inputs is None:
+    if not many:
         response.results = outcome.own[0]
-        if data.packs:
+        if packs:
             response.packs = outcome.packs[0]
     else:
-        response.inputs = [InputResult(index=i, results=own, packs=packs if data.packs else msgspec.UNSET)
-                           for i, (own, packs) in enumerate(zip(outcome.own, outcome.packs))]
+        response.inputs = [InputResult(index=i, results=own, packs=pack_results if packs else msgspec.UNSET)
+                           for i, (own, pack_results) in enumerate(zip(outcome.own, outcome.packs))]
     if outcome.debug is not None:
         response.debug = outcome.debug
     return response
