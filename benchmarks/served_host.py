@@ -71,6 +71,9 @@ class _Done:
     def synchronize(self) -> None:
         self.future.result()
 
+    def query(self) -> bool:
+        return self.future.done()
+
 
 def stand_in_gpu(row_us: float, forward: bool) -> None:
     """Make every Runner launch as on CUDA: `launch` stages the pass and returns; a device thread runs the forward
@@ -133,7 +136,7 @@ def serve_child(name: str, budget: int, block: int, sizes: int, row_us: float, f
 
     service_module.Shapes = Shapes
     stand_in_gpu(row_us, forward)
-    sys.setswitchinterval(0.0005)  # as the server sets it on CUDA
+    sys.setswitchinterval(service_module.SWITCH_SECONDS)  # as the server sets it on CUDA
     settings = Settings(engine=EngineSettings(model=name, device="cpu", token_budget=budget, block=block,
                                               pass_sizes=sizes, warmup="short"), server=ServerSettings(port=port))
     gpu_served.record_timeline(TIMELINE)  # before the app is built: its middleware binds the handler it wraps

@@ -166,9 +166,10 @@ class Engine:
                 if not self._admit(block=idle):
                     break
                 self._units = [u for u in self._units if u.wanted() or self._forget(u)]
-                # While a pass runs, the next is launched behind it only if it is full; a part-filled one waits
-                # for the pass in flight to end, so requests arriving meanwhile fill it, and is launched before
-                # that pass's scores are delivered (the GPU waits for no results). On an idle GPU a pass waits for
+                # While a pass runs, the next is launched behind it only if it is full (the worker watches the
+                # arrivals while it runs: a pass they fill goes behind it at once); a part-filled one waits for the
+                # pass in flight to end, so requests arriving meanwhile fill it, and is launched before that
+                # pass's scores are delivered (the GPU waits for no results). On an idle GPU a pass waits for
                 # arriving requests only while it would launch mostly empty at its launch size (the first pass after
                 # a quiet spell: LINGER, even before any is seen arriving).
                 lingers = self._quiet and self.shapes.fixed
@@ -181,7 +182,11 @@ class Engine:
                 self._quiet = self._quiet and launched is None
                 self._deliver_ended()
                 if in_flight is not None:
+                    if launched is None and self._fills_behind(in_flight[1]):
+                        continue  # arrivals filled a pass while this one runs: it is launched behind it
                     self._ended = self._collect(*in_flight)
+                    if not self._admit(block=False):  # what arrived while it ran, before deciding
+                        self._inbox.put(None)  # close() was called: the loop must see it too
                     # delivered after the launch that waited for it, unless none waits (or it extracts: the
                     # decode needs the GPU to itself)
                     if launched is not None or not self._units or in_flight[1].kept is not None:
@@ -272,13 +277,39 @@ class Engine:
     def _schedule(self, full_only: bool = False) -> list[Unit] | None:
         """The units of the next pass, taken off the queue; with `full_only`, None unless they fill FULL of the
         budget (or the answer rows or reads) — the pass would otherwise run part-empty."""
-        chosen = floors_first(self._units, schedule(self._units, self.shapes))
+        chosen = self._chosen()
         if full_only and not self._full([self._units[i] for i in chosen]):
             return None
         taken = set(chosen)
         units = [self._units[i] for i in chosen]
         self._units = [unit for i, unit in enumerate(self._units) if i not in taken]
         return units
+
+    def _chosen(self) -> list[int]:
+        """The indices of the queued units the next pass would hold."""
+        return floors_first(self._units, schedule(self._units, self.shapes)) if self._units else []
+
+    def _fills_behind(self, pending: Pending) -> bool:
+        """While the pass `pending` runs: wait for it to end or for arrivals to fill the next pass, whichever comes
+        first; True for the second. Filled means more is queued than the next pass holds, and what it holds is
+        FULL (so `_schedule(full_only=True)` launches it behind the running one): until then waiting costs nothing,
+        since a pass launched behind starts only when the running one ends. Polled each millisecond: the queue,
+        and the pass's end."""
+        def filled() -> bool:
+            chosen = self._chosen()
+            return len(chosen) < len(self._units) and self._full([self._units[i] for i in chosen])
+
+        full = filled()
+        while not full and not self.runner.done(pending):
+            try:
+                job = self._inbox.get(timeout=0.001)
+            except queue.Empty:
+                continue
+            if not self._admit(block=False, first=job):
+                self._inbox.put(None)  # close() was called: the loop must see it too
+                return False
+            full = filled()
+        return full and not self.runner.done(pending)
 
     def _gather(self, linger: bool = False) -> None:
         """The GPU is idle and the next pass would launch part-empty at its launch size while requests are still

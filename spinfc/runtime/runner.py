@@ -217,6 +217,10 @@ class Runner:
                                       tuple(values), spans)
         return pending
 
+    def done(self, pending: Pending) -> bool:
+        """Whether a launched pass has run (its output is on the host), without waiting."""
+        return pending.event is None or pending.event.query()
+
     def collect(self, pending: Pending) -> np.ndarray:
         """The pass's logprobs, one per real read in segment order (waits for the GPU on CUDA)."""
         if pending.event is not None:

@@ -29,9 +29,9 @@ class StandInGPU(Runner):
     def launch(self, arrays):
         _, pending = self.stage(arrays)
         pending.output = torch.zeros(pending.output.shape[0])
-        began = time.perf_counter()
-        pending.event = SimpleNamespace(synchronize=lambda: time.sleep(max(0.0, began + self.seconds
-                                                                          - time.perf_counter())))
+        ends = time.perf_counter() + self.seconds
+        pending.event = SimpleNamespace(synchronize=lambda: time.sleep(max(0.0, ends - time.perf_counter())),
+                                        query=lambda: time.perf_counter() >= ends)
         self.events.append(("launch", {id(a) for a in arrays}))
         return pending
 
@@ -103,3 +103,34 @@ def _burst(monkeypatch, linger: float) -> list:
 def test_the_first_pass_after_a_quiet_spell_lingers_for_a_request_close_behind(monkeypatch):
     assert len(_burst(monkeypatch, linger=2.0)) == 1  # both contents (and the floor) in one pass
     assert len(_burst(monkeypatch, linger=0.0)) == 2  # the first launched alone, nothing announced
+
+
+def test_arrivals_that_fill_a_pass_are_launched_behind_the_one_running():
+    """While a pass runs the worker does not sit in collect: the moment arrivals fill the next pass (more is queued
+    than it holds, and what it holds is FULL), that pass is launched behind the running one, so the GPU does not
+    wait for the host between them; what is left waits for the pass in flight as before."""
+    tokenizer = load_tokenizer("gemma3-270m")
+    model = SimpleNamespace(name="gemma3-270m", tokenizer=tokenizer, weights_hash="stand-in")
+    engine = Engine(model, SHAPES, tokenizer=tokenizer)
+    events: list = []
+    engine.runner = StandInGPU(model, SHAPES, events=events, seconds=0.4, pad=0)
+    text = "the parcel arrived late and broken " * 40  # ~300 rows with the question: three fill a 1,024-row pass
+    first = {"inputs": [{"messages": [{"role": "user", "content": "Customer message: " + text}]}],
+             "scoring": {"queries": [QUERY]}}
+    after = {"inputs": [{"messages": [{"role": "user", "content": f"Message {i}: " + text}]} for i in range(4)],
+             "scoring": {"queries": [QUERY]}}
+
+    async def go():
+        one, three = engine.compile(first), engine.compile(after)
+        futures = [engine.submit(one)]
+        await asyncio.sleep(0.05)  # the first pass is running (it lingered at most LINGER)
+        futures.append(engine.submit(three))  # four more: three fill the next pass, the fourth is left over
+        await asyncio.gather(*map(asyncio.wrap_future, futures))
+
+    engine.start()
+    try:
+        asyncio.run(go())
+    finally:
+        engine.close()
+    kinds = [(e[0], len(e[1])) if e[0] == "launch" else e[0] for e in events if e[0] != "deliver"]
+    assert kinds == [("launch", 2), ("launch", 3), "collect", "collect", ("launch", 1), "collect"], kinds
