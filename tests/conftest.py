@@ -1,15 +1,26 @@
 """Suite-wide fixtures.
 
+`unfrozen` (every test): a server that reaches ready freezes the heap it started with out of the garbage collector
+(`gc.freeze`, spinfc/server/service.py); in the test process that would keep every later test's cyclic garbage of
+what was frozen, so each test ends with the heap unfrozen.
+
 `seed`: tests on random inputs draw a fresh seed each run (so runs explore), or take `SPINFC_TEST_SEED` (so a
 failure replays). A failing test's report names its seed and the command line that replays it.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def unfrozen():
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture
