@@ -28,7 +28,7 @@ from spinfc.frontend.query import read_query
 from spinfc.frontend.request_schema import ScoreRequest
 from spinfc.ir.nodes import Content, Program, Query
 
-QUERY_SETS_REMEMBERED = 64  # the last query sets read, by their JSON
+QUERY_SETS_REMEMBERED = 64  # the last query sets read, by their encoding (MessagePack: every float kept as it is)
 QUERY_SET_BYTES = 256 * 1024  # a larger `scoring` is read every time (the remembered sets stay a few MB at most)
 MESSAGE_EXAMPLE = '[{"role": "user", "content": "..."}]'
 
@@ -41,7 +41,9 @@ def program_from_request(body: Mapping[str, Any], model: str, source: str = "<re
     f = Fields(body, (), JsonWhere(source), RequestError, "a JSON object")
     contents = _contents(f)
     scoring = body.get("scoring")
-    encoded = msgspec.json.encode(scoring) if isinstance(scoring, dict) else b""
+    # MessagePack, not JSON: JSON would write NaN and infinity (from a Python caller or a TOML file) as null, and the
+    # remembered set would then be read with None where the body had NaN
+    encoded = msgspec.msgpack.encode(scoring) if isinstance(scoring, dict) else b""
     if 0 < len(encoded) <= QUERY_SET_BYTES:  # read once per query set (a server sees one set request after request)
         queries = _queries_of(source, "packs" in body, encoded)
     else:
@@ -51,10 +53,10 @@ def program_from_request(body: Mapping[str, Any], model: str, source: str = "<re
 
 @functools.lru_cache(maxsize=QUERY_SETS_REMEMBERED)
 def _queries_of(source: str, packs: bool, scoring: bytes) -> tuple[Query, ...]:
-    """`_queries` of a body whose `scoring` is this JSON (and that names `packs` or not): the queries, and any
+    """`_queries` of a body whose `scoring` is this MessagePack (and that names `packs` or not): the queries, and any
     mistake in them, depend on nothing else (the same frozen values, the same JSON paths); a mistake raises and is
     not remembered."""
-    body = {"scoring": msgspec.json.decode(scoring), **({"packs": None} if packs else {})}
+    body = {"scoring": msgspec.msgpack.decode(scoring), **({"packs": None} if packs else {})}
     return _queries(Fields(body, (), JsonWhere(source), RequestError, "a JSON object"))
 
 

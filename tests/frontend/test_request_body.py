@@ -183,3 +183,15 @@ def test_placeholder_without_values_in_a_request():
 
 def test_body_must_be_an_object():
     assert error_of([1, 2]).code == "wrong_type"
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_remembered_query_set_keeps_a_non_finite_number(bad):
+    """The query sets read are remembered by their encoding: a NaN or infinite temperature (a Python caller's body,
+    or one built from a TOML file) is read as that number and refused as out of range, not read back as null (and
+    refused for a null the body never had)."""
+    query = {"id": "reply", "template": "\n\nReply: <gen>", "temperature": bad}
+    body = {"messages": SEED["messages"], "scoring": {"queries": [query]}}
+    for _ in range(2):  # read, then (were it remembered) recalled
+        with pytest.raises(RequestError, match=f"temperature = {bad} is out of range"):
+            program_from_request(copy.deepcopy(body), model="gemma3-270m")
