@@ -41,8 +41,8 @@ from spinfc.server.shutdown import Shutdown, on_daemon_thread
 # How long a thread holding the GIL keeps it while another waits (Python's default: 5 ms). Each of the CUDA calls
 # that launch a pass gives the GIL up and takes it back; with requests parsed and compiled on other threads, 5 ms
 # per take-back put tens of milliseconds between a compiled pass and its launch. Measured on one H200 (the served
-# benchmark, benchmarks/NOTES.md): 0.1 ms against 0.5 ms, requests sent together reached the app sooner and every
-# pattern was as fast or faster (24 one-content requests at once: 0.964 of the pre-lowered launches, against 0.843).
+# benchmark, benchmarks/NOTES.md): at 0.1 ms against 0.5 ms, the requests of a burst reached the app sooner (its
+# first at 8 ms against 18) and no pattern was slower.
 SWITCH_SECONDS = 0.0001
 
 log = logging.getLogger("spinfc.server")
@@ -180,9 +180,9 @@ class Service:
                 started = time.perf_counter()
                 await self.engine.warm_up()
                 log.info("warm-up pass done in %.1f s", time.perf_counter() - started)
-            # What start-up made (the model's modules, the libraries' objects: ~340k) lives as long as the server.
+            # What start-up made (the model's modules, the libraries' objects: ~480k) lives as long as the server.
             # Frozen out of the collector, a full collection then scans only what requests have made since, rather
-            # than stopping every thread (the worker launching passes included) for ~170 ms (a 2-core test machine).
+            # than stopping every thread (the worker launching passes included) for ~210 ms (an H200's host).
             gc.collect()
             gc.freeze()
             self.status = "ready"

@@ -84,7 +84,7 @@ def hang_up(url: str, path: str, body: dict, when) -> None:
 
 def test_a_ready_server_has_frozen_its_start_up_heap() -> None:
     """The model and the libraries' objects are out of the collector's scans once the server is ready (a full
-    collection over them stopped every thread for 70-170 ms)."""
+    collection over them stopped every thread for ~200 ms on an H200's host)."""
     import gc
 
     gc.unfreeze()
