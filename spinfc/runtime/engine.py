@@ -185,8 +185,7 @@ class Engine:
                     if launched is None and self._fills_behind(in_flight[1]):
                         continue  # arrivals filled a pass while this one runs: it is launched behind it
                     self._ended = self._collect(*in_flight)
-                    if not self._admit(block=False):  # what arrived while it ran, before deciding
-                        self._inbox.put(None)  # close() was called: the loop must see it too
+                    self._admit_arrived()  # what arrived while it ran, before deciding
                     # delivered after the launch that waited for it, unless none waits (or it extracts: the
                     # decode needs the GPU to itself)
                     if launched is not None or not self._units or in_flight[1].kept is not None:
@@ -230,6 +229,14 @@ class Engine:
                 job = self._inbox.get_nowait()
             except queue.Empty:
                 return True
+        return False
+
+    def _admit_arrived(self, first=_NONE) -> bool:
+        """`_admit` of what has arrived, without waiting, from inside a turn of the loop; False once close() was
+        called, with its mark put back for the loop's own `_admit` to see."""
+        if self._admit(block=False, first=first):
+            return True
+        self._inbox.put(None)
         return False
 
     def _admit_job(self, job: Job) -> None:
@@ -305,8 +312,7 @@ class Engine:
                 job = self._inbox.get(timeout=0.001)
             except queue.Empty:
                 continue
-            if not self._admit(block=False, first=job):
-                self._inbox.put(None)  # close() was called: the loop must see it too
+            if not self._admit_arrived(job):
                 return False
             full = filled()
         return full and not self.runner.done(pending)
@@ -329,8 +335,7 @@ class Engine:
                 job = self._inbox.get(timeout=max(0.0, min(0.005, deadline - time.perf_counter())))
             except queue.Empty:
                 continue
-            if not self._admit(block=False, first=job):  # it, then whatever else came, in order
-                self._inbox.put(None)  # close() was called: the loop must see it too
+            if not self._admit_arrived(job):  # it, then whatever else came, in order
                 return
 
     def _room_for_one_more(self) -> bool:

@@ -40,8 +40,7 @@ class Intake:
     def __init__(self, model, context: PassContext):
         """`model`: the engine's (its name for the frontend, its weights' identity for floor keys)."""
         self.model, self.model_name, self.context, self.shapes = model, model.name, context, context.shapes
-        self._sets: dict[tuple, tuple] = {}  # per question set: (its trie, ScoreMap, floor key)
-        self._trees: dict[int, tuple] = {}  # per question tree: (its TreeRows, TreeArrays)
+        self._sets: dict[tuple, tuple] = {}  # per question set: (its trie, ScoreMap, floor key, TreeArrays)
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spinfc-compile")
         self._lock = threading.Lock()
         self._on_the_way = 0  # requests on (or waiting for) the compile thread
@@ -69,35 +68,25 @@ class Intake:
                               f"{segment.rows} answer rows: more than one pass holds ({self.shapes}); shorten the "
                               "content, ask fewer questions, or start the server with a larger --token-budget")
         inputs = tuple(i for i in range(len(program.contents)) if i != floors[0])
-        score_map, key = self._per_question_set(program, floors[0])
+        score_map, key, tree = self._per_question_set(program, floors[0])
         return Compiled(program=program, segments=program.segments, floor=floors[0], inputs=inputs,
-                        arrays=tuple(SegmentArrays.of(segment, tree) for segment, tree in
-                                     zip(program.segments, map(self._tree_arrays, program.segments))),
+                        arrays=tuple(SegmentArrays.of(segment, tree) for segment in program.segments),
                         score_map=score_map, extracts=_extracts(program), floor_key=key)
 
-    def _tree_arrays(self, segment) -> TreeArrays:
-        """The arrays of the segment's question tree, made once per tree (the segment pass's memo hands the same
-        `TreeRows` back for the same questions; the entry holds it, so its identity is not reused)."""
-        entry = self._trees.get(id(segment.tree))
-        if entry is None or entry[0] is not segment.tree:
-            if len(self._trees) >= SETS_REMEMBERED:
-                self._trees.clear()
-            entry = self._trees[id(segment.tree)] = (segment.tree, TreeArrays.of(segment.tree))
-        return entry[1]
-
-    def _per_question_set(self, program: Program, floor: int) -> tuple[ScoreMap, str]:
-        """The program's ScoreMap and floor key: functions of its question set (and floor content) alone, so made
-        once per set. The set is known by its trie object, which the dedupe-prefixes memo hands back for the same
-        questions (the entry holds the trie, so its identity is not reused)."""
+    def _per_question_set(self, program: Program, floor: int) -> tuple[ScoreMap, str, TreeArrays]:
+        """The program's ScoreMap, floor key and question tree's arrays (every segment of the program places the
+        same tree): functions of its question set (and floor content) alone, so made once per set. The set is known
+        by its trie object, which the dedupe-prefixes memo hands back for the same questions (the entry holds the
+        trie, so its identity is not reused)."""
         key = (id(program.trie), program.contents[floor].tokens)
         entry = self._sets.get(key)
         if entry is None or entry[0] is not program.trie or program.trie is None:
             if len(self._sets) >= SETS_REMEMBERED:
                 self._sets.clear()
             entry = (program.trie, ScoreMap(program.questions, program.segments[floor].reads),
-                     floor_key(self.model, program, floor))
+                     floor_key(self.model, program, floor), TreeArrays.of(program.segments[floor].tree))
             self._sets[key] = entry
-        return entry[1], entry[2]
+        return entry[1:]
 
     async def compile_async(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
         """`compile` on the compile thread, off the event loop."""
