@@ -29,12 +29,13 @@ import re
 import attrs
 import torch
 
+from spinfc.backend.split_product import HALVES  # the dtypes a split product multiplies in
+
 SHORT_NAMES = {torch.float32: "float32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 # Checkpoint names a policy places by role (Hugging Face naming).
 _NORM = re.compile(r"(norm\.weight$)|(layernorm\.weight$)")
 _HEAD = ("model.embed_tokens.weight", "lm_head.weight", "model.norm.weight")
 _READ_ONLY = ("model.embed_tokens.weight", "model.norm.weight")  # of the head's: read, never multiplied
-_HALVES = (torch.float16, torch.bfloat16)
 _ANSWER_ROW_WEIGHTS = ("self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
                        "mlp.down_proj.weight")
 
@@ -52,7 +53,7 @@ class Precision:
 
     @classmethod
     def mixed(cls, dtype: torch.dtype) -> "Precision":
-        return cls(dtype, torch.float32, torch.float32, split_head=dtype in _HALVES)
+        return cls(dtype, torch.float32, torch.float32, split_head=dtype in HALVES)
 
     @classmethod
     def of(cls, value: "Precision | torch.dtype | None") -> "Precision":
