@@ -70,18 +70,7 @@ class Gemma4Model(Model):
         return super().take_stack(take)
 
     def layer_weight_names(self, i: int) -> dict[str, str]:
-        c, g = self.config, self.config.gemma4
-        names = {**_ATTENTION, **_NORMS, **_MLP, "scalar": "layer_scalar"}
-        if g.owns_kv(i):
-            names.update(_OWN_KV)
-            if g.has_values(i, c.is_sliding(i)):
-                names["v"] = "self_attn.v_proj.weight"
-        if g.per_layer_hidden:
-            names.update(ple_gate="per_layer_input_gate.weight", ple_projection="per_layer_projection.weight",
-                         ple_norm="post_per_layer_input_norm.weight")
-        if g.experts:
-            names.update(blocks.MOE_WEIGHTS)
-        return names
+        return layer_weight_names(self.config, i)
 
     def _check_shapes(self) -> None:
         c, g = self.config, self.config.gemma4
@@ -190,3 +179,20 @@ class Gemma4Model(Model):
         if keep is not None:
             out = out[keep]  # [R, H, Dh]
         return out.reshape(out.shape[0], H * Dh)
+
+
+def layer_weight_names(config, i: int) -> dict[str, str]:
+    """Layer i's weights, short name -> name under `model.layers.i.`: a KV-shared layer has no k/v projections or
+    k norm, a full layer under k = v no v_proj; PLE and MoE layers have their blocks' weights."""
+    g = config.gemma4
+    names = {**_ATTENTION, **_NORMS, **_MLP, "scalar": "layer_scalar"}
+    if g.owns_kv(i):
+        names.update(_OWN_KV)
+        if g.has_values(i, config.is_sliding(i)):
+            names["v"] = "self_attn.v_proj.weight"
+    if g.per_layer_hidden:
+        names.update(ple_gate="per_layer_input_gate.weight", ple_projection="per_layer_projection.weight",
+                     ple_norm="post_per_layer_input_norm.weight")
+    if g.experts:
+        names.update(blocks.MOE_WEIGHTS)
+    return names
