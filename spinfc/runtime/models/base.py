@@ -150,7 +150,7 @@ class Model:
         else:
             self.lm_head = take("lm_head.weight")  # [V, D]
         self.layers = [
-            {short: take(f"model.layers.{i}.{long}") for short, long in self.LAYER_WEIGHTS.items()}
+            {short: take(f"model.layers.{i}.{long}") for short, long in self.layer_weight_names(i).items()}
             for i in range(config.layers)
         ]
         if state:
@@ -179,6 +179,11 @@ class Model:
             w["q"], w["k"], w["v"] = w["qkv"].split((w["q"].shape[0], w["k"].shape[0], w["v"].shape[0]))
             w["gate_up"] = _cat((w["gate"], w["up"]))
             w["gate"], w["up"] = w["gate_up"].split((w["gate"].shape[0], w["up"].shape[0]))
+
+    def layer_weight_names(self, index: int) -> dict[str, str]:
+        """Layer `index`'s weights: short name -> Hugging Face name under `model.layers.N.` (a hybrid stack's layers
+        differ by kind)."""
+        return self.LAYER_WEIGHTS
 
     @staticmethod
     def _take(state: dict[str, torch.Tensor], key: str) -> torch.Tensor:

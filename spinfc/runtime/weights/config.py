@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 import attrs
 
-Family = Literal["llama", "qwen3", "gemma3"]
-FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3")
+Family = Literal["llama", "qwen3", "gemma3", "qwen3_5"]
+FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3", "qwen3_5")
 
 
 class UnsupportedModel(Exception):
@@ -39,6 +39,9 @@ class ModelConfig:
     sliding_window: int | None = None
     sliding_layers: tuple[bool, ...] = ()  # per layer: True where the layer is a sliding-window layer
     query_pre_attn_scalar: float | None = None
+    # Qwen3.5: the Gated DeltaNet layers' shape (None in other families) and the rotated dims of a head (partial rope)
+    linear: "LinearAttention | None" = None
+    rotary_dim: int | None = None
 
     @property
     def attention_scale(self) -> float:
@@ -54,7 +57,27 @@ class ModelConfig:
     def from_json(cls, text: str) -> "ModelConfig":
         fields = json.loads(text)
         fields["sliding_layers"] = tuple(fields.get("sliding_layers", ()))
+        if fields.get("linear") is not None:
+            fields["linear"] = LinearAttention(**{**fields["linear"], "layers": tuple(fields["linear"]["layers"])})
         return cls(**fields)
+
+
+@attrs.frozen
+class LinearAttention:
+    """Qwen3.5's Gated DeltaNet layers: which layers they are, their heads (value heads share key heads in groups)
+    and the depthwise causal convolution's kernel size."""
+
+    layers: tuple[bool, ...]  # per layer: True where the layer is a linear-attention (Gated DeltaNet) layer
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    conv_kernel: int
+
+    @property
+    def conv_channels(self) -> int:
+        """The channels of the convolution: q, k and v of every head (2 Hk Dk + Hv Dv)."""
+        return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
 
 
 def _rope_theta(hf: dict[str, Any], layer_type: str | None = None, default: float = 10000.0) -> float:
@@ -87,11 +110,15 @@ def _require(hf: dict[str, Any], key: str, allowed: tuple, what: str) -> None:
 def from_hf(hf: dict[str, Any]) -> ModelConfig:
     """Read a Hugging Face `config.json` dictionary of a llama, qwen3 or gemma3_text model."""
     model_type = hf.get("model_type")
+    if model_type in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
+        from spinfc.runtime.weights.qwen3_5 import qwen3_5_config
+
+        return qwen3_5_config(hf)
     family = {"llama": "llama", "qwen3": "qwen3", "gemma3_text": "gemma3"}.get(model_type)
     if family is None:
         hint = " (a multimodal Gemma 3: use its text-only checkpoint)" if model_type == "gemma3" else ""
         raise UnsupportedModel(
-            f"model_type {model_type!r}{hint} is not supported; spinfc runs llama, qwen3 and gemma3_text"
+            f"model_type {model_type!r}{hint} is not supported; spinfc runs llama, qwen3, gemma3_text and qwen3_5"
         )
     heads = hf["num_attention_heads"]
     common = dict(
