@@ -92,3 +92,25 @@ def test_chunked_reference_matches_the_plain_recurrence(seed):
                                           g[a:b], beta[a:b], initial[s])
         assert torch.allclose(out[a:b], want, atol=1e-4)
         assert torch.allclose(final[s], state, atol=1e-4)
+
+
+def test_the_text_part_of_a_multimodal_checkpoint_loads(pair, tmp_path):
+    """Qwen3_5ForConditionalGeneration's layout: config.json with a `text_config`, the text weights under
+    `model.language_model.`, a vision tower beside them (left out): the same model as the text checkpoint."""
+    import json
+
+    from safetensors.torch import save_file
+
+    ours, theirs = pair
+    text = theirs.config.to_dict()
+    config = {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": text,
+              "tie_word_embeddings": False}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    state = {("model.language_model." + k[len("model."):] if k.startswith("model.") else k): v.contiguous()
+             for k, v in theirs.state_dict().items()}
+    state["model.visual.patch_embed.proj.weight"] = torch.zeros(2, 2)
+    save_file(state, str(tmp_path / "model.safetensors"))
+    other = load_model(str(tmp_path))
+    case = Case((5, 6, 7, 8), (Question((9, 10), ((11,), (12, 13))),))
+    launch, _ = build_launch([(0, case)], 32)
+    assert torch.equal(other.forward(launch), ours.forward(launch))
