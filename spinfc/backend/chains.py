@@ -14,7 +14,10 @@ twice: each row is in exactly one segment.
 `split_before` (rows) starts a segment at each of those rows as well, so that the state just before it is a
 segment's final state (the extraction decode re-runs a prompt's last token from the state before it).
 
-Padding rows (outside every span) are in no segment; a recurrent layer writes zeros there.
+Padding rows (outside every span) are in no segment; a recurrent layer writes zeros there. With `live` (the
+answer rows), rows whose subtree holds no live row are in no segment either: no read depends on them (a
+one-token option's own row, read from its parent), so the recurrence skips them. A live row's ancestors are live,
+so a segment keeps a prefix of its rows and nothing below a dead row is live.
 """
 
 from __future__ import annotations
@@ -62,24 +65,25 @@ def ancestor_taps(parent: torch.Tensor, count: int) -> torch.Tensor:
     return torch.stack(taps)
 
 
-def chains_of(ends: torch.Tensor, spans: Iterable[tuple[int, int]], split_before: Iterable[int] = ()) -> Chains:
-    """The chains of a pass (module docstring) from its `ends` [T] and spans; computed on the host."""
+def chains_of(ends: torch.Tensor, spans: Iterable[tuple[int, int]], split_before: Iterable[int] = (),
+              live: Iterable[int] | None = None) -> Chains:
+    """The chains of a pass (module docstring) from its `ends` [T] and spans; computed on the host. `live`: the
+    rows that must be computed with their ancestors (None: every row of every span)."""
     end = ends.tolist()
     T = len(end)
     device = ends.device
     split = set(split_before)
-    parent = [-1] * T
+    parent = _parents(end, spans)
+    alive = _alive(parent, set(live) | split, spans) if live is not None else None
     seg_of: dict[int, int] = {}  # a segment's last row -> (level, index in level) is looked up through this
     levels: list[list] = []  # per level: [(first row, length, parent segment index)]
     level_of_seg: list[tuple[int, int]] = []  # global segment -> (level, index in level)
     for start, stop in spans:
-        stack: list[int] = []  # ancestors of the current row
         current = -1  # the global index of the open segment
         for i in range(start, stop):
-            while stack and end[stack[-1]] <= i:
-                stack.pop()
-            p = stack[-1] if stack else -1
-            parent[i] = p
+            if alive is not None and not alive[i]:
+                continue
+            p = parent[i]
             continues = p == i - 1 and p >= 0 and end[i] == end[p] and i not in split
             if continues:
                 level, index = level_of_seg[current]
@@ -97,7 +101,6 @@ def chains_of(ends: torch.Tensor, spans: Iterable[tuple[int, int]], split_before
                 level_of_seg.append((level, len(levels[level]) - 1))
                 current = len(level_of_seg) - 1
             seg_of[i] = current
-            stack.append(i)
     out = []
     for segments in levels:
         rows = [r for first, length, _ in segments for r in range(first, first + length)]
@@ -108,3 +111,28 @@ def chains_of(ends: torch.Tensor, spans: Iterable[tuple[int, int]], split_before
             last_rows=tuple(first + length - 1 for first, length, _ in segments),
         ))
     return Chains(torch.tensor(parent, dtype=torch.int64, device=device), tuple(out))
+
+
+def _parents(end: list[int], spans) -> list[int]:
+    """Each row's nearest ancestor (-1 at a span's first row and outside spans)."""
+    parent = [-1] * len(end)
+    for start, stop in spans:
+        stack: list[int] = []  # ancestors of the current row
+        for i in range(start, stop):
+            while stack and end[stack[-1]] <= i:
+                stack.pop()
+            parent[i] = stack[-1] if stack else -1
+            stack.append(i)
+    return parent
+
+
+def _alive(parent: list[int], live: set[int], spans) -> list[bool]:
+    """Rows that are live or have a live row below them (children come after their parent: one backward sweep)."""
+    alive = [False] * len(parent)
+    for start, stop in spans:
+        for i in range(stop - 1, start - 1, -1):
+            if i in live:
+                alive[i] = True
+            if alive[i] and parent[i] >= 0:
+                alive[parent[i]] = True
+    return alive

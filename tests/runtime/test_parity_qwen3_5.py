@@ -114,3 +114,14 @@ def test_the_text_part_of_a_multimodal_checkpoint_loads(pair, tmp_path):
     case = Case((5, 6, 7, 8), (Question((9, 10), ((11,), (12, 13))),))
     launch, _ = build_launch([(0, case)], 32)
     assert torch.equal(other.forward(launch), ours.forward(launch))
+
+
+def test_rows_no_read_depends_on_are_skipped():
+    """With the answer rows given, a one-token option's own row (read from its parent) is in no segment, and a
+    two-token option keeps only its first row (the row that reads its second token)."""
+    case = Case((5, 6, 7), (Question((8, 9), ((10,), (11, 12))),))
+    launch, _ = build_launch([(0, case)], 16)
+    chains = chains_of(launch.ends, launch.spans, live=launch.rows.tolist())
+    assert launch.rows.tolist() == [4, 6]
+    assert [level.lengths for level in chains.levels] == [(5,), (1,)]
+    assert chains.levels[1].rows.tolist() == [6]

@@ -23,7 +23,8 @@ from spinfc.backend.gated_delta import causal_conv, gated_delta
 class TreeFlow:
     def __init__(self, config, launch, split_before=(), record: dict | None = None):
         self.config, self.launch, self.record = config, launch, record
-        self.chains = chains_of(launch.ends, launch.spans, split_before)
+        # only rows a read depends on: the answer rows (and the rows kept for extraction) with their ancestors
+        self.chains = chains_of(launch.ends, launch.spans, split_before, live=launch.rows.tolist())
         self.wanted = {int(self.chains.parent[r]) for r in split_before if int(self.chains.parent[r]) >= 0}
         self.taps = self.chains.taps(config.linear.conv_kernel)  # [K, T]
         self._conv_inputs: torch.Tensor | None = None
