@@ -25,6 +25,7 @@ def _products(model):
     first, last = model.layers[0], model.layers[-1]
     compute, head = model.dtype, model.precision.head
     names = ("qkv", "o", "gate_up", "down") if "qkv" in first else ("q", "k", "v", "o", "gate", "up", "down")
+    names = [name for name in (*names, "in_all") if name in first]  # a Gated DeltaNet layer: its in-projections
 
     def run(name: str, weight, out_dtype=None):
         if name in ("o", "down") and getattr(model, "PROJECTS_INTO_RESIDUAL", False):
