@@ -324,7 +324,8 @@ def speed_prelowered(model, c: ModelConfig, budget: int) -> dict:
     with torch.inference_mode():
         model.forward(launches[0])
         seconds = timed(lambda: [model.forward(launch) for launch in launches], 2)
-    return {"seconds": seconds, "passes": len(launches), "fill": job.fill, "budget": job.shape[0]}
+        scores = job.scores([model.forward(launch).cpu() for launch in launches])
+    return {"seconds": seconds, "passes": len(launches), "fill": job.fill, "budget": job.shape[0], "scores": scores}
 
 
 def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict:
@@ -464,9 +465,22 @@ def main() -> None:
     rate = matmul_rate()
     floor = 2 * non_embedding_params(c) * job_tokens() / rate
     results["floor"] = {"seconds": floor, "tflops": rate / 1e12, "questions_per_s": job_questions() / floor}
-    print("pre-lowered passes ...", flush=True)
+    from spinfc.runtime.models import state_flow
+
+    print("pre-lowered passes (branches on the branch kernel) ...", flush=True)
     results["prelowered"] = speed_prelowered(model, c, args.budget)
-    print(results["prelowered"], flush=True)
+    if on_cuda():
+        print("pre-lowered passes (branches on fla's chunked kernel, initial states gathered) ...", flush=True)
+        rows, state_flow.BRANCH_ROWS = state_flow.BRANCH_ROWS, 0
+        results["prelowered_fla"] = speed_prelowered(model, c, args.budget)
+        state_flow.BRANCH_ROWS = rows
+        a, b = results["prelowered"]["scores"], results["prelowered_fla"].pop("scores")
+        gap = max(abs(float(a[key]) - float(b[key])) for key in a)
+        results["prelowered_fla"]["max_gap_to_branch_kernel"] = gap
+        if gap > 0.05:
+            failures.append(f"the branch kernel and fla disagree on the job's scores by {gap:.3f}")
+    results["prelowered"].pop("scores")
+    print({k: v for k, v in results.items() if k.startswith("prelowered")}, flush=True)
     print("re-reading baseline ...", flush=True)
     results["rereading"] = speed_rereading(model, c, args.budget)
     print(results["rereading"], flush=True)
@@ -478,8 +492,10 @@ def main() -> None:
     results["state_bytes_per_content"] = state_bytes_per_content(c)
     scale = 64 / args.layers
     n = job_questions()
-    rows = [("pre-lowered passes", results["prelowered"]["seconds"]),
-            ("engine, in-process", results["served"]["engine"]["seconds"])]
+    rows = [("pre-lowered passes (branch kernel)", results["prelowered"]["seconds"])]
+    if "prelowered_fla" in results:
+        rows.append(("pre-lowered passes (fla for the branches)", results["prelowered_fla"]["seconds"]))
+    rows.append(("engine, in-process", results["served"]["engine"]["seconds"]))
     if "http" in results["served"] and "seconds" in results["served"]["http"]:
         rows.append(("over HTTP, default settings", results["served"]["http"]["seconds"]))
     rows.append(("re-reading: each question its own sequence (extrapolated)", results["rereading"]["seconds"]))
