@@ -8,8 +8,9 @@ A flow has two methods a Gated DeltaNet layer calls, in this order per layer:
 
 In a pass, each row's convolution reads its own chain's earlier rows (its ancestors in the tree), and the delta
 rule runs level by level: the stems from a zero state, then every branch from the state its parent segment ended
-in (`Chains.levels`): gathered for fla's chunked kernel, or read by index by the branch kernel. `record` (a dict) asks the flow to keep, per layer, the states just before the rows
-`split_before` (the extraction decode starts there): {layer: {row: (conv [K - 1, C], state [Hv, Dk, Dv])}}.
+in (`Chains.levels`): gathered for fla's chunked kernel, or read by index by the branch kernel. `record` (a dict)
+asks the flow to keep, per layer, the states just before the rows `split_before` (the extraction decode starts
+there): {layer: {row: (conv [K - 1, C], state [Hv, Dk, Dv])}}.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class TreeFlow:
         for depth, level in enumerate(levels):
             rows = level.rows
             below = levels[depth + 1].parents.tolist() if depth + 1 < len(levels) else []
-            wanted = [i for i, last in enumerate(level.last_rows) if last in self.wanted] if self.record is not None else []
+            wanted = ([i for i, last in enumerate(level.last_rows) if last in self.wanted]
+                      if self.record is not None else [])
             needed = sorted(set(below) | set(wanted))  # this level's final states that are read again
             compact = {segment: i for i, segment in enumerate(needed)}
             parts = (q[rows], k[rows], v[rows], g[rows], beta[rows])
