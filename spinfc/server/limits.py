@@ -48,12 +48,14 @@ def processed_tokens(program: Program) -> int:
 def check_extractions(program: Program, limits: Limits, where: Mapping[str, str] | None = None) -> None:
     """`max_extractions_per_input`: the extraction questions (`<*>` `<n>` `<$>` `<gen>` slots, placeholder
     combinations counted one by one) asked of each input, counted on the frontend's program (before expansion);
-    `max_beam_width` and `max_slot_tokens` on each extraction query's `beam_width` and `max_tokens`."""
+    `max_beam_width` and `max_slot_tokens` on each extraction query's `beam_width` and `max_tokens`;
+    `max_decode_tokens` on the whole request (`decode_tokens` of every slot, of every input)."""
     where = where or {query.id: f"scoring.queries[{k}]" for k, query in enumerate(program.queries)}
-    count, last = 0, None
+    count, last, decoded = 0, None, 0
     for query in program.queries:
         if not isinstance(query.slot, OptionSlot):
             count, last = count + grid_size(query), where[query.id]
+            decoded += grid_size(query) * decode_tokens(query.slot)
             at = where[query.id]
             field = (lambda name: at) if at.startswith("packs[") else (lambda name: f"{at}.{name}")  # noqa: E731
             if not isinstance(query.slot, GenerateSlot):
@@ -61,6 +63,13 @@ def check_extractions(program: Program, limits: Limits, where: Mapping[str, str]
             limits.check("max_slot_tokens", query.slot.max_tokens, field("max_tokens"))
     if last is not None:
         limits.check("max_extractions_per_input", count, f"{last}.template")
+        inputs = sum(not content.is_floor for content in program.contents)
+        limits.check("max_decode_tokens", decoded * inputs, "scoring.queries")
+
+
+def decode_tokens(slot) -> int:
+    """The most tokens an extraction slot decodes for one input: `max_tokens` for each of its beams (one for <gen>)."""
+    return slot.max_tokens * (1 if isinstance(slot, GenerateSlot) else slot.beam_width)
 
 
 def check_prompts(program: Program, limits: Limits) -> None:
