@@ -12,6 +12,7 @@ from spinfc.config import Limits
 from spinfc.ir.nodes import GenerateSlot, OptionSlot, Program
 from spinfc.passes.dedupe_prefixes import trie_size
 from spinfc.passes.expand_placeholders import grid_size
+from spinfc.runtime.extract.budget import decode_tokens
 
 
 def check_limits(program: Program, limits: Limits, many_inputs: bool, where: Mapping[str, str] | None = None,
@@ -66,10 +67,6 @@ def check_extractions(program: Program, limits: Limits, where: Mapping[str, str]
         inputs = sum(not content.is_floor for content in program.contents)
         limits.check("max_decode_tokens", decoded * inputs, "scoring.queries")
 
-
-def decode_tokens(slot) -> int:
-    """The most tokens an extraction slot decodes for one input: `max_tokens` for each of its beams (one for <gen>)."""
-    return slot.max_tokens * (1 if isinstance(slot, GenerateSlot) else slot.beam_width)
 
 
 def check_prompts(program: Program, limits: Limits) -> None:

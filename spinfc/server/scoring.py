@@ -17,6 +17,7 @@ import attrs
 from spinfc.frontend import program_from_request
 from spinfc.ir.nodes import GenerateSlot, OptionSlot, Program
 from spinfc.runtime.engine import Scored
+from spinfc.runtime.extract.budget import decode_work
 from spinfc.runtime.results import QueryResult
 from spinfc.server.context import CallContext
 from spinfc.server.debug import plan_summary
@@ -77,6 +78,9 @@ async def score_body(service: Service, ctx: CallContext, body: dict, pack_ids: l
         check_features(plan.program, ctx, plan.where)
         check_extractions(plan.program, ctx.limits, plan.where)
         check_prompts(plan.program, ctx.limits)
+        decoded = decode_work(plan.program, sum(not content.is_floor for content in plan.program.contents))
+        if decoded:  # it decodes: the decode work ahead of it counts too
+            service.admission.check_decode("extract", decoded)
         return plan
 
     built: list[WithPacks] = []

@@ -31,7 +31,8 @@ from spinfc.packsrc import PackRegistry
 from spinfc.registry import ModelSource, resolve
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.fingerprint import fingerprint
-from spinfc.runtime.generate import Generator
+from spinfc.runtime.generator import Generator
+from spinfc.runtime.scheduler import DECODE_ROW_COST
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
 from spinfc.shapes import Shapes
@@ -117,6 +118,20 @@ class Service:
                            f"{', '.join(sorted(served - {self.model_name})) or 'nothing else'}), not {requested!r}: "
                            "send one of those names or omit `model`", param="model")
 
+    def work_ahead(self, kind: str, cost: int) -> tuple[int, float | None]:
+        """The work queued ahead of a request in the engine's and the generator's fair schedules, in pass rows
+        (admission.py), and the measured pass rate. `kind`: "score", "extract" (extraction decodes run one after
+        another: all of theirs is ahead) or "generate" (generations take turns: at most `cost` tokens of each other
+        one, and of the extraction decode, which takes turns with them on the model)."""
+        stats = self.engine.stats
+        rows, rate = stats.queued_tokens, stats.rate
+        if kind == "score":
+            return rows, rate
+        turns = self.generator.queued_turns() if self.generator is not None else []
+        generated = sum(min(left, cost) for left in turns)
+        extracted = stats.queued_decode if kind == "extract" else min(stats.queued_decode, cost)
+        return rows + DECODE_ROW_COST * (generated + extracted), rate
+
     # ---- start and stop -----------------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
@@ -174,8 +189,7 @@ class Service:
             tokenizer = await asyncio.to_thread(lambda: model.tokenizer)
             self.engine = Engine(self.generator.guarded, shapes, device=device, tokenizer=tokenizer,
                                  on_pass=self.metrics.observe_pass).start()
-            stats = self.engine.stats
-            self.admission.bind(lambda: (stats.queued_tokens, stats.rate), shapes.budget)
+            self.admission.bind(self.work_ahead, shapes.budget)
             if config.warmup != "none":
                 started = time.perf_counter()
                 await self.engine.warm_up()

@@ -63,7 +63,7 @@ async def answer(service, ctx, data: CompletionRequest, forms, sampling: Samplin
     """The completion, holding an admission place; cancelled (a client that left, the shutdown deadline), its
     generation stops after the step in progress."""
     engine, vocab = service.ready_engine(), service.generator.model.config.vocab
-    with service.admission.admit():
+    with service.admission.admit("generate" if sampling.max_tokens > 0 else "score", sampling.max_tokens):
         texts = [form for form in forms if isinstance(form, str)]
         encoded = iter(await service.generator.call(  # as /v1/score encodes a content: special tokens are text
             lambda tok: [encode_text(tok, text, bos=True) for text in texts]))
