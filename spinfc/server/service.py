@@ -28,10 +28,12 @@ from spinfc.backend import serving
 from spinfc.config import Settings
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
-from spinfc.registry import ModelSource, resolve
+from spinfc.errors import CorruptWeights
+from spinfc.registry import ModelNotFound, ModelSource, resolve
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.fingerprint import fingerprint
 from spinfc.runtime.generator import Generator
+from spinfc.runtime.weights.config import UnsupportedModel
 from spinfc.runtime.scheduler import DECODE_ROW_COST
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
@@ -79,6 +81,7 @@ class Service:
         self.longest_token: int | None = None  # characters one token covers at most (server/prechecks.py)
         self._load_model = load_model
         self._task: asyncio.Task | None = None
+        self.on_failed: Callable[[], None] | None = None  # `spinfc serve`: stop the server (it exits 2)
 
     # ---- what routes ask ----------------------------------------------------------------------------------------
 
@@ -202,9 +205,14 @@ class Service:
             self.status = "ready"
         except asyncio.CancelledError:
             raise
+        except (CorruptWeights, ModelNotFound, UnsupportedModel) as error:  # said in full by their message
+            self.status, self.error = "failed", str(error)
+            log.error("the model could not be loaded: %s", error)
         except Exception as error:
             self.status, self.error = "failed", f"{type(error).__name__}: {error}"
             log.exception("the model could not be loaded or warmed up")
+        if self.status == "failed" and self.on_failed is not None:
+            self.on_failed()
 
 
 try:  # Litestar >= 2.23 wants injected parameters marked; older versions infer them

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from spinfc.runtime.weights.config import ModelConfig, from_hf
+from spinfc.runtime.weights.whole import check_safetensors
 
 
 def weight_files(directory: Path) -> list[Path]:
@@ -28,6 +29,7 @@ def read_snapshot(directory: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]
     config = from_hf(json.loads((directory / "config.json").read_text()))
     state: dict[str, torch.Tensor] = {}
     for file in weight_files(directory):
+        check_safetensors(file)  # a truncated download: one located line, not the library's error
         state.update(load_file(str(file)))
     return config, state
 
