@@ -63,11 +63,13 @@ class Intake:
         floors = [i for i, content in enumerate(program.contents) if content.is_floor]
         if len(floors) != 1:
             raise ValueError(f"compiled program has floors {floors}")
-        for segment in program.segments:
+        for c, segment in enumerate(program.segments):
             if not admits(segment, self.shapes):
                 raise Refused("content_too_long", f"a content with its questions needs {segment.length} rows and "
                               f"{segment.rows} answer rows: more than one pass holds ({self.shapes}); shorten the "
-                              "content, ask fewer questions, or start the server with a larger --token-budget")
+                              "content, ask fewer questions, or start the server with a larger --token-budget",
+                              content=None if c == floors[0] else sum(c > i for i in range(len(program.segments))
+                                                                     if i != floors[0]))
         extracts = _extracts(program)
         if extracts:  # a slot whose beams could not be held at once is refused, not run
             budget.check_fits(self.model, program)

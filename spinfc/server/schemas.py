@@ -34,8 +34,9 @@ class PackResult(msgspec.Struct):
 
 class InputResult(msgspec.Struct, omit_defaults=True):
     index: int  # the input's position in `inputs`
-    results: list[QueryResult]
+    results: list[QueryResult] | msgspec.UnsetType = msgspec.UNSET  # an input answered
     packs: list[PackResult] | msgspec.UnsetType = msgspec.UNSET  # when the request named packs
+    error: "ErrorBody | msgspec.UnsetType" = msgspec.UNSET  # an input that alone was wrong: its error, no results
 
 
 class Usage(msgspec.Struct):
