@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from spinfc.runtime.weights.config import ModelConfig, from_hf
+from spinfc.runtime.weights.gemma4_config import text_weights
 from spinfc.runtime.weights.whole import check_safetensors
 
 
@@ -31,6 +32,8 @@ def read_snapshot(directory: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]
     for file in weight_files(directory):
         check_safetensors(file)  # a truncated download: one located line, not the library's error
         state.update(load_file(str(file)))
+    if config.family == "gemma4":  # a multimodal checkpoint's text stack, named as the text-only one's
+        state = text_weights(state)
     return config, state
 
 
