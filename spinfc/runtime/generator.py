@@ -211,6 +211,8 @@ class Generator:
         with self._wake:
             self._closed = True
             self._wake.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)  # after its step in progress: no thread left inside torch at exit
 
     # ---- the generation thread ------------------------------------------------------------------------------
 

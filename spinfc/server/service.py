@@ -151,7 +151,11 @@ class Service:
                 self.generator.close()
             if self.engine is not None:  # waits for the pass in flight; a forced exit (cancelled) does not
                 with contextlib.suppress(asyncio.CancelledError):
-                    await on_daemon_thread(self.engine.close)
+                    closing = on_daemon_thread(self.engine.close)
+                    if self.shutdown.forced:  # a second signal: its requests are answered, the pass is not awaited
+                        asyncio.ensure_future(closing)
+                    else:
+                        await closing
 
     async def _start(self) -> None:
         config = self.settings.engine

@@ -36,6 +36,7 @@ class Shutdown:
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self.begun_at: float | None = None
+        self.forced = False  # a second signal: exit without waiting for the work in flight
         self._loop: asyncio.AbstractEventLoop | None = None
         self._passed = asyncio.Event()
 
@@ -55,7 +56,9 @@ class Shutdown:
             self._loop.call_soon_threadsafe(self._loop.call_later, self.timeout_s, self._passed.set)
 
     def expire(self) -> None:
-        """Let the deadline pass now (a second signal): every request still waiting is answered at once."""
+        """Let the deadline pass now (a second signal): every request still waiting is answered at once, and the
+        app's close does not wait for the engine's pass in flight (`forced`)."""
+        self.forced = True
         self.begin()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._passed.set)
