@@ -42,12 +42,12 @@ def _strength(text: str) -> float:
 def _quantize(args: argparse.Namespace) -> int:
     from spinfc.runtime.quant import quantize_model
     from spinfc.runtime.quant.calibrate import CalibrationError
-    from spinfc.runtime.weights import UnsupportedModel
+    from spinfc.runtime.weights import CorruptWeights, UnsupportedModel
 
     try:
         summary = quantize_model(args.model, args.scheme, Path(args.calibration), Path(args.output),
                                  smoothing=args.smoothing)
-    except (CalibrationError, UnsupportedModel, OSError) as error:
+    except (CalibrationError, CorruptWeights, UnsupportedModel, OSError) as error:
         print(f"spinfc quantize: {error}", file=sys.stderr)
         return 2
     smoothing = summary.get("smoothing")

@@ -71,3 +71,8 @@ class PackError(CompileError):
 
 class RequestError(CompileError):
     """A /v1/score request body that breaks the request format; `param` names the field."""
+
+
+class CorruptWeights(ValueError):
+    """A weights file that is not whole (truncated, zeroed): the message names the file and says what to do
+    (runtime/weights/whole.py)."""

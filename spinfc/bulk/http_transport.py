@@ -57,7 +57,8 @@ class HttpTransport:
             body["packs"] = [{"id": pack.id} for pack in self.questions.packs]
         answer = await self._post("/v1/score", body)
         self.model, self.fingerprint = answer["model"], answer["system_fingerprint"]
-        return [ContentResult([_query(r) for r in item["results"]], [_pack(p) for p in item.get("packs", [])])
+        return [ContentResult([], [], error=(item["error"]["code"], item["error"]["message"])) if "error" in item
+                else ContentResult([_query(r) for r in item["results"]], [_pack(p) for p in item.get("packs", [])])
                 for item in answer["inputs"]]
 
     async def close(self) -> None:

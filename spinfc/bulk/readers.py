@@ -11,6 +11,7 @@ cannot be scored (a malformed JSON line, a missing or non-text value, empty text
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,11 @@ from spinfc.bulk.errors import BulkError, RowError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 CSV_SUFFIXES = (".csv", ".tsv")
+# A row's text longer than this is an error row before it costs anything: no pass holds a content of a million
+# characters (a token covers a few), and tokenizing one takes seconds.
+MAX_TEXT_CHARS = 1 << 20
+# What the CSV reader takes at once: a row (a field) longer than this cannot be read, and stops the job there.
+CSV_BLOCK_BYTES = 1 << 26
 
 
 @attrs.frozen
@@ -57,6 +63,10 @@ def check_row(index: int, row_id, text) -> Row:
     if not isinstance(text, str):
         kind = "nothing (null)" if text is None else f"a {type(text).__name__}"
         return Row(index, row_id, text, RowError("not_text", f"the text column holds {kind}, not text"))
+    if len(text) > MAX_TEXT_CHARS:
+        return Row(index, row_id, None, RowError("content_too_long", f"the text has {len(text):,} characters, more "
+                                                 f"than any content a pass holds (at most {MAX_TEXT_CHARS:,} are "
+                                                 "read): shorten it or split it into several rows"))
     if not text.strip():
         return Row(index, row_id, text, RowError("empty_content", "the text is empty"))
     return Row(index, row_id, text)
@@ -72,18 +82,20 @@ class ParquetInput:
         import pyarrow.dataset as ds
 
         self.path, self.columns = path, [id_column, text_column]
-        self.dataset = ds.dataset(path, format="parquet")
-        found = self.dataset.schema.names
-        for column, flag in ((text_column, "--text-column"), (id_column, "--id-column")):
-            if column not in found:
-                raise _missing(path, column, flag, found)
-        self.total = self.dataset.count_rows()
+        with _unreadable(path):
+            self.dataset = ds.dataset(path, format="parquet")
+            found = self.dataset.schema.names
+            for column, flag in ((text_column, "--text-column"), (id_column, "--id-column")):
+                if column not in found:
+                    raise _missing(path, column, flag, found)
+            self.total = self.dataset.count_rows()
 
     def batches(self, size: int) -> Iterator[list[Row]]:
         index = 0
-        for batch in self.dataset.to_batches(columns=self.columns, batch_size=size):
-            ids, texts = (batch.column(k).to_pylist() for k in range(2))
-            yield [check_row(index + k, ids[k], texts[k]) for k in range(len(ids))]
+        with _unreadable(self.path):
+            for batch in self.dataset.to_batches(columns=self.columns, batch_size=size):
+                ids, texts = (batch.column(k).to_pylist() for k in range(2))
+                yield [check_row(index + k, ids[k], texts[k]) for k in range(len(ids))]
             index += len(ids)
 
 
@@ -115,9 +127,9 @@ class CsvInput:
         convert = csv.ConvertOptions(include_columns=self.columns, strings_can_be_null=False,
                                      column_types={c: pa.string() for c in self.columns})
         reader = csv.open_csv(self.path, parse_options=self.parse, convert_options=convert,
-                              read_options=csv.ReadOptions(block_size=1 << 20, use_threads=False))
+                              read_options=csv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False))
         index, pending = 0, []
-        for batch in reader:
+        for batch in _read(reader, self.path):
             for number, why in self.invalid:
                 pending.append(Row(index, None, None, RowError("malformed_line", f"line {number}: {why}")))
                 index += 1
@@ -133,6 +145,29 @@ class CsvInput:
                     for k, (n, why) in enumerate(self.invalid)]
         if pending:
             yield pending
+
+
+def _read(reader, path: str) -> Iterator:
+    """The CSV reader's batches; one it cannot read (a field over CSV_BLOCK_BYTES) stops the job with its line."""
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            return
+        except (pa.ArrowInvalid, OSError) as error:
+            raise BulkError(f"input {path}: cannot be read past here ({error}); the rows before it were scored: "
+                            f"split a field over {CSV_BLOCK_BYTES >> 20} MiB out of the file") from None
+        yield batch
+
+
+@contextlib.contextmanager
+def _unreadable(path: str) -> Iterator[None]:
+    """A Parquet file pyarrow cannot read (truncated, zeroed, not Parquet) as one located line."""
+    try:
+        yield
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as error:
+        raise BulkError(f"input {path}: not a readable Parquet file ({str(error).splitlines()[0]}): write it again, "
+                        "or convert it to CSV or JSONL") from None
 
 
 class JsonlInput:

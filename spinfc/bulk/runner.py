@@ -30,8 +30,9 @@ async def score_rows(transport: Transport, layout: Layout, rows: list[Row]) -> l
     if good:
         try:
             results = await transport.score([row.text for row in good])
-            for row, result in zip(good, results):
-                scored[row.index] = layout.scored_row(row.index, row.id, result.own, result.packs)
+            for row, result in zip(good, results):  # a row the server refused alone is its error row
+                scored[row.index] = layout.error_row(row.index, row.id, *result.error) if result.error else \
+                    layout.scored_row(row.index, row.id, result.own, result.packs)
         except Rejected as error:
             if len(good) == 1:
                 row = good[0]

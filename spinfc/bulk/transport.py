@@ -19,6 +19,7 @@ from spinfc.runtime.results import QueryResult
 class ContentResult:
     own: list[QueryResult]  # the --queries queries, in order
     packs: list  # one spinfc.server.schemas.PackResult per --pack, in order
+    error: tuple[str, str] | None = None  # (code, message) of a content the server refused alone (no results)
 
 
 class Transport(Protocol):

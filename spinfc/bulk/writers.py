@@ -47,8 +47,14 @@ class Done:
 
 
 def check_output(path: str, resume: bool) -> None:
-    """Before any work: an OUTPUT that already holds rows needs --resume; a Parquet OUTPUT must not be a file."""
+    """Before any work (the model loads after it): the OUTPUT's folder is a folder we can write in, an OUTPUT that
+    already holds rows needs --resume, a Parquet OUTPUT must not be a file."""
     found = Path(path)
+    parent = next((p for p in found.absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise BulkError(f"{path}: its folder {parent} is a file, not a folder: give an OUTPUT in a folder")
+    if parent is not None and not os.access(parent, os.W_OK):
+        raise BulkError(f"{path}: the folder {parent} cannot be written to: give an OUTPUT where you can write")
     if resume or not found.exists():
         return
     jsonl = path.lower().endswith(JSONL_SUFFIXES)

@@ -30,6 +30,8 @@ class Limits:
     max_slot_tokens: int = limit_field(256, "tokens decoded for one extraction slot (its max_tokens)")
     max_processed_tokens: int = limit_field(2_000_000, "tokens processed for one request (contents, questions "
                                             "and options, after prefixes are shared)")
+    max_decode_tokens: int = limit_field(65_536, "tokens decoded for one request: beam_width x max_tokens of every "
+                                         "extraction slot of every input, prompts x max_tokens of a completion")
     max_body_bytes: int = limit_field(2_000_000, "bytes in one request body")
     max_options: int = limit_field(1000, "options of one query")
     max_option_tokens: int = limit_field(5, "tokens in one option")

@@ -37,6 +37,7 @@ EXTRACTION_KEYS = ("max_tokens", "beam_width", "temperature", "seed", "generate"
 QUERY_ID = r"[A-Za-z0-9_][A-Za-z0-9_.:-]*"
 MAX_TOKENS_LIMIT = 512
 BEAM_WIDTH_LIMIT = 64  # the server's --max-beam-width (default 16) is the usual bound
+SEED_RANGE = (-(2**63), 2**63 - 1)  # a 64-bit integer, as OpenAI's `seed` (a sampler's generator takes no more)
 _EXTRACTORS = {"text": TextSlot, "number": NumberSlot, "amount": AmountSlot, "generate": GenerateSlot}
 
 
@@ -165,6 +166,9 @@ def _extractor(f: Fields, kind: str, after: str) -> Slot:
             f.fail("temperature", f"temperature = {temperature} is out of range", code="invalid_value",
                    hint="give 0 (greedy) or a value up to 2")
         seed = f.value("seed", int, "seed", "1234", default=None)
+        if seed is not None and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+            f.fail("seed", f"seed = {seed} is outside 64 bits", code="invalid_value",
+                   hint=f"give an integer from {SEED_RANGE[0]} to {SEED_RANGE[1]}")
         return cls(stop=after, max_tokens=max_tokens, temperature=temperature,
                    seed=None if seed is None else int(seed))
     for key in ("temperature", "seed"):

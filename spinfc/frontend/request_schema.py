@@ -10,7 +10,9 @@ from typing import Annotated, Any
 
 import msgspec
 
-from spinfc.frontend.query import MAX_TOKENS_LIMIT
+from spinfc.frontend.query import MAX_TOKENS_LIMIT, SEED_RANGE
+
+Seed = Annotated[int, msgspec.Meta(ge=SEED_RANGE[0], le=SEED_RANGE[1])]  # a 64-bit integer, as OpenAI's `seed`
 
 
 class ContentPart(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -41,7 +43,7 @@ class ScoringQuery(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
     max_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
     beam_width: int | None = None  # <*> <n> <$>: answers searched at once (default 4; --max-beam-width)
     temperature: float | None = None  # <gen>: 0 (default) greedy, above 0 sampled
-    seed: int | None = None  # <gen> sampled: the same seed gives the same text
+    seed: Seed | None = None  # <gen> sampled: the same seed gives the same text
     generate: bool | None = None  # true turns a <*> slot into generated free text
 
 

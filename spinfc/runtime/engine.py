@@ -14,6 +14,11 @@ is scheduled and staged while pass k runs, and pass k's results are assembled wh
 The floor (the questions on empty content) is run once per
 question set and cached: a request whose floor is cached, or already queued by another request, reuses it. A pass
 that raises is retried with each of its segments alone, so only the request whose segment fails gets the error.
+
+A pass with extraction questions keeps its keys and values; its decode (`Decoding`) then runs a slice at a time
+between the scoring passes that other requests queue (`_decode_slice`), one decode at a time (its pool is the
+device's one), while passes of extraction work wait for it to end. A decode whose requests are all withdrawn stops
+within one launch, and a withdrawn request's walkers are dropped at the next.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from spinfc.passes import PassContext
 from spinfc.passes.layout import used_rows
 from spinfc.passes.plan_packing import floor_first, round_up
 from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Refused re-exported)
-from spinfc.runtime.extract.scheduling import extract_units, extraction_prompt_rows, extracts, floors_first
+from spinfc.runtime.extract.budget import decode_work
+from spinfc.runtime.extract.scheduling import Decoding, extraction_prompt_rows, extracts, floors_first
 from spinfc.runtime.gather import room_for_one_more
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.results import ContentScores
@@ -49,6 +55,9 @@ FULL = 0.85  # a pass this full is launched behind the one in flight; a less ful
 # request to start arriving when it would launch mostly empty and none is on its way: requests sent together reach
 # the server a few milliseconds apart, and a pass launched with the first alone can cost a larger last pass.
 LINGER = 0.005
+# An extraction decode runs in slices between scoring passes while scoring work waits: each slice as long as the
+# last pass took (at least this), so a score behind a decode waits about a pass per slice, not the whole decode.
+DECODE_SLICE = 0.02
 
 WARMUP_REQUEST = {
     "messages": [{"role": "user", "content": "Customer message: the parcel arrived broken."}],
@@ -89,6 +98,8 @@ class Engine:
         self._floors_queued: dict[str, Unit] = {}
         self._ended: tuple | None = None  # a pass collected, its scores held back until the next pass is launched
         self._quiet = True  # nothing was queued or running when the work now queued arrived (LINGER)
+        self._decoding: Decoding | None = None  # the decode of an extraction pass, run in slices between passes
+        self._pass_seconds = 0.0  # how long the last pass took (a decode slice's length)
         self.intake = Intake(model, self.context)
         # the compile side's entry points (runtime/intake.py), on the engine as every caller knows them
         self.compile, self.compile_program = self.intake.compile, self.intake.compile_program
@@ -161,7 +172,12 @@ class Engine:
         in_flight: tuple[list[Unit], Pending] | None = None  # launched, not yet collected (CUDA)
         while True:
             try:
-                idle = not self._units and in_flight is None and self._ended is None
+                if self._decoding is not None:
+                    if in_flight is not None:  # the decode has the device to itself between passes
+                        self._postprocess(*in_flight)
+                        in_flight = None
+                    self._decode_slice()
+                idle = not self._units and in_flight is None and self._ended is None and self._decoding is None
                 self._quiet = self._quiet or idle
                 if not self._admit(block=idle):
                     break
@@ -174,7 +190,7 @@ class Engine:
                 # a quiet spell: LINGER, even before any is seen arriving).
                 lingers = self._quiet and self.shapes.fixed
                 if in_flight is None and self._units and (self.intake.expecting or lingers) and \
-                        not self._full(self._units, of_launch=True):
+                        self._decoding is None and not self._full(self._units, of_launch=True):
                     self._deliver_ended()  # answers first: a gather may wait half a pass
                     self._gather(linger=lingers)
                 units = self._schedule(full_only=in_flight is not None) if self._units else None
@@ -200,6 +216,10 @@ class Engine:
         self._deliver_ended()
         if in_flight is not None:
             self._postprocess(*in_flight)
+        if self._decoding is not None:  # stopped where it is: its requests are told
+            self._decoding.close()
+            self._units += self._decoding.units
+            self._decoding = None
         for unit in self._units:
             unit.fail(EngineClosed("the engine shut down before this request ran"))
         self._units = []
@@ -268,15 +288,19 @@ class Engine:
     def _unit(self, compiled: Compiled, content: int, job: Job, key: str | None = None) -> Unit:
         segment = compiled.segments[content]
         job.processed_tokens += segment.length
+        decode = decode_work(compiled.program, 1) if compiled.extracts and key is None else 0
         with self.stats.lock:
             self.stats.queued_tokens += segment.length
-        return Unit(segment, compiled.arrays[content], compiled.score_map, [(job, content)], floor_key=key)
+            self.stats.queued_decode += decode
+        return Unit(segment, compiled.arrays[content], compiled.score_map, [(job, content)], floor_key=key,
+                    decode=decode)
 
     def _forget(self, unit: Unit) -> bool:
         if unit.floor_key is not None and self._floors_queued.get(unit.floor_key) is unit:
             del self._floors_queued[unit.floor_key]
         with self.stats.lock:
             self.stats.queued_tokens -= unit.segment.length
+            self.stats.queued_decode -= unit.decode
         return False
 
     # ---- schedule / run / postprocess ------------------------------------------------------------------------
@@ -293,8 +317,39 @@ class Engine:
         return units
 
     def _chosen(self) -> list[int]:
-        """The indices of the queued units the next pass would hold."""
-        return floors_first(self._units, schedule(self._units, self.shapes)) if self._units else []
+        """The indices of the queued units the next pass would hold (while a decode runs, none that extracts: the
+        decode's pool holds its pass's keys and values until it ends)."""
+        if self._decoding is None:
+            return floors_first(self._units, schedule(self._units, self.shapes)) if self._units else []
+        free = [i for i, unit in enumerate(self._units) if not extracts(unit)]
+        return [free[k] for k in schedule([self._units[i] for i in free], self.shapes)] if free else []
+
+    def _decode_slice(self) -> None:
+        """Run the decode in progress for a slice: until it ends, or, while scoring work waits (queued or arriving),
+        for as long as the last pass took (DECODE_SLICE at least); a decode nobody waits for any more is stopped.
+        Once it ends, its units' scores (or its error) go to their requests."""
+        decoding = self._decoding
+        length = max(DECODE_SLICE, self._pass_seconds)
+
+        def enough(seconds: float) -> bool:
+            if not decoding.wanted():
+                return True
+            return seconds >= length and (not self._inbox.empty() or any(not extracts(u) for u in self._units))
+
+        if decoding.wanted() and not decoding.advance(enough) and decoding.wanted():
+            return  # a slice done, more to decode
+        self._decoding = None
+        if not decoding.done:  # withdrawn
+            decoding.close()
+        error = decoding.error
+        for unit, unit_scores in zip(decoding.units, decoding.results()):
+            if error is not None:
+                self._forget(unit)
+                unit.fail(PassFailed(f"extraction failed: {type(error).__name__}: {error}"))
+            elif unit_scores is not None and unit.wanted():
+                self._deliver(unit, unit_scores)
+            else:
+                self._forget(unit)
 
     def _fills_behind(self, pending: Pending) -> bool:
         """While the pass `pending` runs: wait for it to end or for arrivals to fill the next pass, whichever comes
@@ -416,6 +471,7 @@ class Engine:
             self._failed(units, error)
             return None
         seconds = time.perf_counter() - pending.started
+        self._pass_seconds = seconds
         used = sum(unit.segment.length for unit in units)
         self.stats.rows_used += used
         self.stats.rows_total += pending.rows
@@ -437,11 +493,17 @@ class Engine:
                 job.placements.append((pending.index, content, start, unit.segment.length))
             scores.append(self._scores(unit, logprobs[offset:offset + n]))
             offset += n
-        if pending.kept is not None:
-            scores, error = extract_units(self.model, units, scores, pending, self.stats)
-            for unit in units if error is not None else ():
-                self._forget(unit)
-                unit.fail(PassFailed(f"extraction failed: {type(error).__name__}: {error}"))
+        if pending.kept is not None:  # its extraction units wait for their decode; the others are answered now
+            decoded = [k for k, unit in enumerate(units) if extracts(unit) and scores[k] is not None]
+            if decoded:
+                if self._decoding is not None:  # one decode at a time: the one before runs to its end first
+                    self._decoding.advance(lambda seconds: False)
+                    self._decode_slice()
+                self._decoding = Decoding(self.model, [units[k] for k in decoded], [scores[k] for k in decoded],
+                                          [pending.starts[k] for k in decoded], pending.kept, self.stats)
+                held = set(decoded)
+                units = [unit for k, unit in enumerate(units) if k not in held]
+                scores = [unit_scores for k, unit_scores in enumerate(scores) if k not in held]
         for unit, unit_scores in zip(units, scores):
             if unit_scores is not None:
                 self._deliver(unit, unit_scores)

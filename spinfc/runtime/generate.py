@@ -1,27 +1,24 @@
 """Free-text generation for /v1/chat/completions: prompt tokens -> greedy or sampled tokens, until an end-of-turn
 token, a stop string or `max_tokens`.
 
-One sequence at a time, with a KV cache (`Model.decode`): one forward of the whole prompt, then one row per new
-token, so a completion of n tokens costs about one prompt read plus n single-row forwards. Each forward holds the
-model's lock, the same lock the engine's passes hold (`Guarded`), so scoring passes and generation steps take turns
-on the model token by token and never run at the same time. `Generator` runs generations on its own thread, one
-after the other, off the event loop.
+One sequence, with a KV cache (`Model.decode`): one forward of the whole prompt, then one row per new token, so a
+completion of n tokens costs about one prompt read plus n single-row forwards. Each forward holds the model's lock,
+the same lock the engine's passes hold (runtime/generator.py's `Guarded`), so scoring passes and generation steps
+take turns on the model and never run at the same time; `generating` yields after each token, so that
+`Generator` can run several generations in turn, token by token, on its thread.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import copy
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 import attrs
 import torch
 
-from spinfc.runtime.chat_format import ChatPrompt, chat_prompt
+from spinfc.runtime.chat_format import ChatPrompt
 from spinfc.runtime.models.decode import KVCache
 
 
@@ -69,23 +66,6 @@ class Cancelled(Exception):
     """The caller stopped waiting for this generation; it ended after the step in progress."""
 
 
-class Guarded:
-    """The model as the engine sees it: `forward` holds `lock`, so a pass never runs during a generation step.
-    Every other attribute is the model's."""
-
-    def __init__(self, model, lock: threading.Lock):
-        self.model, self.lock = model, lock
-
-    def forward(self, launch):
-        with self.lock:
-            return self.model.forward(launch)
-
-    __call__ = forward
-
-    def __getattr__(self, name: str):
-        return getattr(self.model, name)
-
-
 def pick(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
     """logits: [V] float32 -> the next token under `sampling`."""
     if sampling.temperature == 0:
@@ -123,12 +103,25 @@ def step_logprobs(logits: torch.Tensor, token: int, top: int) -> StepLogprobs:
 def generate(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock: threading.Lock | None = None,
              cancelled: threading.Event | None = None, on_text: Callable[[str], None] | None = None,
              top_logprobs: int | None = None) -> Generation:
+    """`generating` run to its end: the Generation."""
+    steps = generating(model, tokenizer, prompt, sampling, lock, cancelled, on_text, top_logprobs)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def generating(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock=None,
+               cancelled: threading.Event | None = None, on_text: Callable[[str], None] | None = None,
+               top_logprobs: int | None = None) -> Iterator[None]:
     """Generate from `prompt.tokens` with `model.decode` (each step under `lock`). Stops at the first of: one
     of `prompt.end_tokens` (finish "stop"), a stop string of `sampling.stop` or `prompt.stop` in the text
     (finish "stop", the text cut before it), `sampling.max_tokens` tokens (finish "length"). Raises `Cancelled`
     once `cancelled` is set. `on_text(text)` is called after each token that does not end the answer, with the
     answer so far as far as it is `settled`. With `top_logprobs` (0 or more) each drawn token's `StepLogprobs`
-    is recorded in `Generation.logprobs`."""
+    is recorded in `Generation.logprobs`. A generator: yields after each token, returns the Generation
+    (StopIteration's value), so that generations can take turns token by token (runtime/generator.py)."""
     lock = lock or threading.Lock()
     generator = None
     if sampling.temperature > 0:
@@ -160,99 +153,8 @@ def generate(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock: thr
         if on_text is not None:
             on_text(settled(text, stops, prompt))
         step = torch.tensor([token], dtype=torch.int64)
+        yield
     if finish == "stop" and drawn and drawn[-1] in prompt.end_tokens:
         text = tokenizer.decode(drawn[:-1], skip_special_tokens=False)
     return Generation(text=prompt.clean(text), tokens=tuple(drawn), finish_reason=finish,
                       prompt_tokens=len(prompt.tokens), template=prompt.template, logprobs=tuple(scored))
-
-
-def _retrieve(future: asyncio.Future) -> None:
-    """Read the outcome of a generation nobody waits for any more (it ends with `Cancelled`), so asyncio does not
-    log it as an exception never retrieved."""
-    if not future.cancelled():
-        future.exception()
-
-
-class Generator:
-    """Generations for one model, one at a time on their own thread, each step under `lock`; give the engine
-    `guarded` (the model whose passes hold the same lock). The generation thread has its own copy of the tokenizer
-    (a tokenizer is not shared across threads)."""
-
-    def __init__(self, model, lock: threading.Lock | None = None):
-        self.model = getattr(model, "model", model)  # a stack, also when given a wrapper (GraphedModel, Guarded)
-        self.lock = lock or threading.Lock()
-        self.guarded = Guarded(model, self.lock)
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="spinfc-generate", initializer=torch.set_num_threads, initargs=(GENERATION_THREADS,))
-        self._tokenizer = None
-
-    @property
-    def available(self) -> bool:
-        """Whether the model can generate (a stack with `decode` and a tokenizer, not a test double)."""
-        return callable(getattr(self.model, "decode", None)) and getattr(self.model, "name", None) is not None
-
-    @property
-    def tokenizer(self):
-        """The generation thread's tokenizer (a copy of the model's, made on first use)."""
-        if self._tokenizer is None:
-            self._tokenizer = copy.deepcopy(self.model.tokenizer)
-        return self._tokenizer
-
-    async def prepare(self, messages: Sequence[dict], check: Callable[[ChatPrompt], None] | None = None) -> ChatPrompt:
-        """The prompt for `messages` (built on the generation thread, with its tokenizer); `check(prompt)` may
-        refuse it (the server's limits)."""
-        def work() -> ChatPrompt:
-            prompt = chat_prompt(self.tokenizer, messages)
-            if check is not None:
-                check(prompt)
-            return prompt
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, work)
-
-    async def run(self, prompt: ChatPrompt, sampling: Sampling, top_logprobs: int | None = None) -> Generation:
-        """The whole answer (with `top_logprobs`, each token's logprobs). If the awaiting task is cancelled (the
-        client went away), the generation stops after its current step."""
-        cancelled = threading.Event()
-        future = asyncio.get_running_loop().run_in_executor(
-            self._executor, lambda: generate(self.model, self.tokenizer, prompt, sampling, self.lock, cancelled,
-                                             top_logprobs=top_logprobs))
-        try:
-            return await future
-        except asyncio.CancelledError:
-            cancelled.set()
-            future.add_done_callback(_retrieve)
-            raise
-
-    async def call(self, work: Callable):
-        """`work(tokenizer)` on the generation thread, with its tokenizer (encoding and decoding for a route)."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, work, self.tokenizer)
-
-    async def stream(self, prompt: ChatPrompt, sampling: Sampling) -> AsyncIterator[str | Generation]:
-        """The answer as it is generated: text pieces (joined, they are the answer's text), then the `Generation`.
-        Closing the iterator early stops the generation after its current step."""
-        loop = asyncio.get_running_loop()
-        pieces: asyncio.Queue = asyncio.Queue()
-        cancelled = threading.Event()
-        sent = [""]  # what was handed out, written by the generation thread only until it finishes
-
-        def on_text(text: str) -> None:
-            if len(text) > len(sent[0]) and text.startswith(sent[0]):
-                loop.call_soon_threadsafe(pieces.put_nowait, text[len(sent[0]):])
-                sent[0] = text
-
-        work = lambda: generate(self.model, self.tokenizer, prompt, sampling, self.lock, cancelled, on_text)  # noqa: E731
-        future = loop.run_in_executor(self._executor, work)
-        future.add_done_callback(lambda _: pieces.put_nowait(None))  # after every piece the thread queued
-        try:
-            while (piece := await pieces.get()) is not None:
-                yield piece
-            generation = await future
-            if generation.text.startswith(sent[0]) and len(generation.text) > len(sent[0]):
-                yield generation.text[len(sent[0]):]
-            yield generation
-        finally:
-            cancelled.set()  # no effect once the generation has finished
-            future.add_done_callback(_retrieve)
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -22,6 +22,7 @@ from spinfc.ir.nodes import Program
 from spinfc.passes import SCHEDULED_FROM, PassContext
 from spinfc.passes.plan_packing import admits
 from spinfc.runtime.compiled import Compiled, Refused
+from spinfc.runtime.extract import budget
 from spinfc.runtime.runner import SegmentArrays, TreeArrays
 from spinfc.runtime.scheduler import floor_key
 from spinfc.runtime.score_map import ScoreMap
@@ -62,16 +63,21 @@ class Intake:
         floors = [i for i, content in enumerate(program.contents) if content.is_floor]
         if len(floors) != 1:
             raise ValueError(f"compiled program has floors {floors}")
-        for segment in program.segments:
+        for c, segment in enumerate(program.segments):
             if not admits(segment, self.shapes):
                 raise Refused("content_too_long", f"a content with its questions needs {segment.length} rows and "
                               f"{segment.rows} answer rows: more than one pass holds ({self.shapes}); shorten the "
-                              "content, ask fewer questions, or start the server with a larger --token-budget")
+                              "content, ask fewer questions, or start the server with a larger --token-budget",
+                              content=None if c == floors[0] else sum(c > i for i in range(len(program.segments))
+                                                                     if i != floors[0]))
+        extracts = _extracts(program)
+        if extracts:  # a slot whose beams could not be held at once is refused, not run
+            budget.check_fits(self.model, program)
         inputs = tuple(i for i in range(len(program.contents)) if i != floors[0])
         score_map, key, tree = self._per_question_set(program, floors[0])
         return Compiled(program=program, segments=program.segments, floor=floors[0], inputs=inputs,
                         arrays=tuple(SegmentArrays.of(segment, tree) for segment in program.segments),
-                        score_map=score_map, extracts=_extracts(program), floor_key=key)
+                        score_map=score_map, extracts=extracts, floor_key=key)
 
     def _per_question_set(self, program: Program, floor: int) -> tuple[ScoreMap, str, TreeArrays]:
         """The program's ScoreMap, floor key and question tree's arrays (every segment of the program places the

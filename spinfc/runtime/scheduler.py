@@ -21,6 +21,11 @@ from spinfc.passes.plan_packing import fill
 from spinfc.shapes import Shapes
 
 
+# What one decode row (a beam fed one token, a generated token) counts for in pass rows against the queued-work
+# bound: a CPU decode step of a few dozen rows costs about what a pass of a few hundred rows does.
+DECODE_ROW_COST = 8
+
+
 @attrs.define
 class EngineStats:
     """Counters since an engine started, for health and metrics routes. The worker thread writes the pass
@@ -39,6 +44,8 @@ class EngineStats:
     rate: float | None = None  # rows per second of pass time, smoothed over recent passes (None before the first)
     decode_steps: int = 0  # extraction: model steps over all passes (runtime/extract/decode.py)
     decode_rows: int = 0  # extraction: beams fed over all steps
+    queued_decode: int = 0  # extraction: decode rows admitted and not yet decoded, at most (extract/budget.py)
+    decode_rate: float | None = None  # extraction: decode rows per second, smoothed (None before the first decode)
     lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
 
     def settled(self, future: concurrent.futures.Future) -> None:
@@ -55,6 +62,13 @@ class EngineStats:
         if seconds > 0:
             rate = rows / seconds
             self.rate = rate if self.rate is None else self.rate + smoothing * (rate - self.rate)
+
+    def observe_decode(self, rows: int, seconds: float, smoothing: float = 0.3) -> None:
+        """Count a pass's decode of `rows` beam rows that took `seconds` (its slices together)."""
+        if seconds > 0 and rows > 0:
+            rate = rows / seconds
+            self.decode_rate = rate if self.decode_rate is None else self.decode_rate + smoothing * (
+                rate - self.decode_rate)
 
     @property
     def fill_ratio(self) -> float:
@@ -116,6 +130,7 @@ class Unit:
     consumers: list[tuple[Job, int]]
     floor_key: str | None = None
     solo: bool = False  # run alone: it was in a pass that failed
+    decode: int = 0  # decode rows it asks for at most (its request's extraction slots; 0 for a floor)
 
     def wanted(self) -> bool:
         return any(not job.done for job, _ in self.consumers)

@@ -5,6 +5,8 @@ the token is checked (guards run first) and before any route code runs:
                   refuses a Content-Length over it before reading anything)
     media type    anything but application/json (or +json): 415 unsupported_media_type
     depth         nested deeper than 32 levels: 400 too_deeply_nested, found on the raw bytes (json_body.py)
+    time          the whole body within BODY_TIMEOUT_S of the route asking for it: a client that announces more
+                  than it sends is 408 body_timeout and its connection closed, not held open
     JSON          malformed or truncated: 400 invalid_json with line and column
     types         strictly the route's struct (no "5" read as 5): 400 unknown_field / missing_field / wrong_type /
                   invalid_value / empty_list, `param` the JSON path (the words of spinfc/frontend/mistakes.py)
@@ -14,6 +16,7 @@ The decoded struct is what the handler receives; Litestar's own (lenient) conver
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from litestar import Request
@@ -23,6 +26,7 @@ from spinfc.frontend.json_body import decode_body
 from spinfc.server.errors import ApiError
 
 JSON_TYPES = ("application/json",)
+BODY_TIMEOUT_S = 30.0  # a 2 MB body over a slow link arrives well within this
 
 
 def is_json(media_type: str) -> bool:
@@ -31,6 +35,15 @@ def is_json(media_type: str) -> bool:
 
 class BodyRequest(Request):
     """A Litestar request whose JSON body is checked and decoded by `decode_body` into the route's `data` type."""
+
+    async def body(self) -> bytes:
+        """The whole body, within BODY_TIMEOUT_S (Litestar reads it here before `json`)."""
+        try:
+            return await asyncio.wait_for(super().body(), BODY_TIMEOUT_S)
+        except TimeoutError:
+            raise ApiError(408, "body_timeout", f"the body did not arrive within {BODY_TIMEOUT_S:g} s of the "
+                           "request: send all the bytes its Content-Length announces",
+                           headers={"Connection": "close"}) from None
 
     async def json(self) -> Any:
         data_field = getattr(self.route_handler, "parsed_data_field", None)

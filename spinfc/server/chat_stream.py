@@ -24,7 +24,8 @@ import msgspec
 from litestar.response import ServerSentEvent
 
 from spinfc.runtime.chat_format import ChatPrompt
-from spinfc.runtime.generate import Generation, Generator, Sampling
+from spinfc.runtime.generate import Generation, Sampling
+from spinfc.runtime.generator import Generator
 from spinfc.server.errors import to_api_error
 from spinfc.server.hangup import before_deadline
 from spinfc.server.schemas import (

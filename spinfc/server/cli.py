@@ -17,8 +17,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Start uvicorn on the app the settings describe; 2 for settings or a pack source that cannot be used, else
-    0 once it stops."""
+    """Start uvicorn on the app the settings describe; 2 for settings or a pack source that cannot be used, and
+    for a model that cannot be loaded (the server stops then, saying why in one line: a supervisor restarts it or
+    an operator fixes it, rather than a server up at 503 model_failed), else 0 once it stops."""
     import uvicorn
 
     from spinfc.packsrc import PackSourceError
@@ -40,10 +41,16 @@ def main(args: argparse.Namespace) -> int:
     config = uvicorn.Config(app, host=server.host, port=server.port, log_level=server.log_level,
                             log_config=log_config(),  # no query string values (a token sent there) in the access log
                             http=envelope_protocol())  # HTTP framing errors in the envelope too
+    service = app.state.service
+    running = GracefulServer(config, service.shutdown)
+    service.on_failed = lambda: setattr(running, "should_exit", True)  # called on the event loop
     try:  # the first SIGTERM/SIGINT gives the work in flight --shutdown-timeout seconds; a second exits now
-        GracefulServer(config, app.state.service.shutdown).run()
+        running.run()
     except KeyboardInterrupt:  # uvicorn raises the SIGINT it caught again once it has stopped
         return 130
+    if service.status == "failed":
+        print(f"spinfc serve: {service.error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from spinfc.frontend.request_schema import Seed
+
 MAX_LOGPROBS = 20  # top tokens per position, as vLLM's default --max-logprobs (OpenAI's own limit is 5)
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -29,7 +31,7 @@ class CompletionRequest(msgspec.Struct, forbid_unknown_fields=True, omit_default
     logprobs: TopCount | None = None  # the top tokens per position, besides the chosen one; omitted: no logprobs
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None  # 0: greedy; default 1
     top_p: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
-    seed: int | None = None
+    seed: Seed | None = None  # a 64-bit integer
     stop: str | list[str] | None = None
     n: Annotated[int, msgspec.Meta(ge=1)] | None = None  # only 1
     best_of: Annotated[int, msgspec.Meta(ge=1)] | None = None  # only 1

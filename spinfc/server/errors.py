@@ -39,10 +39,13 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
+def error_body(error: ApiError) -> ErrorBody:
+    """The envelope's `error` object of `error` (also one input's error in a /v1/score answer)."""
+    return ErrorBody(message=error.message, type=error_type(error.status), code=error.code, param=error.param)
+
+
 def error_response(error: ApiError) -> Response:
-    body = ErrorResponse(ErrorBody(
-        message=error.message, type=error_type(error.status), code=error.code, param=error.param,
-    ))
+    body = ErrorResponse(error_body(error))
     return Response(body, status_code=error.status, headers=error.headers, media_type=MediaType.JSON)
 
 

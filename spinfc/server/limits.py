@@ -12,6 +12,7 @@ from spinfc.config import Limits
 from spinfc.ir.nodes import GenerateSlot, OptionSlot, Program
 from spinfc.passes.dedupe_prefixes import trie_size
 from spinfc.passes.expand_placeholders import grid_size
+from spinfc.runtime.extract.budget import decode_tokens
 
 
 def check_limits(program: Program, limits: Limits, many_inputs: bool, where: Mapping[str, str] | None = None,
@@ -48,12 +49,14 @@ def processed_tokens(program: Program) -> int:
 def check_extractions(program: Program, limits: Limits, where: Mapping[str, str] | None = None) -> None:
     """`max_extractions_per_input`: the extraction questions (`<*>` `<n>` `<$>` `<gen>` slots, placeholder
     combinations counted one by one) asked of each input, counted on the frontend's program (before expansion);
-    `max_beam_width` and `max_slot_tokens` on each extraction query's `beam_width` and `max_tokens`."""
+    `max_beam_width` and `max_slot_tokens` on each extraction query's `beam_width` and `max_tokens`;
+    `max_decode_tokens` on the whole request (`decode_tokens` of every slot, of every input)."""
     where = where or {query.id: f"scoring.queries[{k}]" for k, query in enumerate(program.queries)}
-    count, last = 0, None
+    count, last, decoded = 0, None, 0
     for query in program.queries:
         if not isinstance(query.slot, OptionSlot):
             count, last = count + grid_size(query), where[query.id]
+            decoded += grid_size(query) * decode_tokens(query.slot)
             at = where[query.id]
             field = (lambda name: at) if at.startswith("packs[") else (lambda name: f"{at}.{name}")  # noqa: E731
             if not isinstance(query.slot, GenerateSlot):
@@ -61,6 +64,9 @@ def check_extractions(program: Program, limits: Limits, where: Mapping[str, str]
             limits.check("max_slot_tokens", query.slot.max_tokens, field("max_tokens"))
     if last is not None:
         limits.check("max_extractions_per_input", count, f"{last}.template")
+        inputs = sum(not content.is_floor for content in program.contents)
+        limits.check("max_decode_tokens", decoded * inputs, "scoring.queries")
+
 
 
 def check_prompts(program: Program, limits: Limits) -> None:

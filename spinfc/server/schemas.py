@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from spinfc.frontend.request_schema import (  # noqa: F401  (the request format is the frontend's; re-exported)
-    ContentPart, Message, PackRef, ScoreInput, ScoreRequest, Scoring, ScoringQuery,
+    ContentPart, Message, PackRef, ScoreInput, ScoreRequest, Scoring, ScoringQuery, Seed,
 )
 from spinfc.runtime.results import QueryResult
 from spinfc.server.completion_schemas import ChatLogprobs, TopCount
@@ -34,8 +34,9 @@ class PackResult(msgspec.Struct):
 
 class InputResult(msgspec.Struct, omit_defaults=True):
     index: int  # the input's position in `inputs`
-    results: list[QueryResult]
+    results: list[QueryResult] | msgspec.UnsetType = msgspec.UNSET  # an input answered
     packs: list[PackResult] | msgspec.UnsetType = msgspec.UNSET  # when the request named packs
+    error: "ErrorBody | msgspec.UnsetType" = msgspec.UNSET  # an input that alone was wrong: its error, no results
 
 
 class Usage(msgspec.Struct):
@@ -130,7 +131,6 @@ class PackList(msgspec.Struct):
 # ---- /v1/chat/completions (OpenAI's chat completion, with an optional `scoring` block) ---------------------------
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
-Seed = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]  # a 64-bit integer, as OpenAI's `seed`
 
 
 class StreamOptions(msgspec.Struct, forbid_unknown_fields=True):

@@ -17,11 +17,14 @@ import attrs
 from spinfc.frontend import program_from_request
 from spinfc.ir.nodes import GenerateSlot, OptionSlot, Program
 from spinfc.runtime.engine import Scored
+from spinfc.runtime.extract.budget import decode_work
 from spinfc.runtime.results import QueryResult
 from spinfc.server.context import CallContext
 from spinfc.server.debug import plan_summary
 from spinfc.server.errors import ApiError
 from spinfc.server.limits import check_extractions, check_limits, check_prompts
+from spinfc.server.per_input import answering
+from spinfc.server.prechecks import Prechecks
 from spinfc.server.request_packs import WithPacks, add_packs, resolve_packs, split_results
 from spinfc.server.schemas import PackResult
 from spinfc.server.service import Service
@@ -37,6 +40,8 @@ class ScoringOutcome:
     scored: Scored
     questions: int  # (content, question) pairs answered, packs included, the floor not counted
     debug: dict | None
+    kept: tuple[int, ...] | None = None  # with `inputs`: the indices of the inputs answered (`own` is theirs)
+    failed: dict = attrs.field(factory=dict)  # with `inputs`: index -> ApiError of each input set aside
 
 
 def check_features(program: Program, ctx: CallContext, where: Mapping[str, str] | None = None) -> None:
@@ -65,8 +70,24 @@ def check_features(program: Program, ctx: CallContext, where: Mapping[str, str] 
                        param=param)
 
 
-async def score_body(service: Service, ctx: CallContext, body: dict, pack_ids: list[str]) -> ScoringOutcome:
-    """Score a /v1/score-shaped `body` (messages or inputs, scoring.queries) with the packs `pack_ids`."""
+async def score_body(service: Service, ctx: CallContext, body: dict, pack_ids: list[str],
+                     prechecks: Prechecks | None = None) -> ScoringOutcome:
+    """Score a /v1/score-shaped `body` (messages or inputs, scoring.queries) with the packs `pack_ids`, after the
+    cheap `prechecks` (sizes and counts before any parsing). With `inputs`, an input that alone is wrong is set
+    aside with its error and the others are answered (per_input.py)."""
+    async def attempt(tried: dict) -> ScoringOutcome:
+        if prechecks is not None:
+            prechecks.score_body(tried)
+        return await score_once(service, ctx, tried, pack_ids)
+
+    if body.get("inputs") is None:
+        return await attempt(body)
+    outcome, kept, failed = await answering(body, attempt)
+    return attrs.evolve(outcome, kept=tuple(kept), failed=failed)
+
+
+async def score_once(service: Service, ctx: CallContext, body: dict, pack_ids: list[str]) -> ScoringOutcome:
+    """`score_body` of every input of `body` together: any error is the request's."""
     engine = service.ready_engine()
     packs = resolve_packs(service.packs, pack_ids)
     many = body.get("inputs") is not None
@@ -77,6 +98,9 @@ async def score_body(service: Service, ctx: CallContext, body: dict, pack_ids: l
         check_features(plan.program, ctx, plan.where)
         check_extractions(plan.program, ctx.limits, plan.where)
         check_prompts(plan.program, ctx.limits)
+        decoded = decode_work(plan.program, sum(not content.is_floor for content in plan.program.contents))
+        if decoded:  # it decodes: the decode work ahead of it counts too
+            service.admission.check_decode("extract", decoded)
         return plan
 
     built: list[WithPacks] = []

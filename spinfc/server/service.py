@@ -28,10 +28,13 @@ from spinfc.backend import serving
 from spinfc.config import Settings
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
-from spinfc.registry import ModelSource, resolve
+from spinfc.errors import CorruptWeights
+from spinfc.registry import ModelNotFound, ModelSource, resolve
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.fingerprint import fingerprint
-from spinfc.runtime.generate import Generator
+from spinfc.runtime.generator import Generator
+from spinfc.runtime.weights.config import UnsupportedModel
+from spinfc.runtime.scheduler import DECODE_ROW_COST
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
 from spinfc.shapes import Shapes
@@ -78,6 +81,7 @@ class Service:
         self.longest_token: int | None = None  # characters one token covers at most (server/prechecks.py)
         self._load_model = load_model
         self._task: asyncio.Task | None = None
+        self.on_failed: Callable[[], None] | None = None  # `spinfc serve`: stop the server (it exits 2)
 
     # ---- what routes ask ----------------------------------------------------------------------------------------
 
@@ -117,6 +121,20 @@ class Service:
                            f"{', '.join(sorted(served - {self.model_name})) or 'nothing else'}), not {requested!r}: "
                            "send one of those names or omit `model`", param="model")
 
+    def work_ahead(self, kind: str, cost: int) -> tuple[int, float | None]:
+        """The work queued ahead of a request in the engine's and the generator's fair schedules, in pass rows
+        (admission.py), and the measured pass rate. `kind`: "score", "extract" (extraction decodes run one after
+        another: all of theirs is ahead) or "generate" (generations take turns: at most `cost` tokens of each other
+        one, and of the extraction decode, which takes turns with them on the model)."""
+        stats = self.engine.stats
+        rows, rate = stats.queued_tokens, stats.rate
+        if kind == "score":
+            return rows, rate
+        turns = self.generator.queued_turns() if self.generator is not None else []
+        generated = sum(min(left, cost) for left in turns)
+        extracted = stats.queued_decode if kind == "extract" else min(stats.queued_decode, cost)
+        return rows + DECODE_ROW_COST * (generated + extracted), rate
+
     # ---- start and stop -----------------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
@@ -133,7 +151,11 @@ class Service:
                 self.generator.close()
             if self.engine is not None:  # waits for the pass in flight; a forced exit (cancelled) does not
                 with contextlib.suppress(asyncio.CancelledError):
-                    await on_daemon_thread(self.engine.close)
+                    closing = on_daemon_thread(self.engine.close)
+                    if self.shutdown.forced:  # a second signal: its requests are answered, the pass is not awaited
+                        asyncio.ensure_future(closing)
+                    else:
+                        await closing
 
     async def _start(self) -> None:
         config = self.settings.engine
@@ -174,8 +196,7 @@ class Service:
             tokenizer = await asyncio.to_thread(lambda: model.tokenizer)
             self.engine = Engine(self.generator.guarded, shapes, device=device, tokenizer=tokenizer,
                                  on_pass=self.metrics.observe_pass).start()
-            stats = self.engine.stats
-            self.admission.bind(lambda: (stats.queued_tokens, stats.rate), shapes.budget)
+            self.admission.bind(self.work_ahead, shapes.budget)
             if config.warmup != "none":
                 started = time.perf_counter()
                 await self.engine.warm_up()
@@ -188,9 +209,14 @@ class Service:
             self.status = "ready"
         except asyncio.CancelledError:
             raise
+        except (CorruptWeights, ModelNotFound, UnsupportedModel) as error:  # said in full by their message
+            self.status, self.error = "failed", str(error)
+            log.error("the model could not be loaded: %s", error)
         except Exception as error:
             self.status, self.error = "failed", f"{type(error).__name__}: {error}"
             log.exception("the model could not be loaded or warmed up")
+        if self.status == "failed" and self.on_failed is not None:
+            self.on_failed()
 
 
 try:  # Litestar >= 2.23 wants injected parameters marked; older versions infer them

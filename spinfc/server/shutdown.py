@@ -3,7 +3,8 @@
     first SIGTERM or SIGINT   uvicorn stops taking connections; the work in flight has --shutdown-timeout seconds
                               to finish. At the deadline a stream gets a last event, the error `shutting_down`, and
                               ends; a request still waiting for its scores is answered 503 shutting_down.
-    second one (either)       the process exits now, whatever is in flight.
+    second one (either)       the deadline passes now: every request still in flight is answered 503 shutting_down
+                              (a stream gets its last event) within FLUSH_S, and the process exits.
 
 `Shutdown` is the clock (one per app, on the `Service`); `GracefulServer` is uvicorn's server with these signals.
 uvicorn's own `timeout_graceful_shutdown` is set a little past the deadline, so it only catches what the deadline
@@ -25,6 +26,7 @@ import uvicorn
 log = logging.getLogger("spinfc.server")
 
 BACKSTOP_S = 5  # after the deadline, uvicorn cancels whatever still runs
+FLUSH_S = 0.5  # after a second signal, what the answers in flight have to be written before uvicorn stops
 FORCED_EXIT_S = 3  # after a second signal, the process ends even if a thread will not let it
 
 
@@ -34,6 +36,7 @@ class Shutdown:
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self.begun_at: float | None = None
+        self.forced = False  # a second signal: exit without waiting for the work in flight
         self._loop: asyncio.AbstractEventLoop | None = None
         self._passed = asyncio.Event()
 
@@ -51,6 +54,14 @@ class Shutdown:
         log.info("shutting down: work in flight has %s s to finish (--shutdown-timeout)", self.timeout_s)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.call_later, self.timeout_s, self._passed.set)
+
+    def expire(self) -> None:
+        """Let the deadline pass now (a second signal): every request still waiting is answered at once, and the
+        app's close does not wait for the engine's pass in flight (`forced`)."""
+        self.forced = True
+        self.begin()
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._passed.set)
 
     @property
     def passed(self) -> bool:
@@ -76,12 +87,22 @@ class GracefulServer(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame) -> None:
         second = self.should_exit
-        super().handle_exit(sig, frame)
         if not second:
+            super().handle_exit(sig, frame)
             self.clock.begin()
             return
-        self.force_exit = True  # uvicorn forces only on a second SIGINT; a second SIGTERM means the same
-        log.warning("a second %s: exiting now, without waiting for the work in flight", signal.Signals(sig).name)
+        # uvicorn's own second SIGINT would force the exit with the answers unwritten: the deadline passes now
+        # instead, so every request in flight is answered 503 shutting_down, and FLUSH_S later the exit is forced
+        # (a second SIGTERM means the same)
+        log.warning("a second %s: answering the work in flight 503 shutting_down and exiting",
+                    signal.Signals(sig).name)
+        self._captured_signals.append(sig)  # raised again once uvicorn has stopped, as its own handler records it
+        self.clock.expire()
+        loop = self.clock._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.call_later, FLUSH_S, setattr, self, "force_exit", True)
+        else:
+            self.force_exit = True
         if self._owns_signals:  # the process's own signal: end it even if a thread will not stop
             timer = threading.Timer(FORCED_EXIT_S, os._exit, args=(128 + sig,))
             timer.daemon = True

@@ -84,3 +84,13 @@ def test_retry_after_is_capped_and_falls_back_to_backoff():
     assert _retry_after(httpx.Response(429, headers={"Retry-After": "7"}), 0) == 7
     assert _retry_after(httpx.Response(429, headers={"Retry-After": "9999"}), 0) == 60
     assert _retry_after(httpx.Response(503), 3) == 4
+
+
+def test_an_input_the_server_refused_alone_is_that_rows_error():
+    answer = {"model": "gemma3-270m", "system_fingerprint": "fp", "inputs": [
+        {"index": 0, "results": [RESULT]},
+        {"index": 1, "error": {"code": "content_too_long", "message": "too long", "param": "inputs[1].messages"}}]}
+    transport, calls = _transport([(200, {}, answer)])
+    good, bad = asyncio.run(transport.score(["a", "b"]))
+    assert len(calls) == 1 and good.error is None and good.own[0].combinations[0].options[0].p == 0.6
+    assert bad.error == ("content_too_long", "too long") and bad.own == []

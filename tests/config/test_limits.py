@@ -12,6 +12,8 @@ DEFAULTS = {
     "max_options": 1000, "max_option_tokens": 5,
     # not in the operator's guide: the bounds of an extraction slot's search (issue 10)
     "max_beam_width": 16, "max_slot_tokens": 256,
+    # the decode work one request may ask for (issue 24)
+    "max_decode_tokens": 65_536,
 }
 
 

@@ -13,7 +13,8 @@ import torch
 from spinfc.backend.launch import Launch
 from spinfc.registry import load_tokenizer, resolve
 from spinfc.runtime.chat_format import ChatPrompt, chat_prompt, plain_transcript
-from spinfc.runtime.generate import Generator, Guarded, Sampling, first_stop, generate, pick, settled
+from spinfc.runtime.generate import Sampling, first_stop, generate, pick, settled
+from spinfc.runtime.generator import Generator, Guarded
 from spinfc.runtime.loader import load_model
 from spinfc.runtime.models.decode import KVCache
 

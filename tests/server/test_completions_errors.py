@@ -25,6 +25,11 @@ def client():
     ({"prompt": [[1, 2], 3]}, "invalid_prompt", "prompt[1]"),
     ({"prompt": ["ok", [1, 2.5]]}, "invalid_prompt", "prompt[1]"),
     ({"prompt": [True, False]}, "invalid_prompt", "prompt[0]"),
+    ({"prompt": [[1, 2], "a"]}, "invalid_prompt", "prompt[1]"),  # one form a request
+    ({"prompt": ["a", [1, 2]]}, "invalid_prompt", "prompt[1]"),
+    ({"prompt": ["a"] * 4097}, "too_many_prompts", "prompt"),
+    ({"prompt": "x", "seed": 2**64}, "invalid_value", "seed"),
+    ({"prompt": "x", "seed": -2**63 - 1}, "invalid_value", "seed"),
     ({"prompt": "x", "n": 2}, "unsupported_parameter", "n"),
     ({"prompt": "x", "best_of": 3}, "unsupported_parameter", "best_of"),
     ({"prompt": "x", "stream": True}, "unsupported_parameter", "stream"),
@@ -56,7 +61,7 @@ def test_prompt_forms():
     assert prompt_forms("a") == ["a"]
     assert prompt_forms(["a", "b"]) == ["a", "b"]
     assert prompt_forms([1, 2, 3]) == [[1, 2, 3]]
-    assert prompt_forms([[1], [2, 3], "c"]) == [[1], [2, 3], "c"]
+    assert prompt_forms([[1], [2, 3]]) == [[1], [2, 3]]
 
 
 def test_text_offsets_walk_the_text_and_skip_pieces_it_does_not_hold():

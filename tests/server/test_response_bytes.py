@@ -50,7 +50,7 @@ def client(monkeypatch):
     route = importlib.import_module("spinfc.server.routes.score")  # the module (the package exports the handler)
     own = [query_results(program(), scores, FLOOR) for scores in SCORES]
 
-    async def score_body(service, ctx, body, pack_ids):
+    async def score_body(service, ctx, body, pack_ids, prechecks=None):
         n = len(body.get("inputs") or [None])
         return ScoringOutcome(own=own[:n], packs=[[PACK] if pack_ids else [] for _ in range(n)], scored=Scored(),
                               questions=3 * n, debug=None)

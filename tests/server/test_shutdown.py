@@ -1,6 +1,6 @@
 """A live server (uvicorn, real HTTP, smollm2-135m on the CPU, the model paused by `Pausable`): a client that hangs
 up withdraws its request and frees its place; the shutdown deadline ends streams with a last `shutting_down` event
-and answers waiting requests 503; a second signal exits without waiting.
+and answers waiting requests 503; a second signal answers them 503 at once and exits.
 
 A paused pass holds the model's lock, so generation steps wait too: everything stays in flight until the test
 resumes the model."""
@@ -152,7 +152,7 @@ def test_the_shutdown_deadline_ends_streams_and_waiting_requests() -> None:
         assert not thread.is_alive(), "the server did not stop after its deadline"
 
 
-def test_a_second_signal_exits_without_waiting() -> None:
+def test_a_second_signal_answers_what_is_in_flight_and_exits_without_waiting() -> None:
     with graceful_server(shutdown_timeout=600) as (client, server, thread, model, service):
         model.pause()
         with concurrent.futures.ThreadPoolExecutor(1) as pool:

@@ -8,15 +8,17 @@ values (the content is never prefilled again).
                                              (decode.walk), then every searched answer read on its floor (Forced,
                                              all its tokens at once)
 
-The engine calls `extract_pass` once per pass; what it returns replaces the extraction questions' entries of each
-item's scores (ContentScores: a row of option logprobs per option question).
+The engine runs `extracting` (the same, one decode launch at a time: a generator) in slices between its scoring
+passes (scheduling.Decoding); what it returns replaces the extraction questions' entries of each item's scores
+(ContentScores: a row of option logprobs per option question). An item whose `live()` turns false (its request
+withdrawn) has its walkers dropped at the next step.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 import torch
@@ -25,7 +27,7 @@ from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, GenerateSlot, Prom
 from spinfc.runtime.chat_format import end_tokens
 from spinfc.runtime.extract.answers import Generated, Searched, answer_text, generated_text, make_answer
 from spinfc.runtime.extract.beams import Forced, Sample, Search
-from spinfc.runtime.extract.decode import Start, WalkStats, walk
+from spinfc.runtime.extract.decode import Start, WalkStats, decode_threads, walking
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
 from spinfc.runtime.extract.kv import (KeyPool, PromptContext, forward_keeping_kv, gather_context, stack_of,
                                        states_at, visible_rows)
@@ -64,6 +66,7 @@ class PassItem:
     is_floor: bool
     floor: Sequence | None = None  # the floor's scores, when it ran in an earlier pass (or was cached)
     floor_item: int | None = None  # else the index of the floor's item in this pass
+    live: Callable[[], bool] | None = None  # false once nobody waits for the item's answers
 
 
 class _Tokenizers:
@@ -86,6 +89,18 @@ _TOKENIZERS = _Tokenizers()
 def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dict[int, object]], WalkStats]:
     """Per item, question index -> its entry (PromptContext on a floor, Searched or Generated on a content), and
     what the decode cost. Raises ValueError when a content's floor lacks a context (it must run first)."""
+    steps = extracting(model, kv, items)
+    with decode_threads(kv.positions.device.type == "cpu"):
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+
+def extracting(model, kv: PassKV, items: Sequence[PassItem]):
+    """`extract_pass` as a generator: yields after each decode launch, returns its result (StopIteration's
+    value). Run it inside `decode.decode_threads`."""
     stack, _ = stack_of(model)
     tokenizer = _TOKENIZERS.get(stack)
     stops = end_tokens(tokenizer)
@@ -114,9 +129,9 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
             if kv.states is not None and table.numel():  # a recurrent stack: the decode starts from this state
                 pool.states[int(table[-1])] = states_at(kv.states, int(table[-1]))
             starts.append(Start(walker, table, int(kv.tokens[prompt.row]), int(kv.positions[prompt.row]),
-                                slot.max_tokens))
+                                slot.max_tokens, item.live))
             owners.append((i, prompt.question))
-    stats = walk(model, pool, starts)
+    stats = yield from walking(model, pool, starts)
     floor_starts, floor_owners = [], []
     for start, (i, q) in zip(starts, owners):
         walker = start.walker
@@ -128,7 +143,7 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
                 raise ValueError(f"question {q} has no floor context: the floor must run before its contents")
             forced = Forced([f.tokens for f in walker.found])
             floor_starts.append(Start(forced, pool.append(context), context.token, context.position,
-                                      max(len(f.tokens) for f in walker.found)))
+                                      max(len(f.tokens) for f in walker.found), item.live))
             floor_owners.append((i, q, walker))
         elif isinstance(walker, Search):
             out[i][q] = Searched(())
@@ -136,7 +151,7 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
             question = items[i].questions[q]
             text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop), stops)
             out[i][q] = Generated(text, tuple(walker.tokens), walker.logprob, walker.finish)
-    floor_stats = walk(model, pool, floor_starts)
+    floor_stats = yield from walking(model, pool, floor_starts)
     for start, (i, q, search) in zip(floor_starts, floor_owners):
         slot = items[i].questions[q].slot
         end = terminator(slot.stop)
@@ -152,5 +167,5 @@ def with_entries(scores: tuple, entries: dict[int, object]) -> tuple:
     return tuple(entries.get(q, row) for q, row in enumerate(scores))
 
 
-__all__ = ["PassItem", "PassKV", "extract_pass", "forward_keeping_kv", "is_extraction", "with_entries",
+__all__ = ["PassItem", "PassKV", "extract_pass", "extracting", "forward_keeping_kv", "is_extraction", "with_entries",
            "SEARCHED_SLOTS"]

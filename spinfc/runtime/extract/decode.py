@@ -11,17 +11,25 @@ into as few launches as they fill, each row seeing its answer's earlier rows.
 
 A walker's beams see the same pool rows (its prompt's table) and their own slots, so walkers on different contents
 and of different kinds share launches without seeing one another. On CUDA every launch has `fixed.launch_rows` rows
-(128); more beams than that are walked in groups that each fit.
+(128); more beams than that are walked in groups that each fit. On the CPU a group's slots hold at most
+`budget.DECODE_MEMORY_BYTES` (its beams' own keys and values): a request's decode memory is bounded whatever it
+asks, and a walker that alone cannot fit is refused when its request compiles (`budget.check_fits`).
+
+`walking` is the same walk one launch at a time (a generator that yields after each): the engine runs a pass's
+decode in slices between scoring passes, and a walker whose `live()` turns false (its client left) is dropped at
+the next step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 import torch
 import xgrammar
 
+from spinfc.runtime.extract import budget
 from spinfc.runtime.extract.beams import Forced, Part, Search
 from spinfc.runtime.extract.kv import KeyPool
 from spinfc.runtime.extract.fixed import launch_rows, slot_tokens
@@ -40,6 +48,7 @@ class Start:
     token: int  # the prompt's last token (run again: its output starts the answer)
     position: int
     max_tokens: int  # the most tokens a beam of this walker is fed
+    live: Callable[[], bool] | None = None  # false once nobody wants the walker's answer: dropped at the next step
 
 
 @attrs.define
@@ -56,39 +65,66 @@ DECODE_THREADS = 1
 def walk(model, pool: KeyPool, starts: Sequence[Start], rows=AUTO) -> WalkStats:
     """Run every walker to its end; returns how many launches and rows it took. `rows`: every launch's row count
     (default: `fixed.launch_rows` on CUDA, on the CPU each launch its own rows)."""
+    steps = walking(model, pool, starts, rows)
+    with decode_threads(pool.positions.device.type == "cpu"):
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+
+@contextlib.contextmanager
+def decode_threads(on_cpu: bool) -> Iterator[None]:
+    """DECODE_THREADS torch threads while the block runs, on the CPU (the caller's setting back after)."""
+    threads = torch.get_num_threads()
+    if on_cpu:
+        torch.set_num_threads(DECODE_THREADS)
+    try:
+        yield
+    finally:
+        if on_cpu:
+            torch.set_num_threads(threads)
+
+
+def walking(model, pool: KeyPool, starts: Sequence[Start], rows=AUTO):
+    """`walk` as a generator: yields after each launch, returns (StopIteration's value) the WalkStats. Run it
+    inside `decode_threads`."""
     stats = WalkStats()
     if not starts:
         return stats
     on_cpu = pool.positions.device.type == "cpu"
     if rows is AUTO:
         rows = None if on_cpu or is_recurrent(model) else launch_rows(model)
-    threads = torch.get_num_threads()
-    if on_cpu:
-        torch.set_num_threads(DECODE_THREADS)
-    try:
-        stepped = [s for s in starts if not isinstance(s.walker, Forced)]
-        forced = [s for s in starts if isinstance(s.walker, Forced) and s.walker.answers]
-        for group in _groups(stepped, lambda s: s.walker.width, rows):
-            _step(model, pool, group, rows, stats)
-        for group in _groups(forced, lambda s: len(s.walker.answers), rows):
-            _read(model, pool, group, rows, stats)
-    finally:
-        if on_cpu:
-            torch.set_num_threads(threads)
+    stepped = [s for s in starts if not isinstance(s.walker, Forced)]
+    forced = [s for s in starts if isinstance(s.walker, Forced) and s.walker.answers]
+    limit = rows if rows is not None else budget.slots_within(model, max([s.max_tokens for s in starts]))
+    for group in _groups(stepped, lambda s: s.walker.width, limit):
+        group = [s for s in group if _live(s)]
+        if group:
+            yield from _step(model, pool, group, rows, stats)
+    for group in _groups(forced, lambda s: len(s.walker.answers), limit):
+        group = [s for s in group if _live(s)]
+        if group:
+            yield from _read(model, pool, group, rows, stats)
     return stats
 
 
+def _live(start: Start) -> bool:
+    return start.live is None or start.live()
+
+
 def _groups(starts: list[Start], slots, limit: int | None) -> list[list[Start]]:
-    """Consecutive groups whose slots fit `limit` (one group without a limit)."""
+    """Consecutive groups whose slots fit `limit` (one group without a limit), each at most `limit` walkers."""
     if limit is None:
         return [starts] if starts else []
     groups, current, used = [], [], 0
     for start in starts:
         need = slots(start)
         if need > limit:
-            raise ValueError(f"a walker needs {need} beams at once, more than a decode launch's {limit} rows: "
-                             "lower the slot's beam_width")
-        if used + need > limit:
+            raise ValueError(f"a walker needs {need} beams at once, more than a decode launch's {limit} slots "
+                             "hold: lower the slot's beam_width or max_tokens")
+        if used + need > limit or len(current) >= limit:
             groups.append(current)
             current, used = [], 0
         current.append(start)
@@ -96,7 +132,7 @@ def _groups(starts: list[Start], slots, limit: int | None) -> list[list[Start]]:
     return groups + [current] if current else groups
 
 
-def _step(model, pool: KeyPool, starts: list[Start], rows: int | None, stats: WalkStats) -> None:
+def _step(model, pool: KeyPool, starts: list[Start], rows: int | None, stats: WalkStats) -> Iterator[None]:
     """Searched and sampled walkers, step by step (the module docstring)."""
     walkers = [s.walker for s in starts]
     batch = batch_class(model)(model, pool, [s.rows for s in starts], sum(w.width for w in walkers),
@@ -123,7 +159,7 @@ def _step(model, pool: KeyPool, starts: list[Start], rows: int | None, stats: Wa
                 last += 1
             part = Part(values[first:last], top[first:last], int(logprobs.shape[1]),
                         lambda a=first, b=last: totals[a:b].cpu())
-            for parent, token in walkers[walker].advance(part):
+            for parent, token in walkers[walker].advance(part) if _live(starts[walker]) else ():
                 keep.append(first + parent)
                 next_owners.append(walker)
                 next_tokens.append(token)
@@ -133,6 +169,7 @@ def _step(model, pool: KeyPool, starts: list[Start], rows: int | None, stats: Wa
         batch.select(keep, step + 1)
         owners, tokens = next_owners, next_tokens
         step += 1
+        yield  # a step done: the engine may run a scoring pass before the next
 
 
 def _constraints(walkers, owners: list[int], rows: int, vocab: int, grammars):
@@ -169,7 +206,7 @@ def _best(logprobs: torch.Tensor, bitmask: torch.Tensor, beam_logprobs: torch.Te
     return values.cpu().numpy(), top.cpu().numpy(), totals
 
 
-def _read(model, pool: KeyPool, starts: list[Start], rows: int | None, stats: WalkStats) -> None:
+def _read(model, pool: KeyPool, starts: list[Start], rows: int | None, stats: WalkStats) -> Iterator[None]:
     """Forced walkers: every answer's tokens fed at once (the module docstring); each answer a slot whose row t
     (the prompt's last token, then the answer's tokens) reads the log-probability of the answer's token t."""
     answers = [(w, a) for w, s in enumerate(starts) for a in range(len(s.walker.answers))]
@@ -185,6 +222,7 @@ def _read(model, pool: KeyPool, starts: list[Start], rows: int | None, stats: Wa
         part = feed[first:first + chunk]
         inputs = torch.tensor([[f[i] for f in part] for i in range(5)], dtype=torch.int64)
         logprobs = batch.run(inputs)
+        yield
         wanted = torch.tensor([f[5] for f in part], dtype=torch.int64).to(logprobs.device)
         read = logprobs[:len(part)].gather(1, wanted[:, None])[:, 0].cpu().tolist()
         stats.steps += 1

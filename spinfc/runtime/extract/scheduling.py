@@ -3,17 +3,21 @@ scored its content, and the floor's prompt contexts):
 
     floors_first   a pass's floors ahead of its contents, and contents whose floor has neither run nor is in the
                    pass left for a later one (their floor is queued ahead of them, so it runs first)
-    extract_units  after the pass: every extraction question of it decoded in one batch (`extract_pass`), the
-                   results put into each unit's scores
+    Decoding       after the pass: every extraction question of it decoded in one batch, a slice of launches at a
+                   time between scoring passes (a score behind it waits a slice, not the whole decode), the results
+                   put into each unit's scores
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 import attrs
 
 from spinfc.runtime import extract
+from spinfc.runtime.extract.decode import decode_threads
 
 log = logging.getLogger("spinfc.engine")
 
@@ -46,27 +50,73 @@ def floors_first(units: list, chosen: list[int]) -> list[int]:
     return kept or chosen  # cannot be empty while floors are queued ahead; run as chosen rather than stall
 
 
+class Decoding:
+    """One pass's extraction decode, run in slices between the engine's scoring passes (`advance`): every
+    extraction question of the pass in one batch (`extract.extracting`), a unit whose request is withdrawn dropped
+    at the next step. Once `done`, `results()` is each unit's scores with its entries (`extract.with_entries`),
+    or every unit's None with `error` set when the decode raised."""
+
+    def __init__(self, model, units: list, scores: list, starts: list[int], kept, stats):
+        """`units` of a pass and their `scores`, where each starts in it (`starts`), the pass's K/V (`kept`)."""
+        self.units, self.scores, self.stats = units, scores, stats
+        items = []
+        for unit, start in zip(units, starts):
+            job, _ = unit.consumers[0]
+            floor_unit = next((k for k, other in enumerate(units) if other.floor_key is not None and
+                               (job, job.compiled.floor) in other.consumers), None)
+            items.append(extract.PassItem(
+                questions=job.compiled.program.questions, start=start,
+                prompt_rows=tuple(attrs.evolve(p, row=p.row + start) for p in unit.segment.prompt_rows),
+                is_floor=unit.floor_key is not None,
+                floor=None if unit.floor_key is not None or floor_unit is not None else job.scores.get(
+                    job.compiled.floor),
+                floor_item=floor_unit if unit.floor_key is None else None,
+                live=unit.wanted,
+            ))
+        self._on_cpu = kept.positions.device.type == "cpu"
+        self._steps = extract.extracting(model, kept, items)
+        self.done, self.error, self._entries, self._seconds = False, None, None, 0.0
+
+    def wanted(self) -> bool:
+        return any(unit.wanted() for unit in self.units)
+
+    def advance(self, enough: Callable[[float], bool]) -> bool:
+        """Run decode launches until the decode ends (True: `done`) or `enough(seconds so far)` after a launch."""
+        started = time.perf_counter()
+        try:
+            with decode_threads(self._on_cpu):
+                while not self.done:
+                    try:
+                        next(self._steps)
+                    except StopIteration as finished:
+                        self._entries, walked = finished.value
+                        self.done = True
+                        self.stats.decode_steps += walked.steps
+                        self.stats.decode_rows += walked.beam_rows
+                        self.stats.observe_decode(walked.beam_rows, self._seconds + time.perf_counter() - started)
+                    except Exception as error:  # every unit of the pass fails with it
+                        log.exception("extraction failed")
+                        self.error, self.done = error, True
+                    else:
+                        if enough(time.perf_counter() - started):
+                            return False
+            return True
+        finally:
+            self._seconds += time.perf_counter() - started
+
+    def close(self) -> None:
+        """Stop the decode where it is (nobody waits for it, or the engine stops)."""
+        self._steps.close()
+        self.done = True
+
+    def results(self) -> list:
+        if self.error is not None or self._entries is None:  # failed, or stopped before its end
+            return [None] * len(self.units)
+        return [None if s is None else extract.with_entries(s, e) for s, e in zip(self.scores, self._entries)]
+
+
 def extract_units(model, units: list, scores: list, pending, stats) -> tuple[list, Exception | None]:
-    """Each unit's scores with its extraction entries (`extract.with_entries`), and None with the error when the
-    decode raised (every unit of the pass then fails)."""
-    items = []
-    for unit, start in zip(units, pending.starts):
-        job, _ = unit.consumers[0]
-        floor_unit = next((k for k, other in enumerate(units) if other.floor_key is not None and
-                           (job, job.compiled.floor) in other.consumers), None)
-        items.append(extract.PassItem(
-            questions=job.compiled.program.questions, start=start,
-            prompt_rows=tuple(attrs.evolve(p, row=p.row + start) for p in unit.segment.prompt_rows),
-            is_floor=unit.floor_key is not None,
-            floor=None if unit.floor_key is not None or floor_unit is not None else job.scores.get(
-                job.compiled.floor),
-            floor_item=floor_unit if unit.floor_key is None else None,
-        ))
-    try:
-        entries, walked = extract.extract_pass(model, pending.kept, items)
-    except Exception as error:
-        log.exception("extraction failed")
-        return [None] * len(units), error
-    stats.decode_steps += walked.steps
-    stats.decode_rows += walked.beam_rows
-    return [None if s is None else extract.with_entries(s, e) for s, e in zip(scores, entries)], None
+    """A `Decoding` run to its end in one go: each unit's scores with their entries, and the error (or None)."""
+    decoding = Decoding(model, units, scores, pending.starts, pending.kept, stats)
+    decoding.advance(lambda seconds: False)
+    return decoding.results(), decoding.error

@@ -41,7 +41,14 @@ class Calibration:
 def read_texts(path: Path) -> list[str]:
     """The `text` of every line of a JSONL file (blank lines skipped)."""
     texts = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise CalibrationError(f"{path}:{line}: not UTF-8 (byte {error.start:,} is 0x{raw[error.start]:02x}); save "
+                               "the file as UTF-8") from None
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

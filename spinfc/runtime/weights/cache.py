@@ -17,6 +17,7 @@ from spinfc import registry
 from spinfc.runtime.weights.config import ModelConfig
 from spinfc.runtime.weights.gguf_file import read_gguf
 from spinfc.runtime.weights.snapshot import file_digest
+from spinfc.runtime.weights.whole import CorruptWeights, check_safetensors
 
 FORMAT = "spinfc-gguf-cache-1"  # bump when the conversion changes, so old copies are not reused
 
@@ -28,6 +29,15 @@ def cached_copy(gguf: Path) -> Path:
     return registry.cache_dir() / "weights" / f"{gguf.stem}-{digest}.safetensors"
 
 
+def _whole(copy: Path) -> bool:
+    """Whether the cached copy is whole (one cut short by a full disk is converted again)."""
+    try:
+        check_safetensors(copy)
+        return True
+    except CorruptWeights:
+        return False
+
+
 def load_gguf(gguf: Path, *, use_cache: bool = True) -> tuple[ModelConfig, dict[str, torch.Tensor], str]:
     """(config, float32 state dict in Hugging Face naming, sha256 of the GGUF file) for a GGUF file.
 
@@ -37,7 +47,7 @@ def load_gguf(gguf: Path, *, use_cache: bool = True) -> tuple[ModelConfig, dict[
     from safetensors.torch import load_file, save_file
 
     copy = cached_copy(gguf)
-    if use_cache and copy.is_file():
+    if use_cache and copy.is_file() and _whole(copy):
         with safe_open(str(copy), "pt") as handle:
             metadata = handle.metadata()
         if metadata.get("format") == FORMAT:

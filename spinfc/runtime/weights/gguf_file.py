@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
+from spinfc.runtime.weights.whole import reading_gguf
 
 # GGUF tensor name (after `blk.N.`) -> Hugging Face name (after `model.layers.N.`), per family.
 _LAYER_NAMES = {
@@ -114,12 +115,14 @@ def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     from gguf import GGUFReader
     from gguf.quants import dequantize
 
-    reader = GGUFReader(str(path))
+    with reading_gguf(path):  # a truncated or zeroed file: one located line
+        reader = GGUFReader(str(path))
     config = read_config(reader)
     state: dict[str, torch.Tensor] = {}
     for tensor in reader.tensors:
         name = hf_name(tensor.name, config.family)
-        weight = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+        with reading_gguf(path):
+            weight = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
         if config.family == "llama" and tensor.name.endswith(("attn_q.weight", "attn_k.weight")):
             weight = _unpermute(weight, config.heads if "attn_q" in tensor.name else config.kv_heads)
         if config.family == "gemma3" and tensor.name.endswith("norm.weight"):

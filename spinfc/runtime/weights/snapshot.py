@@ -11,6 +11,7 @@ import torch
 
 from spinfc.runtime.weights.config import ModelConfig, from_hf
 from spinfc.runtime.weights.gemma4_config import text_weights
+from spinfc.runtime.weights.whole import check_safetensors
 
 
 def weight_files(directory: Path) -> list[Path]:
@@ -29,6 +30,7 @@ def read_snapshot(directory: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]
     config = from_hf(json.loads((directory / "config.json").read_text()))
     state: dict[str, torch.Tensor] = {}
     for file in weight_files(directory):
+        check_safetensors(file)  # a truncated download: one located line, not the library's error
         state.update(load_file(str(file)))
     if config.family == "gemma4":  # a multimodal checkpoint's text stack, named as the text-only one's
         state = text_weights(state)

@@ -152,7 +152,7 @@ async def generated(messages: list[dict], service, ctx: CallContext, sampling: S
                        "server; send a `scoring` block instead")
     limits = ctx.limits
     with contextlib.ExitStack() as place:
-        place.enter_context(service.admission.admit())
+        place.enter_context(service.admission.admit("generate", sampling.max_tokens))
         prompt = await generator.prepare(
             messages, check=lambda prompt: limits.check("max_content_tokens", len(prompt.tokens), "messages"))
         if stream is not None:  # the stream holds the admission place until it ends

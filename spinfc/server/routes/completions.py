@@ -18,6 +18,7 @@ from litestar import Request, post
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
+from spinfc.passes.tokenize import encode_text
 from spinfc.runtime.generate import Sampling
 from spinfc.server.completing import Completed, complete
 from spinfc.server.completion_schemas import (
@@ -25,12 +26,15 @@ from spinfc.server.completion_schemas import (
 )
 from spinfc.server.context import call_context
 from spinfc.server.errors import ApiError
+from spinfc.server.hangup import while_connected
+from spinfc.server.prechecks import Prechecks
 from spinfc.server.logprobs import Pieces, completion_logprobs, ids_in
 from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS, stop_strings
 from spinfc.server.service import ServiceDep
 from spinfc.server.openapi import BODY_ROUTE, errors
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's
+MAX_PROMPTS = 4096  # prompts in one request (each is one choice)
 EXAMPLE = Example(summary="the scoring call: every prompt token's logprob, nothing generated", value={
     "prompt": "The capital of France is Paris.", "echo": True, "logprobs": 1, "max_tokens": 0})
 
@@ -41,9 +45,10 @@ async def completions(data: Annotated[CompletionRequest, Body(title="A completio
     refuse_unsupported(data)  # what can be checked without the model is checked first
     forms = prompt_forms(data.prompt)
     sampling = sampling_of(data)
-    engine = service.ready_engine()
+    service.ready_engine()
     ctx = call_context(request)
     service.check_model(data.model)
+    check_texts(forms, data.prompt, sampling, Prechecks(ctx.limits, service.longest_token))  # before any tokenizing
     one_greedy = sampling.max_tokens == 1 and sampling.temperature == 0
     if sampling.max_tokens > 0 and not one_greedy:
         generator = service.generator
@@ -51,11 +56,17 @@ async def completions(data: Annotated[CompletionRequest, Body(title="A completio
             raise ApiError(400, "generation_disabled", "this server does not generate (--no-generation, or a model "
                            "that cannot): send max_tokens 0 (with echo and logprobs to score the prompt), or 1 "
                            "with temperature 0", param="max_tokens")
-    vocab = service.generator.model.config.vocab
-    with service.admission.admit():
+    return await while_connected(request, service, answer(service, ctx, data, forms, sampling))
+
+
+async def answer(service, ctx, data: CompletionRequest, forms, sampling: Sampling) -> Completion:
+    """The completion, holding an admission place; cancelled (a client that left, the shutdown deadline), its
+    generation stops after the step in progress."""
+    engine, vocab = service.ready_engine(), service.generator.model.config.vocab
+    with service.admission.admit("generate" if sampling.max_tokens > 0 else "score", sampling.max_tokens):
         texts = [form for form in forms if isinstance(form, str)]
-        encoded = iter(await service.generator.call(
-            lambda tok: [tuple(tok(text, add_special_tokens=True)["input_ids"]) for text in texts]))
+        encoded = iter(await service.generator.call(  # as /v1/score encodes a content: special tokens are text
+            lambda tok: [encode_text(tok, text, bos=True) for text in texts]))
         prompts = [next(encoded) if isinstance(form, str) else tuple(form) for form in forms]
         check_prompts(prompts, data.prompt, vocab, engine.shapes.budget, ctx.limits)
         done = await complete(service, prompts, sampling, bool(data.echo), data.logprobs)
@@ -82,21 +93,42 @@ def refuse_unsupported(data: CompletionRequest) -> None:
 
 
 def prompt_forms(prompt) -> list[str | list[int]]:
-    """The prompts of a request: each a string or a list of token ids; 400 invalid_prompt otherwise."""
+    """The prompts of a request: a string, a list of strings, a list of token ids or a list of token-id lists (one
+    form, as OpenAI's: `[[1, 2], "a"]` is refused), at most MAX_PROMPTS; 400 invalid_prompt otherwise."""
     if isinstance(prompt, str):
         return [prompt]
     hint = "send a string, a list of strings, a list of token ids or a list of lists of token ids"
     if not prompt:
         raise ApiError(400, "invalid_prompt", f"`prompt` is an empty list: {hint}", param="prompt")
+    if len(prompt) > MAX_PROMPTS:
+        raise ApiError(400, "too_many_prompts", f"`prompt` is a list of {len(prompt):,}: send at most "
+                       f"{MAX_PROMPTS:,} prompts a request, and the rest in further requests", param="prompt")
     if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
         return [list(prompt)]
+    strings = isinstance(prompt[0], str)
     for i, item in enumerate(prompt):
-        ok = isinstance(item, str) or (isinstance(item, list) and all(
+        ok = isinstance(item, str) if strings else (isinstance(item, list) and all(
             isinstance(t, int) and not isinstance(t, bool) for t in item))
         if not ok:
-            raise ApiError(400, "invalid_prompt", f"prompt[{i}] is a {type(item).__name__}: {hint}",
-                           param=f"prompt[{i}]")
+            form = "strings" if strings else "lists of token ids"
+            raise ApiError(400, "invalid_prompt", f"prompt[{i}] is a {type(item).__name__} in a list of {form}: "
+                           f"{hint}, one form a request", param=f"prompt[{i}]")
     return list(prompt)
+
+
+def check_texts(forms, given, sampling: Sampling, prechecks: Prechecks) -> None:
+    """Before anything is tokenized: each string prompt's characters against max_content_tokens (as /v1/score
+    bounds a content), all of them against max_processed_tokens, and prompts x max_tokens against
+    max_decode_tokens (the generation the request asks for)."""
+    one = isinstance(given, str) or not isinstance(given[0], list | str)
+    chars = 0
+    for i, form in enumerate(forms):
+        if isinstance(form, str):
+            prechecks.text("max_content_tokens", len(form), "prompt" if one else f"prompt[{i}]")
+            chars += len(form)
+    prechecks.text("max_processed_tokens", chars, "prompt")
+    if sampling.max_tokens > 1 or sampling.temperature != 0:  # one greedy token is the read pass's
+        prechecks.limits.check("max_decode_tokens", len(forms) * sampling.max_tokens, "max_tokens")
 
 
 def check_prompts(prompts, given, vocab: int, budget: int, limits) -> None:

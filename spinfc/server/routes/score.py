@@ -12,6 +12,7 @@ from litestar.openapi.spec import Example
 from litestar.params import Body
 
 from spinfc.server.context import call_context
+from spinfc.server.errors import error_body
 from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.prechecks import Prechecks
 from spinfc.server.hangup import while_connected
@@ -33,8 +34,8 @@ async def score(data: Annotated[ScoreRequest, Body(title="A scoring request", ex
     ctx = call_context(request, data.limits, data.features)
     service.check_model(data.model)
     body = frontend_body(data)
-    Prechecks(ctx.limits, service.longest_token).score_body(body)  # sizes and counts before any parsing
-    work = score_body(service, ctx, body, [ref.id for ref in data.packs or []])
+    checks = Prechecks(ctx.limits, service.longest_token)  # sizes and counts before any parsing
+    work = score_body(service, ctx, body, [ref.id for ref in data.packs or []], checks)
     outcome = await while_connected(request, service, work)  # a hang-up withdraws it from the engine
     return score_response(outcome, data.inputs is not None, bool(data.packs), service.model_name, service.fingerprint)
 
@@ -56,8 +57,12 @@ def score_response(outcome: ScoringOutcome, many: bool, packs: bool, model: str,
         if packs:
             response.packs = outcome.packs[0]
     else:
-        response.inputs = [InputResult(index=i, results=own, packs=pack_results if packs else msgspec.UNSET)
-                           for i, (own, pack_results) in enumerate(zip(outcome.own, outcome.packs))]
+        answered = {index: k for k, index in enumerate(outcome.kept or range(len(outcome.own)))}
+        response.inputs = [
+            InputResult(index=i, results=outcome.own[answered[i]],
+                        packs=outcome.packs[answered[i]] if packs else msgspec.UNSET) if i in answered else
+            InputResult(index=i, error=error_body(outcome.failed[i]))
+            for i in range(len(answered) + len(outcome.failed))]
     if outcome.debug is not None:
         response.debug = outcome.debug
     return response
