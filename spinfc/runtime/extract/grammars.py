@@ -4,7 +4,8 @@ Each slot kind is a regular expression over the answer's text, followed by its t
 
     <*>   any text without the terminator, at least one character, then the terminator
     <n>   an optional space, a sign, digits (or groups of three with thousands separators), a decimal part
-    <$>   an optional space, then a currency symbol or ISO code and a number (either order)
+    <$>   an optional space, then a number written with `,` or `.` groups, a currency symbol, ISO code or word
+          before it, after it or neither
 
 The terminator is the first character of the template's text after the slot (`"` in `A: "<*>"`); when nothing
 follows the slot, an answer ends at a newline or at the end of the turn (a stop token). The token that ends an
@@ -15,13 +16,12 @@ changes a log-probability, it only removes tokens: an answer's logprob is the mo
 
 from __future__ import annotations
 
-import re
 import threading
 
 import torch
 import xgrammar
 
-from spinfc.passes.decode_plan import CURRENCY, NUMBER, slot_regex, terminator  # noqa: F401 (re-exported)
+from spinfc.passes.decode_plan import slot_regex, terminator  # noqa: F401 (re-exported)
 
 
 class Grammars:
@@ -117,16 +117,3 @@ def parse_number(text: str) -> int | float:
     """The value of a number answer (`NUMBER`, with an optional leading space): an int without a decimal part."""
     cleaned = text.strip().replace(",", "")
     return float(cleaned) if "." in cleaned else int(cleaned)
-
-
-def parse_amount(text: str) -> tuple[str, int | float]:
-    """(currency, value) of an amount answer (`AMOUNT`, with an optional leading space): the symbol or code as
-    written, and the number's value (negative when a minus sign leads)."""
-    stripped = text.strip()
-    before = re.fullmatch(rf"(?P<minus>-?)(?P<currency>{CURRENCY}) ?(?P<number>{NUMBER})", stripped)
-    after = re.fullmatch(rf"(?P<number>{NUMBER}) ?(?P<currency>{CURRENCY})", stripped)
-    match = before or after
-    if match is None:
-        raise ValueError(f"{text!r} is not an amount")
-    value = parse_number(match.group("number"))
-    return match.group("currency"), -value if before and match.group("minus") else value
