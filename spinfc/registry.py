@@ -95,7 +95,8 @@ def resolve(name: str | None) -> ModelSource:
     for folder in cache_dirs():
         found = _in_cache_dir(folder, name)
         if found is not None:
-            return attrs.evolve(_folder_source(name, found), aliases=(str(found),))
+            source = _folder_source(name, found)
+            return attrs.evolve(source, aliases=tuple(dict.fromkeys((*source.aliases, str(found)))))
     if name.count("/") == 1 and not name.startswith((".", "/")):
         return ModelSource(name, (), repo_id=name)
     known = ", ".join(EMBEDDED)
@@ -126,9 +127,34 @@ def _has_config(path: Path) -> bool:
     return (path / "config.json").is_file()
 
 
+def quantized_from(path: Path) -> tuple[str, str] | None:
+    """(base model, scheme) of a checkpoint `spinfc quantize` wrote (its calibration.json), else None."""
+    import json
+
+    try:
+        summary = json.loads((path / "calibration.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or not summary.get("source_model") or not summary.get("scheme"):
+        return None
+    return str(summary["source_model"]), str(summary["scheme"])
+
+
+def base_model(name: str) -> str:
+    """The model whose packs `name` gets: a quantized checkpoint's base model (`smollm2-135m` for a folder that
+    `spinfc quantize smollm2-135m` wrote), else `name` itself."""
+    path = Path(name).expanduser()
+    made = quantized_from(path) if path.is_dir() else None
+    return made[0] if made else name
+
+
 def _folder_source(name: str, path: Path) -> ModelSource:
-    """A model folder: a snapshot (config.json), or a folder holding exactly one .gguf file."""
+    """A model folder: a snapshot (config.json), or a folder holding exactly one .gguf file. A checkpoint that
+    `spinfc quantize` wrote is served as `<base model>-<scheme>` (`smollm2-135m-fp8-static`), its path an alias."""
     if _has_config(path):
+        made = quantized_from(path)
+        if made is not None:
+            return ModelSource(f"{made[0]}-{made[1]}", (name,), directory=path)
         return ModelSource(name, (), directory=path)
     ggufs = sorted(path.glob("*.gguf"))
     if len(ggufs) == 1:

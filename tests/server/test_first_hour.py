@@ -4,6 +4,8 @@ amounts in their natural forms found and merged by value and currency, an empty 
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from litestar.testing import TestClient
 
@@ -17,12 +19,44 @@ FORMS = ["$1,250", "€1,250", "1,250 euros", "USD 1,250", "1.250,00 €", "EUR 
 AMOUNT = {"id": "amount", "template": "\n\nQ: What amount is due?\nA: <$>"}
 
 
+class Recorded(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 @pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
-def client(request):
+def started(request):
+    """A ready app on each packaged model, and what spinfc logged while it started."""
     settings = Settings(engine=EngineSettings(model=request.param, device="cpu", warmup="short"))
-    with TestClient(create_app(settings), timeout=600) as client:
-        wait_ready(client)
-        yield client
+    recorded, logger = Recorded(), logging.getLogger("spinfc")
+    logger.addHandler(recorded)
+    level, logger.level = logger.level, logging.INFO
+    try:
+        with TestClient(create_app(settings), timeout=600) as client:
+            wait_ready(client)
+            yield client, list(recorded.messages)
+    finally:
+        logger.removeHandler(recorded)
+        logger.setLevel(level)
+
+
+@pytest.fixture(scope="module")
+def client(started):
+    return started[0]
+
+
+def test_the_start_says_what_it_is_doing_step_by_step(started) -> None:
+    """Each slow step of a start is announced before it runs, and the extraction tables are built before ready
+    (not on the first request)."""
+    messages = started[1]
+    steps = ["loading ", "loaded ", "reading the tokenizer", "warming up: one small pass", "warm-up pass done",
+             "warming up extraction", "built the extraction grammars", "extraction warm-up done"]
+    at = [next((i for i, m in enumerate(messages) if m.startswith(step)), None) for step in steps]
+    assert None not in at and at == sorted(at), messages
 
 
 def combination(client: TestClient, content: str, query: dict) -> dict:

@@ -16,7 +16,9 @@ changes a log-probability, it only removes tokens: an answer's logprob is the mo
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 
 import torch
 import xgrammar
@@ -34,6 +36,7 @@ class Grammars:
         self._compiled: dict[str, xgrammar.CompiledGrammar] = {}
         self._lock = threading.Lock()
         self._endings: dict[str, tuple[torch.Tensor, dict[int, str]]] = {}
+        self._texts: list[str] | None = None
         self._stops_cleared = torch.full((xgrammar.get_bitmask_shape(1, vocab)[1],), -1, dtype=torch.int32)
         for token in stop_tokens:
             if token < vocab:
@@ -51,14 +54,19 @@ class Grammars:
         excluded; decoded once per terminator."""
         with self._lock:
             if end not in self._endings:
+                started = time.perf_counter()
                 special = set(tokenizer.all_special_ids) | self.special
-                texts = tokenizer.batch_decode([[i] for i in range(min(self.vocab, len(tokenizer)))])
+                if self._texts is None:  # every token's text, decoded once for all terminators
+                    self._texts = tokenizer.batch_decode([[i] for i in range(min(self.vocab, len(tokenizer)))])
+                texts = self._texts
                 holding = {i: t for i, t in enumerate(texts) if end in t and i not in special}
                 bits = torch.zeros(self._stops_cleared.shape, dtype=torch.int64)
                 for i in holding:
                     bits[i // 32] |= 1 << (i % 32)
                 bits = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
                 self._endings[end] = (bits, holding)
+                log.info("found the tokens holding the extraction terminator %r in %.1f s (once a server)", end,
+                         time.perf_counter() - started)
             return self._endings[end]
 
     def ends_with(self, matcher, text: str) -> xgrammar.GrammarMatcher | None:
@@ -102,6 +110,7 @@ class Grammars:
         xgrammar.apply_token_bitmask_inplace(logprobs, bitmask.to(logprobs.device))
 
 
+log = logging.getLogger("spinfc.engine")
 _BY_TOKENIZER: dict[int, Grammars] = {}
 
 
@@ -109,7 +118,10 @@ def grammars_for(tokenizer, vocab: int, stop_tokens: frozenset[int]) -> Grammars
     """One `Grammars` per tokenizer object (building the vocabulary's table takes about a second on Gemma 3)."""
     key = id(tokenizer)
     if key not in _BY_TOKENIZER:
+        started = time.perf_counter()
         _BY_TOKENIZER[key] = Grammars(tokenizer, vocab, stop_tokens)
+        log.info("built the extraction grammars' table of a %d-token vocabulary in %.1f s (once a server)", vocab,
+                 time.perf_counter() - started)
     return _BY_TOKENIZER[key]
 
 
