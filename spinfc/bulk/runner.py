@@ -47,17 +47,22 @@ async def score_rows(transport: Transport, layout: Layout, rows: list[Row]) -> l
 
 
 async def run(source, transport: Transport, layout: Layout, output, errors: ErrorLog, progress: Progress, *,
-              batch_size: int, group_size: int, in_flight: int) -> Summary:
+              batch_size: int, group_size: int | None, in_flight: int, group_seconds: float = 5.0) -> Summary:
+    """Score every row of `source` and write them in input order, a group at a time: `group_size` rows, or (None)
+    what was scored in about `group_seconds`, so a killed run has written all but its last few seconds of work."""
     summary, started = Summary(), time.perf_counter()
+    flushed = started
     done: Done = output.done
     seen: set[str] = set()
     pending: deque[asyncio.Task] = deque()
     group: list[dict] = []
 
     def flush() -> None:
+        nonlocal flushed
         output.write(group)  # the output first: an error line is never written for a row the output lacks
         errors.write(group)
         group.clear()
+        flushed = time.perf_counter()
 
     async def collect(task: asyncio.Task) -> None:
         rows = await task
@@ -67,7 +72,7 @@ async def run(source, transport: Transport, layout: Layout, output, errors: Erro
         summary.errors += failed
         summary.questions += (len(rows) - failed) * layout.questions
         progress.advance(len(rows), (len(rows) - failed) * layout.questions)
-        if len(group) >= group_size:
+        if len(group) >= group_size if group_size is not None else time.perf_counter() - flushed >= group_seconds:
             flush()
 
     try:

@@ -15,6 +15,7 @@ above; `--config FILE` or `SPINFC_CONFIG` names it. A later layer replaces a val
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +27,12 @@ from spinfc.config.values import ConfigError, Source, check_value, describe_defa
 
 from spinfc.registry import DEFAULT_MODEL
 
+# SPINFC_* variables that are not settings: the config file, the caches (registry.py), the Python client's and the
+# test suite's. Any other SPINFC_* variable is a mistake (a typo, or a name from another tool) and refuses the start.
+OTHER_VARIABLES = {"SPINFC_CONFIG": "the TOML file", "SPINFC_CACHE": "spinfc's cache folder",
+                   "SPINFC_CACHE_DIRS": "extra model folders", "SPINFC_BASE_URL": "the Python client's server",
+                   "SPINFC_TEST_SEED": "the test suite's random seed"}
+
 CPU_TOKEN_BUDGET = 2048  # one pass takes seconds on a CPU
 CUDA_TOKEN_BUDGET = 16384  # the fastest budget for news-length content on a GPU
 
@@ -34,6 +41,9 @@ CUDA_TOKEN_BUDGET = 16384  # the fastest budget for news-length content on a GPU
 class EngineSettings:
     model: str = setting(DEFAULT_MODEL, "model to serve: an embedded name, an alias, a .gguf file, a snapshot "
                          "directory or a Hugging Face repo id", "str", metavar="MODEL")
+    model_dir: str | None = setting(None, "a local model folder to serve (a snapshot with config.json and safetensors, "
+                                    "or a folder holding one .gguf file, e.g. a read-only volume); given, it is "
+                                    "served instead of MODEL", "optional_str", metavar="DIR")
     device: str | None = setting(None, "torch device, e.g. cpu or cuda:0; unset: cuda:0 when CUDA is available, "
                                  "else cpu", "optional_str", metavar="DEVICE")
     dtype: str | None = setting(None, "dtype of the matmuls and the activations between them; unset: float32 on "
@@ -220,8 +230,31 @@ def load_settings(args: argparse.Namespace | None = None, environ: Mapping[str, 
             check_value(f, value, source)
         groups.setdefault(group, {})[f.name] = value
     _reject_unknown(table, config_path)
+    _reject_unknown_variables(environ)
+    engine = groups["engine"]
+    if engine["model_dir"] is not None:
+        if getattr(args, "model", None) is not None:
+            raise ConfigError(f"MODEL {args.model!r} and --model-dir / SPINFC_MODEL_DIR {engine['model_dir']!r} "
+                              "both name the model to serve: give one of them")
+        engine["model"] = str(Path(engine["model_dir"]).expanduser())  # the registry checks the folder
     return Settings(**{g: GROUPS[g](**values) for g, values in groups.items()},
                     config_file=Path(config_path) if config_path else None)
+
+
+def known_variables() -> set[str]:
+    """Every SPINFC_* variable spinfc reads: one or more per setting, and `OTHER_VARIABLES`."""
+    return {env for group, f in options() for env in env_names(f.name, f)} | set(OTHER_VARIABLES)
+
+
+def _reject_unknown_variables(environ: Mapping[str, str]) -> None:
+    known = known_variables()
+    for name in sorted(environ):
+        if name.startswith("SPINFC_") and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"unknown environment variable {name}: {hint}spinfc reads no such variable (an unknown "
+                              "TOML key is refused the same way); unset it, or see docs/configuration.md for the "
+                              "variables")
 
 
 def _relative_to(base: Path, source: str) -> str:

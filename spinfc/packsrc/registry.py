@@ -137,9 +137,11 @@ def load_pack_registry(sources: Sequence[str], model: str, *, official: bool = T
 
 def registry_from_settings(settings) -> PackRegistry:
     """`load_pack_registry` for a `spinfc.config.Settings`."""
-    features = settings.features
-    return load_pack_registry(features.packs, settings.engine.model, official=not features.no_official_packs,
-                              allow_namespaces=features.packs_allow_namespace)
+    from spinfc.registry import base_model
+
+    features = settings.features  # a quantized checkpoint gets its base model's packs
+    return load_pack_registry(features.packs, base_model(settings.engine.model),
+                              official=not features.no_official_packs, allow_namespaces=features.packs_allow_namespace)
 
 
 def reserved_namespace(namespace: str) -> str | None:

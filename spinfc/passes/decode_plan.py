@@ -4,7 +4,8 @@ is what `spinfc compile --emit launches` prints, and the regular expressions the
 
     <*>   any text without the terminator, at least one character, then the terminator
     <n>   an optional space, a sign, digits (or groups of three with thousands separators), a decimal part
-    <$>   an optional space, then a currency symbol or ISO code and a number (either order)
+    <$>   an optional space, then a number written with `,` or `.` groups, a currency symbol, ISO code or word
+          before it, after it or neither
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ import attrs
 from spinfc.ir.nodes import AmountSlot, GenerateSlot, NumberSlot, PassLayout, Program, TextSlot
 
 NUMBER = r"[+\-]?([0-9]{1,3}(,[0-9]{3})+|[0-9]+)(\.[0-9]+)?"
+# an amount's number is written either way: `1,250.00` (`,` groups, `.` decimals) or `1.250,00` (`.` groups, `,`
+# decimals); `1,25` is a decimal comma, `1,250` a group (runtime/extract/amounts.py reads them)
+GROUPED_POINT = r"[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?|[0-9]+(\.[0-9]+)?"
+GROUPED_COMMA = r"[0-9]{1,3}(\.[0-9]{3})+(,[0-9]+)?|[0-9]+,[0-9]{1,2}"
+AMOUNT_NUMBER = f"-?({GROUPED_POINT}|{GROUPED_COMMA})"
 SYMBOLS = "$€£¥₹₩"
-CURRENCY = f"([{SYMBOLS}]|[A-Z]{{3}})"
-AMOUNT = rf"-?{CURRENCY} ?{NUMBER}|{NUMBER} ?{CURRENCY}"
+WORDS = "[Ee]uros?|[Dd]ollars?|[Pp]ounds?|[Yy]en|[Rr]upees?|[Ff]rancs?"
+CURRENCY = f"([{SYMBOLS}]|[A-Z]{{3}}|{WORDS})"
+# a currency before the number, after it, both or neither (the model may answer `1250` to "what amount?")
+AMOUNT = rf"(-?{CURRENCY} ?)?{AMOUNT_NUMBER}( ?{CURRENCY})?"
 _SPECIAL = set("\\^$.|?*+()[]{}-/\"'")
 
 
@@ -85,7 +93,7 @@ def decode_plan(program: Program, layout: PassLayout) -> list[SlotDecode]:
         sees = sum(1 for j in range(prompt.row) if layout.ends[j] > prompt.row and _same_span(layout, j, prompt.row))
         end = terminator(slot.stop)
         if kind == "generate":
-            how = f"free text until {end!r} or the end of the turn" if end else "free text until the end of the turn"
+            how = f"free text until {end or chr(10)!r} or the end of the turn"
             how += ", greedy" if slot.temperature == 0 else f", sampled at temperature {slot.temperature}"
             beams = 1
         else:

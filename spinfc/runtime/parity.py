@@ -9,9 +9,13 @@ pack asked about contents (`pack`, `contents`):
 (a pack's path is relative to the fixture's folder).
 
 Jobs run one after another, each through the engine's public path (compile, score, results), so each job's
-passes hold the same segments in the same order on every run: a run is deterministic, and under the same
-fingerprint (same engine, weights, scheme and device) its scores are bit-identical to the reference's. Under
-another fingerprint the comparison reports the largest difference of each field (logprob, p, floor_p, residual).
+passes hold the same segments in the same order on every run: a run is deterministic. What is promised:
+
+    same fingerprint, same machine family     bit-identical (CUDA: the same GPU architecture, in the fingerprint;
+                                              the CPU: the same vendor and vector unit, `machine()`)
+    same fingerprint, another CPU family      every field within CROSS_CPU_TOLERANCE (CPU matmul kernels round
+                                              differently on AMD and Intel, on AVX2 and AVX-512)
+    another fingerprint                       every field within --tolerance (the largest difference is reported)
 """
 
 from __future__ import annotations
@@ -25,6 +29,28 @@ import msgspec
 
 FORMAT = "spinfc-parity-1"
 FIELDS = ("logprob", "p", "floor_p", "residual")
+# float32 on two CPU families: the shipped references, recorded on an AMD EPYC (AVX-512), were 2.2e-5 away at most on
+# an Intel CI host; 1e-4 leaves room for other kernels, while a real change of the model or the engine moves scores by
+# far more (a quantized scheme: ~1)
+CROSS_CPU_TOLERANCE = 1e-4
+
+
+def machine(device: str) -> str:
+    """What decides a CPU's rounding beyond the fingerprint: the vendor and the vector unit torch dispatches to
+    (`AuthenticAMD-AVX512`); on CUDA the GPU architecture is already in the fingerprint ("cuda")."""
+    if str(device).startswith("cuda"):
+        return "cuda"
+    import torch
+
+    vendor = "unknown"
+    try:
+        with open("/proc/cpuinfo") as info:
+            vendor = next((line.split(":", 1)[1].strip() for line in info if line.startswith("vendor_id")), vendor)
+    except OSError:
+        import platform
+
+        vendor = platform.processor() or platform.machine() or vendor
+    return f"{vendor}-{torch.backends.cpu.get_cpu_capability()}"
 
 
 class ParityError(ValueError):
@@ -94,7 +120,8 @@ def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu",
         rows = asyncio.run(every_job())
     finally:
         engine.close()
-    return {"format": FORMAT, "fingerprint": fingerprint(loaded, device), "model": loaded.name, "results": rows}
+    return {"format": FORMAT, "fingerprint": fingerprint(loaded, device), "machine": machine(device),
+            "model": loaded.name, "results": rows}
 
 
 def _rows(job_id: str, results) -> list[dict]:
@@ -117,6 +144,8 @@ def _key(row: dict) -> str:
 @attrs.frozen
 class Report:
     same_fingerprint: bool
+    same_machine: bool  # the same CPU family (vendor and vector unit), or both on CUDA
+    machines: tuple[str, str]  # (this run's, the reference's)
     fingerprints: tuple[str, str]  # (this run's, the reference's)
     compared: int
     missing: tuple[str, ...]  # rows of the reference this run lacks, or that only this run has
@@ -128,18 +157,27 @@ class Report:
     def ok(self) -> bool:
         if self.missing:
             return False
+        return all(d <= self.allowed for d in self.max_diff.values()) if self.unequal else True
+
+    @property
+    def allowed(self) -> float:
+        """The largest difference allowed: 0 on the same fingerprint and machine family, CROSS_CPU_TOLERANCE on the
+        same fingerprint and another CPU family, --tolerance under another fingerprint."""
         if self.same_fingerprint:
-            return self.unequal == 0
-        return all(d <= self.tolerance for d in self.max_diff.values())
+            return 0.0 if self.same_machine else CROSS_CPU_TOLERANCE
+        return self.tolerance
 
     def text(self) -> str:
         run, ref = self.fingerprints
-        lines = [f"run       {run}", f"reference {ref}", f"{self.compared} options compared; "
+        lines = [f"run       {run} on {self.machines[0]}", f"reference {ref} on {self.machines[1]}",
+                 f"{self.compared} options compared; "
                  f"{self.unequal} differ in any bit"]
         lines.append("max |difference|: " + ", ".join(f"{k} {v:.3g}" for k, v in self.max_diff.items()))
         if self.missing:
             lines.append(f"{len(self.missing)} rows are not in both: first {self.missing[0]}")
-        rule = "bit-for-bit (same fingerprint)" if self.same_fingerprint else f"tolerance {self.tolerance:g}"
+        rule = ("bit-for-bit (same fingerprint and machine family)" if self.same_fingerprint and self.same_machine
+                else f"within {CROSS_CPU_TOLERANCE:g} (same fingerprint, another CPU family: kernels round differently)"
+                if self.same_fingerprint else f"tolerance {self.tolerance:g} (another fingerprint)")
         lines.append(f"{'PASS' if self.ok else 'FAIL'}: {rule}")
         return "\n".join(lines)
 
@@ -159,6 +197,8 @@ def compare(run: dict, reference: dict, tolerance: float = 0.0) -> Report:
         for field in FIELDS:
             max_diff[field] = max(max_diff[field], abs(a[field] - b[field]))
     return Report(same_fingerprint=run["fingerprint"] == reference["fingerprint"],
+                  same_machine=run.get("machine") is not None and run.get("machine") == reference.get("machine"),
+                  machines=(run.get("machine") or "unknown", reference.get("machine") or "unknown"),
                   fingerprints=(run["fingerprint"], reference["fingerprint"]),
                   compared=len(set(mine) & set(theirs)), missing=missing, max_diff=max_diff, unequal=unequal,
                   tolerance=tolerance)

@@ -43,6 +43,7 @@ class AnswerScore(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     floor_p: float
     value: int | float | None = None
     currency: str | None = None
+    forms: list[str] | None = None  # <n> <$>: the texts merged into this answer (same value and currency)
 
 
 class Combination(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -54,6 +55,7 @@ class Combination(msgspec.Struct, frozen=True, omit_defaults=True):
     residual: float | None = None
     answers: list[AnswerScore] | None = None
     coverage: float | None = None
+    reason: str | None = None  # a searched slot with no answer: why
     text: str | None = None
     logprob: float | None = None
     finish_reason: str | None = None
@@ -162,7 +164,8 @@ def _extracted(values: dict, row) -> Combination:
     answers = row.answers
     p = softmax([a.logprob for a in answers]) if answers else []
     floor_p = softmax([a.floor_logprob for a in answers]) if answers else []
-    return Combination(values=values, coverage=row.coverage, answers=[
-        AnswerScore(text=a.text, logprob=a.logprob, p=p[k], floor_p=floor_p[k], value=a.value, currency=a.currency)
+    return Combination(values=values, coverage=row.coverage, reason=row.reason, answers=[
+        AnswerScore(text=a.text, logprob=a.logprob, p=p[k], floor_p=floor_p[k], value=a.value, currency=a.currency,
+                    forms=list(a.forms) or None)
         for k, a in enumerate(answers)
     ])

@@ -13,13 +13,12 @@ from collections.abc import Callable
 
 from litestar import Litestar
 from litestar.di import Provide
-from litestar.openapi import OpenAPIConfig
 
 from spinfc import __version__
 from spinfc.config import Settings
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry, registry_from_settings
-from spinfc.server import decision_schemas, schemas
+from spinfc.server import decision_schemas, docs_page, schemas
 from spinfc.server.announce import AnnounceScoring
 from spinfc.server.auth import require_token
 from spinfc.server.body import BodyRequest
@@ -41,13 +40,13 @@ def create_app(settings: Settings | None = None, load_model: Callable = load_def
     app = Litestar(
         request_max_body_size=settings.limits.max_body_bytes,
         request_class=BodyRequest,  # every body: media type, depth, strict types (body.py)
-        route_handlers=ROUTES,
+        route_handlers=[*ROUTES, docs_page.assets_router()],
         dependencies={"service": Provide(lambda: service, use_cache=True, sync_to_thread=False)},
         exception_handlers=exception_handlers(),
         guards=[require_token],
         middleware=[RequestMetrics(), AnnounceScoring()],
         lifespan=[service.lifespan],
-        openapi_config=OpenAPIConfig(title="spinfc", version=__version__),
+        openapi_config=docs_page.openapi_config("spinfc", __version__),  # its page's assets served here, no CDN
     )
     forbid_unknown_fields(app, (schemas, decision_schemas))  # the schema says what body.py refuses
     app.state.service = service

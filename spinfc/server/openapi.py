@@ -17,6 +17,7 @@ WHEN = {
     401: "the server runs with --token (--api-key) and the request has no `Authorization: Bearer` token, or "
          "another one",
     403: "`limits` or `features` in the body, or /v0/drain, without the trusted token",
+    404: "no served model has that name (model_not_found): GET /v1/models lists the names it answers to",
     413: "the body is larger than --max-body-bytes (max_body_bytes_exceeded)",
     415: "the body is not sent as application/json (unsupported_media_type)",
     429: "more than --queue requests are waiting beside the one running; retry after `Retry-After` seconds",

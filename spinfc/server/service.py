@@ -49,6 +49,10 @@ from spinfc.server.shutdown import Shutdown, on_daemon_thread
 SWITCH_SECONDS = 0.0001
 
 log = logging.getLogger("spinfc.server")
+# a searched slot ended by a character and one with nothing after it (a newline): the two kinds of token table
+EXTRACTION_WARMUP = {"messages": [{"role": "user", "content": "Order 12 shipped in May."}], "scoring": {"queries": [
+    {"id": "month", "template": "\n\nQ: Which month?\nA: \"<*>\"", "max_tokens": 2, "beam_width": 1},
+    {"id": "order", "template": "\n\nQ: Which order?\nA: <n>", "max_tokens": 2, "beam_width": 1}]}}
 
 
 def load_default(name: str, dtype, device: str):
@@ -168,11 +172,14 @@ class Service:
             # pass at one of a few fixed launch sizes, each replayed from a CUDA graph.
             precision = config.resolved_precision()
             started = time.perf_counter()
+            log.info("loading %s on %s (%s; on a first start the weights are unpacked and converted, which can "
+                     "take a minute on a CPU)", config.model, device, precision.name())
             self.source = await asyncio.to_thread(resolve, config.model)
             model = await asyncio.to_thread(self._load_model, config.model, precision, device)
             self.fingerprint = fingerprint(model, device)
             log.info("loaded %s on %s (%s) in %.1f s", self.source.name, device, self.fingerprint,
                      time.perf_counter() - started)
+            log.info("reading the tokenizer (a GGUF vocabulary is converted once and cached: ~15 s for Gemma 3)")
             try:  # for the cheap limits before tokenizing (prechecks.py); without it they count tokens only
                 self.longest_token = await asyncio.to_thread(model_longest_token, self.source.name)
             except Exception as error:  # noqa: BLE001
@@ -198,9 +205,19 @@ class Service:
                                  on_pass=self.metrics.observe_pass).start()
             self.admission.bind(self.work_ahead, shapes.budget)
             if config.warmup != "none":
+                log.info("warming up: one small pass (%s tokens a pass), so the first request does not pay for it",
+                         shapes.budget)
                 started = time.perf_counter()
                 await self.engine.warm_up()
                 log.info("warm-up pass done in %.1f s", time.perf_counter() - started)
+                if self.settings.features.extraction:
+                    log.info("warming up extraction: the grammars' token tables of this tokenizer (once a server)")
+                    started = time.perf_counter()
+                    await self.engine.score(await self.engine.compile_async(EXTRACTION_WARMUP))
+                    log.info("extraction warm-up done in %.1f s", time.perf_counter() - started)
+            else:
+                log.info("--warmup none: the first request pays for the first pass (and the first extraction "
+                         "for the grammars' token tables)")
             # What start-up made (the model's modules, the libraries' objects: ~480k) lives as long as the server.
             # Frozen out of the collector, a full collection then scans only what requests have made since, rather
             # than stopping every thread (the worker launching passes included) for ~210 ms (an H200's host).

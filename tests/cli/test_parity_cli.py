@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from spinfc.cli import main
-from spinfc.runtime.parity import FORMAT, compare
+from spinfc.runtime.parity import CROSS_CPU_TOLERANCE, FORMAT, compare, machine
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "parity" / "support-and-news.json"
 
 
-def _run(fingerprint: str, logprob: float) -> dict:
+def _run(fingerprint: str, logprob: float, machine: str = "AuthenticAMD-AVX512") -> dict:
     row = {"job": "j", "input": 0, "query": "q", "values": {}, "option": " yes", "logprob": logprob, "p": 0.5,
            "floor_p": 0.5, "residual": 0.1}
-    return {"format": FORMAT, "fingerprint": fingerprint, "model": "m", "results": [row]}
+    return {"format": FORMAT, "fingerprint": fingerprint, "machine": machine, "model": "m", "results": [row]}
 
 
 def test_same_fingerprint_is_bit_for_bit_and_another_is_within_tolerance():
@@ -28,6 +28,10 @@ def test_same_fingerprint_is_bit_for_bit_and_another_is_within_tolerance():
     assert compare(_run("b", -1.0), _run("a", -1.02), tolerance=0.05).ok
     report = compare(_run("b", -1.0), _run("a", -1.2), tolerance=0.05)
     assert not report.ok and abs(report.max_diff["logprob"] - 0.2) < 1e-9 and "FAIL" in report.text()
+    intel = _run("a", -1.0 + 2.2e-5, machine="GenuineIntel-AVX512")  # what an Intel CI host measured
+    assert compare(intel, _run("a", -1.0)).ok and "another CPU family" in compare(intel, _run("a", -1.0)).text()
+    assert not compare(_run("a", -1.0 + 2e-4, machine="GenuineIntel-AVX2"), _run("a", -1.0)).ok
+    assert not compare(_run("a", -1.0 + 2.2e-5), _run("a", -1.0)).ok  # the same family: bit for bit
     missing = _run("a", -1.0)
     missing["results"][0]["option"] = " no"
     assert not compare(missing, _run("a", -1.0)).ok
@@ -45,7 +49,11 @@ def test_shipped_reference_is_reproduced_bit_for_bit(model, capsys):
     reference = FIXTURE.with_name(f"support-and-news.{model}.cpu-float32.json")
     assert main(["parity", "--fixture", str(FIXTURE), "--reference", str(reference), "--model", model]) == 0
     out = capsys.readouterr().out
-    assert "0 differ in any bit" in out and "PASS: bit-for-bit" in out
+    recorded_on = json.loads(reference.read_text())["machine"]
+    if machine("cpu") == recorded_on:  # the machine family the reference was recorded on
+        assert "0 differ in any bit" in out and "PASS: bit-for-bit" in out
+    else:  # another CI host (Intel against the AMD reference): the stated cross-CPU tolerance
+        assert f"PASS: within {CROSS_CPU_TOLERANCE:g}" in out
 
 
 @pytest.mark.slow
@@ -54,13 +62,57 @@ def test_quantized_smollm2_serves_within_the_measured_gap(tmp_path, capsys):
     sharing one input scale (1.82 before); 2.5 leaves room for rounding, not for a broken scheme (docs/quantization.md
     has the other schemes' and the smoothed figures)."""
     out = tmp_path / "fp8"
-    assert main(["quantize", "smollm2-135m", "--scheme", "fp8-static", "--calibration",
-                 str(ROOT / "fixtures" / "calibration.jsonl"), "-o", str(out)]) == 0
+    assert main(["quantize", "smollm2-135m", "--scheme", "fp8-static", "-o", str(out)]) == 0  # bundled calibration
+    said = capsys.readouterr().err  # progress from the first second, on a stream that is not a terminal
+    for step in ("calibration: " + str(ROOT / "fixtures" / "calibration.jsonl"), "reading smollm2-135m",
+                 "calibrating on 90 texts", "calibrating: 90/90, about 0 s left", "quantizing the linear layers"):
+        assert step in said, (step, said)
+    assert said.startswith("spinfc quantize [0 s]: smollm2-135m ->")
     for name in ("config.json", "model.safetensors", "recipe.yaml", "calibration.json", "tokenizer.json"):
         assert (out / name).is_file(), name
+    served_with_its_base_models_name_and_packs(out)
     reference = FIXTURE.with_name("support-and-news.smollm2-135m.cpu-float32.json")
     code = main(["parity", "--fixture", str(FIXTURE), "--reference", str(reference), "--model", str(out),
                  "--tolerance", "2.5"])
     text = capsys.readouterr().out
     assert code == 0, text
     assert "fp8-static-reference-cpu" in text
+
+
+def served_with_its_base_models_name_and_packs(checkpoint: Path) -> None:
+    """Over HTTP: the checkpoint is served as smollm2-135m-fp8-static (its path an alias) with SmolLM2's packs."""
+    from litestar.testing import TestClient
+
+    from spinfc.config import EngineSettings, Settings
+    from spinfc.server.app import create_app
+    from tests.server.live import wait_ready
+
+    settings = Settings(engine=EngineSettings(model=str(checkpoint), device="cpu", warmup="none"))
+    with TestClient(create_app(settings), timeout=600) as client:
+        wait_ready(client)
+        (card,) = client.get("/v1/models").json()["data"]
+        assert card["id"] == "smollm2-135m-fp8-static" and str(checkpoint) in card["aliases"]
+        assert client.get(f"/v1/models/{checkpoint}").json()["id"] == "smollm2-135m-fp8-static"
+        packs = client.get("/v1/packs").json()
+        assert "spinfc/support-triage" in [p["id"] for p in packs["data"]], packs
+        body = {"model": str(checkpoint), "packs": ["spinfc/support-triage"],
+                "messages": [{"role": "user", "content": "I was charged twice, please refund one."}]}
+        response = client.post("/v1/score", json=body)
+        assert response.status_code == 200 and response.json()["model"] == "smollm2-135m-fp8-static", response.text
+
+
+def test_a_quantized_checkpoint_keeps_its_base_models_name_and_packs(tmp_path):
+    """Without a model: the folder `spinfc quantize` writes resolves to `<base>-<scheme>`, its path an alias, and
+    the bundled packs of the base model are enabled for it."""
+    from spinfc.config import EngineSettings, Settings
+    from spinfc.packsrc import registry_from_settings
+    from spinfc.registry import base_model, resolve
+
+    (tmp_path / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "compressed-tensors"}}))
+    (tmp_path / "calibration.json").write_text(json.dumps({"scheme": "fp8-static", "source_model": "smollm2-135m"}))
+    source = resolve(str(tmp_path))
+    assert (source.name, source.aliases, source.directory) == ("smollm2-135m-fp8-static", (str(tmp_path),), tmp_path)
+    assert base_model(str(tmp_path)) == "smollm2-135m" and base_model("gemma3-270m") == "gemma3-270m"
+    registry = registry_from_settings(Settings(engine=EngineSettings(model=str(tmp_path))))
+    assert "spinfc/support-triage" in registry.enabled
+

@@ -195,3 +195,51 @@ def test_resolved_budget_follows_the_device():
     assert EngineSettings(device="cuda:1").resolved_budget() == 16384
     assert EngineSettings(device="cpu", token_budget=4096).resolved_budget() == 4096
     assert attrs.evolve(EngineSettings(), device="cpu").resolved_device() == "cpu"
+
+
+def test_model_dir_serves_a_local_folder_from_the_flag_or_the_variable(tmp_path):
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "config.json").write_text("{}")
+    assert load_settings(parse("--model-dir", str(snapshot)), environ={}).engine.model == str(snapshot)
+    from_env = load_settings(parse(), environ={"SPINFC_MODEL_DIR": str(snapshot)})
+    assert from_env.engine.model == str(snapshot) and from_env.engine.model_dir == str(snapshot)
+    with pytest.raises(ConfigError, match="give one of them"):
+        load_settings(parse("smollm2-135m", "--model-dir", str(snapshot)), environ={})
+    from spinfc.registry import ModelNotFound, resolve
+
+    missing = load_settings(parse("--model-dir", str(tmp_path / "missing")), environ={}).engine.model
+    with pytest.raises(ModelNotFound, match="missing does not exist"):
+        resolve(missing)
+
+
+def test_an_unknown_spinfc_variable_refuses_the_start_as_an_unknown_key_does():
+    with pytest.raises(ConfigError, match="unknown environment variable SPINFC_MODLE: did you mean SPINFC_MODEL"):
+        load_settings(parse(), environ={"SPINFC_MODLE": "smollm2-135m"})
+    with pytest.raises(ConfigError, match="SPINFC_FOO"):
+        load_settings(parse(), environ={"SPINFC_FOO": "1"})
+    known = {"SPINFC_CACHE": "/tmp/c", "SPINFC_CACHE_DIRS": "/models", "SPINFC_CONFIG": "", "SPINFC_API_KEY": "k",
+             "SPINFC_BASE_URL": "http://x", "SPINFC_TEST_SEED": "1", "OTHER_TOOL_X": "1"}
+    assert load_settings(parse(), environ=known).server.token == "k"
+
+
+def test_cache_dirs_are_searched_for_a_model_by_name(tmp_path, monkeypatch):
+    from spinfc.registry import ModelNotFound, resolve
+
+    plain = tmp_path / "volume" / "acme" / "tiny"
+    plain.mkdir(parents=True)
+    (plain / "config.json").write_text("{}")
+    hub = tmp_path / "hub" / "models--org--other" / "snapshots" / "abc123"
+    hub.mkdir(parents=True)
+    (hub / "config.json").write_text("{}")
+    gguf = tmp_path / "volume" / "q4"
+    gguf.mkdir()
+    (gguf / "q4.gguf").write_bytes(b"")
+    monkeypatch.setenv("SPINFC_CACHE_DIRS", f"{tmp_path / 'volume'}:{tmp_path / 'hub'}")
+    found = resolve("acme/tiny")
+    assert (found.name, found.directory, found.aliases) == ("acme/tiny", plain, (str(plain),))
+    assert resolve("org/other").directory == hub and resolve("q4").gguf == gguf / "q4.gguf"
+    with pytest.raises(ModelNotFound, match="nor in SPINFC_CACHE_DIRS"):
+        resolve("nothing-here")
+    monkeypatch.delenv("SPINFC_CACHE_DIRS")
+    assert resolve("acme/tiny").repo_id == "acme/tiny"  # without the volume: a Hub repo id

@@ -31,10 +31,50 @@ def test_every_amount_the_grammar_accepts_parses(text: str) -> None:
 
     body = text.rstrip("\n")
     answer = make_answer(AmountSlot(stop="\n"), body, (), -1.0, -1.0)
-    assert re.fullmatch(CURRENCY, answer.currency)
-    digits = re.search(NUMBER, body.lstrip(" -$€£¥₹₩")).group(0)
-    cleaned = digits.replace(",", "")
-    assert abs(answer.value) == abs(float(cleaned) if "." in cleaned else int(cleaned))
+    assert answer.currency is None or re.fullmatch(r"[A-Z]{3}", answer.currency)
+    assert isinstance(answer.value, (int, float))
+
+
+NATURAL = {"$1,250": ("USD", 1250), "€1,250": ("EUR", 1250), "1,250 euros": ("EUR", 1250),
+           "USD 1,250": ("USD", 1250), "1.250,00 €": ("EUR", 1250), "EUR 1,250": ("EUR", 1250),
+           " 1250": (None, 1250), "£12.50": ("GBP", 12.5), "12,50 €": ("EUR", 12.5), "-$5": ("USD", -5),
+           "1.250.000 Euro": ("EUR", 1250000), "1,250.50 dollars": ("USD", 1250.5), "1.25 EUR": ("EUR", 1.25)}
+
+
+def test_natural_amounts_are_accepted_and_read_as_a_value_and_a_currency_code() -> None:
+    from spinfc.ir.nodes import AmountSlot
+    from spinfc.runtime.extract.amounts import parse_amount
+
+    for text, want in NATURAL.items():
+        assert re.fullmatch(slot_regex("amount", ""), text), text
+        assert parse_amount(text) == want, text
+        assert make_answer(AmountSlot(), text, (), -1.0, -1.0).currency == want[0]
+
+
+def test_answers_with_the_same_value_and_currency_are_one_answer() -> None:
+    from spinfc.runtime.extract.answers import merged
+
+    found = (Answer("1,250", (1,), math.log(0.2), math.log(0.1), value=1250),
+             Answer("$1,250", (2,), math.log(0.15), math.log(0.3), value=1250, currency="USD"),
+             Answer("1250", (3,), math.log(0.1), math.log(0.05), value=1250),
+             Answer("1,250 USD", (4,), math.log(0.3), math.log(0.1), value=1250.0, currency="USD"),
+             Answer("1,250 USD", (5,), math.log(0.05), math.log(0.01), value=1250, currency="USD"))
+    answers = merged(found)
+    assert [(a.text, a.currency) for a in answers] == [("1,250 USD", "USD"), ("1,250", None)]
+    assert [a.forms for a in answers] == [("1,250 USD", "$1,250"), ("1,250", "1250")]
+    assert math.isclose(math.exp(answers[0].logprob), 0.5) and math.isclose(math.exp(answers[1].logprob), 0.3)
+    assert math.isclose(math.exp(answers[0].floor_logprob), 0.41)
+    assert math.isclose(Searched(answers).coverage, Searched(found).coverage)
+    texts = (Answer("May", (1,), -1.0, -1.0), Answer("May", (2,), -2.0, -2.0))
+    assert merged(texts) == texts  # text answers have no value to merge on
+
+
+def test_an_empty_search_says_why() -> None:
+    questions = (Question("amount", (), "Amount:", TextSlot(stop='"'), (1,)),)
+    program = attrs_queries(Program(model="m", contents=(), queries=(), questions=questions))
+    (result,) = query_results(program, (Searched((), reason="no answer finished"),), (None,))
+    (combination,) = result.combinations
+    assert combination.answers == [] and combination.coverage == 0 and combination.reason == "no answer finished"
 
 
 def test_the_terminator_is_the_first_character_after_the_slot() -> None:

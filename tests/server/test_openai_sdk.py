@@ -83,6 +83,18 @@ def test_models_lists_the_served_model_its_aliases_features_and_limits(client) -
     assert extra["limits"]["max_completion_tokens"] == 2048 and extra["limits"]["token_budget"] == 512
 
 
+def test_models_retrieve_answers_under_every_served_name(client) -> None:
+    """OpenAI's `models.retrieve` (GET /v1/models/{id}): the card of /v1/models, under the name or an alias (one
+    with a `/` too); another name is 404 model_not_found in the error envelope."""
+    (card,) = client.models.list().data
+    for name in ("gemma3-270m", "google/gemma-3-270m"):
+        got = client.models.retrieve(name)
+        assert got.id == card.id and got.model_extra["limits"] == card.model_extra["limits"]
+    with pytest.raises(openai.NotFoundError) as raised:
+        client.models.retrieve("gpt-4o")
+    assert raised.value.body["code"] == "model_not_found" and "gemma3-270m" in raised.value.body["message"]
+
+
 def test_the_engine_and_the_generator_share_the_model_lock(live) -> None:
     service = live[1]
     assert service.engine.model is service.generator.guarded  # every pass holds the lock a generation step holds

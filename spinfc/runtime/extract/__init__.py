@@ -25,7 +25,7 @@ import torch
 
 from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, GenerateSlot, PromptRow, Question
 from spinfc.runtime.chat_format import end_tokens
-from spinfc.runtime.extract.answers import Generated, Searched, answer_text, generated_text, make_answer
+from spinfc.runtime.extract.answers import Generated, Searched, answer_text, generated_text, make_answer, merged
 from spinfc.runtime.extract.beams import Forced, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, decode_threads, walking
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
@@ -35,6 +35,7 @@ from spinfc.runtime.extract.fixed import pool_storage
 from spinfc.runtime.generate import Sampling
 
 KIND = {"TextSlot": "text", "NumberSlot": "number", "AmountSlot": "amount"}
+SYNTAX = {"TextSlot": "<*>", "NumberSlot": "<n>", "AmountSlot": "<$>"}
 
 
 def is_extraction(question: Question) -> bool:
@@ -119,7 +120,7 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem]):
                 continue
             slot, end = question.slot, terminator(question.slot.stop)
             if isinstance(slot, GenerateSlot):
-                walker = Sample(tokenizer, stops, end, Sampling(max_tokens=slot.max_tokens,
+                walker = Sample(tokenizer, stops, end or "\n", Sampling(max_tokens=slot.max_tokens,
                                                                temperature=slot.temperature, seed=slot.seed))
             else:
                 cut = end or "\n"
@@ -146,20 +147,31 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem]):
                                       max(len(f.tokens) for f in walker.found), item.live))
             floor_owners.append((i, q, walker))
         elif isinstance(walker, Search):
-            out[i][q] = Searched(())
+            out[i][q] = Searched((), reason=empty_reason(items[i].questions[q].slot, walker))
         else:
             question = items[i].questions[q]
-            text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop), stops)
+            text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop) or "\n", stops)
             out[i][q] = Generated(text, tuple(walker.tokens), walker.logprob, walker.finish)
     floor_stats = yield from walking(model, pool, floor_starts)
     for start, (i, q, search) in zip(floor_starts, floor_owners):
         slot = items[i].questions[q].slot
         end = terminator(slot.stop)
-        out[i][q] = Searched(tuple(
+        out[i][q] = Searched(merged(tuple(
             make_answer(slot, answer_text(tokenizer, f.tokens, end, stops), f.tokens, f.logprob, floor_logprob)
             for f, floor_logprob in zip(search.found, start.walker.logprobs)
-        ))
+        )))
     return out, WalkStats(stats.steps + floor_stats.steps, stats.beam_rows + floor_stats.beam_rows)
+
+
+def empty_reason(slot, search: Search) -> str:
+    """Why a search found no answer: its beams ran to max_tokens without finishing, or the grammar left none."""
+    kind = SYNTAX[type(slot).__name__]
+    if search.reached_max_tokens:
+        return (f"no answer of the {kind} slot's form finished within max_tokens ({slot.max_tokens}): the model's "
+                "likely continuations are longer or of another form; raise the slot's max_tokens, or ask with <*> "
+                "or <gen> to see what the model writes")
+    return (f"the model gives no probability to any answer of the {kind} slot's form here; ask with <*> or <gen> "
+            "to see what the model writes")
 
 
 def with_entries(scores: tuple, entries: dict[int, object]) -> tuple:

@@ -3,7 +3,9 @@
     searched (<*> <n> <$>)  answers, most likely first: text, logprob (answer and terminator), p (normalised over
                             the answers returned), floor_p (the same answers read on the floor, normalised the
                             same way), value (<n>, <$>) and currency (<$>); coverage: the probability mass the
-                            answers hold together (sum of exp(logprob), at most 1)
+                            answers hold together (sum of exp(logprob), at most 1). <n> and <$> answers with the
+                            same value (and currency) are one answer (`merged`): their probabilities summed, their
+                            texts kept as `forms`. No answer at all comes with the `reason`.
     generated (<gen>)       text, logprob (of every token drawn), finish_reason (stop or length)
 """
 
@@ -14,7 +16,8 @@ import math
 import attrs
 
 from spinfc.ir.nodes import AmountSlot, NumberSlot
-from spinfc.runtime.extract.grammars import parse_amount, parse_number
+from spinfc.runtime.extract.amounts import parse_amount
+from spinfc.runtime.extract.grammars import parse_number
 
 
 @attrs.frozen
@@ -25,11 +28,13 @@ class Answer:
     floor_logprob: float
     value: int | float | None = None
     currency: str | None = None
+    forms: tuple[str, ...] = ()  # the texts merged into this answer, most likely first (when more than one)
 
 
 @attrs.frozen
 class Searched:
     answers: tuple[Answer, ...]
+    reason: str | None = None  # why there is no answer, when there is none
 
     @property
     def coverage(self) -> float:
@@ -63,6 +68,29 @@ def make_answer(slot, text: str, tokens: tuple[int, ...], logprob: float, floor_
         currency, value = parse_amount(text)
         return Answer(text, tokens, logprob, floor_logprob, value=value, currency=currency)
     return Answer(text, tokens, logprob, floor_logprob)
+
+
+def merged(answers: tuple[Answer, ...]) -> tuple[Answer, ...]:
+    """Answers with the same value and currency (`$1,250` and `1,250 USD`; one text reached by two tokenizations)
+    as one: logprob and floor logprob the log of the summed probabilities, the most likely text first, every
+    distinct text in `forms` when there are several. Text answers (no value) are kept as they are."""
+    groups: dict[object, list[Answer]] = {}
+    for k, answer in enumerate(answers):
+        key = (answer.value, answer.currency) if answer.value is not None else k
+        groups.setdefault(key, []).append(answer)
+    out = []
+    for group in groups.values():
+        best = max(group, key=lambda a: a.logprob)
+        forms = tuple(dict.fromkeys(a.text for a in sorted(group, key=lambda a: -a.logprob)))
+        out.append(attrs.evolve(best, logprob=_logsumexp([a.logprob for a in group]),
+                                floor_logprob=_logsumexp([a.floor_logprob for a in group]),
+                                forms=forms if len(forms) > 1 else ()))
+    return tuple(sorted(out, key=lambda a: -a.logprob))
+
+
+def _logsumexp(values: list[float]) -> float:
+    top = max(values)
+    return top if top == -math.inf else top + math.log(sum(math.exp(v - top) for v in values))
 
 
 def generated_text(tokenizer, tokens: tuple[int, ...], end: str, stop_tokens: frozenset[int]) -> str:

@@ -102,6 +102,7 @@ class Search:
         self.running = [Beam((), 0.0, grammars.matcher(regex))]
         self.found: list[Found] = []
         self.done = False
+        self.reached_max_tokens = False  # beams were still going at max_tokens (why none may have finished)
         self._improvable = True
 
     def rows(self) -> list[tuple[object, float]]:
@@ -150,6 +151,7 @@ class Search:
                 going.append(Beam(beam.tokens + (token,), score, matcher))
                 parents.append(parent)
         self.found = sorted(self.found + new_found, key=lambda f: -f.logprob)[: self.width]
+        self.reached_max_tokens = last_step
         self.running = going
         if going:
             worst = self.found[-1].logprob if len(self.found) == self.width else -math.inf

@@ -4,7 +4,8 @@ Each slot kind is a regular expression over the answer's text, followed by its t
 
     <*>   any text without the terminator, at least one character, then the terminator
     <n>   an optional space, a sign, digits (or groups of three with thousands separators), a decimal part
-    <$>   an optional space, then a currency symbol or ISO code and a number (either order)
+    <$>   an optional space, then a number written with `,` or `.` groups, a currency symbol, ISO code or word
+          before it, after it or neither
 
 The terminator is the first character of the template's text after the slot (`"` in `A: "<*>"`); when nothing
 follows the slot, an answer ends at a newline or at the end of the turn (a stop token). The token that ends an
@@ -15,13 +16,14 @@ changes a log-probability, it only removes tokens: an answer's logprob is the mo
 
 from __future__ import annotations
 
-import re
+import logging
 import threading
+import time
 
 import torch
 import xgrammar
 
-from spinfc.passes.decode_plan import CURRENCY, NUMBER, slot_regex, terminator  # noqa: F401 (re-exported)
+from spinfc.passes.decode_plan import slot_regex, terminator  # noqa: F401 (re-exported)
 
 
 class Grammars:
@@ -34,6 +36,7 @@ class Grammars:
         self._compiled: dict[str, xgrammar.CompiledGrammar] = {}
         self._lock = threading.Lock()
         self._endings: dict[str, tuple[torch.Tensor, dict[int, str]]] = {}
+        self._texts: list[str] | None = None
         self._stops_cleared = torch.full((xgrammar.get_bitmask_shape(1, vocab)[1],), -1, dtype=torch.int32)
         for token in stop_tokens:
             if token < vocab:
@@ -51,14 +54,19 @@ class Grammars:
         excluded; decoded once per terminator."""
         with self._lock:
             if end not in self._endings:
+                started = time.perf_counter()
                 special = set(tokenizer.all_special_ids) | self.special
-                texts = tokenizer.batch_decode([[i] for i in range(min(self.vocab, len(tokenizer)))])
+                if self._texts is None:  # every token's text, decoded once for all terminators
+                    self._texts = tokenizer.batch_decode([[i] for i in range(min(self.vocab, len(tokenizer)))])
+                texts = self._texts
                 holding = {i: t for i, t in enumerate(texts) if end in t and i not in special}
                 bits = torch.zeros(self._stops_cleared.shape, dtype=torch.int64)
                 for i in holding:
                     bits[i // 32] |= 1 << (i % 32)
                 bits = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
                 self._endings[end] = (bits, holding)
+                log.info("found the tokens holding the extraction terminator %r in %.1f s (once a server)", end,
+                         time.perf_counter() - started)
             return self._endings[end]
 
     def ends_with(self, matcher, text: str) -> xgrammar.GrammarMatcher | None:
@@ -102,6 +110,7 @@ class Grammars:
         xgrammar.apply_token_bitmask_inplace(logprobs, bitmask.to(logprobs.device))
 
 
+log = logging.getLogger("spinfc.engine")
 _BY_TOKENIZER: dict[int, Grammars] = {}
 
 
@@ -109,7 +118,10 @@ def grammars_for(tokenizer, vocab: int, stop_tokens: frozenset[int]) -> Grammars
     """One `Grammars` per tokenizer object (building the vocabulary's table takes about a second on Gemma 3)."""
     key = id(tokenizer)
     if key not in _BY_TOKENIZER:
+        started = time.perf_counter()
         _BY_TOKENIZER[key] = Grammars(tokenizer, vocab, stop_tokens)
+        log.info("built the extraction grammars' table of a %d-token vocabulary in %.1f s (once a server)", vocab,
+                 time.perf_counter() - started)
     return _BY_TOKENIZER[key]
 
 
@@ -117,16 +129,3 @@ def parse_number(text: str) -> int | float:
     """The value of a number answer (`NUMBER`, with an optional leading space): an int without a decimal part."""
     cleaned = text.strip().replace(",", "")
     return float(cleaned) if "." in cleaned else int(cleaned)
-
-
-def parse_amount(text: str) -> tuple[str, int | float]:
-    """(currency, value) of an amount answer (`AMOUNT`, with an optional leading space): the symbol or code as
-    written, and the number's value (negative when a minus sign leads)."""
-    stripped = text.strip()
-    before = re.fullmatch(rf"(?P<minus>-?)(?P<currency>{CURRENCY}) ?(?P<number>{NUMBER})", stripped)
-    after = re.fullmatch(rf"(?P<number>{NUMBER}) ?(?P<currency>{CURRENCY})", stripped)
-    match = before or after
-    if match is None:
-        raise ValueError(f"{text!r} is not an amount")
-    value = parse_number(match.group("number"))
-    return match.group("currency"), -value if before and match.group("minus") else value

@@ -44,44 +44,52 @@ def float_model(name: str) -> tuple:
     return config, state, tokenizer, source.name, dict(hf, torch_dtype="float32")
 
 
-def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device: str = "cpu"):
+def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device: str = "cpu", steps=None):
     """Yield (strength, config, float32 state, Calibration, tokenizer, served name, config.json dict) of `name` for
     each smoothing strength in `strengths` (0: no smoothing): one pass of the float32 model (the reference ops on
     `device`) over the texts of `calibration` gives the per-channel input maxima (the unsmoothed calibration,
     and what smoothing balances); each strength above 0 smooths the weights (`smooth.smooth_state`) and takes the
-    maxima again on the smoothed model, the one that is quantized."""
+    maxima again on the smoothed model, the one that is quantized. `steps` (`progress.Steps`) hears each step."""
     from spinfc.runtime.models import build_model
+    from spinfc.runtime.quant.progress import Silent
     from spinfc.runtime.quant.calibrate import channel_maxima, input_maxima, launches_of, sequences_of
     from spinfc.runtime.quant.checkpoint import is_quantized_linear
 
+    steps = steps or Silent()
     texts, sha = read_texts(calibration), file_sha256(calibration)
+    steps.say(f"reading {name} as float32 (a GGUF model is dequantized) and its tokenizer")
     config, state, tokenizer, served, hf = float_model(name)
     sequences = sequences_of(tokenizer, texts)
     counts = {"texts": len(texts), "tokens": sum(map(len, sequences)), "source_sha256": sha}
+    steps.say(f"calibrating on {len(texts)} texts ({counts['tokens']:,} tokens) from {calibration}")
     model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
-    x_max = {k: v.cpu() for k, v in channel_maxima(model, launches_of(sequences, model.device)).items()}
+    launches = steps.over(launches_of(sequences, model.device), len(sequences), "calibrating")
+    x_max = {k: v.cpu() for k, v in channel_maxima(model, launches).items()}
     del model
     for strength in strengths:
         if not strength:
             found = Calibration(maxima={k: float(v.max()) for k, v in x_max.items()}, **counts)
             yield strength, config, state, found, tokenizer, served, hf
             continue
+        steps.say(f"smoothing (strength {strength:g}) and calibrating the smoothed model again")
         smoothed, summary = smooth_state(config, state, x_max, strength, lambda k: is_quantized_linear(k, config))
         model = build_model(config, smoothed, name=served, weights_hash="calibration", fuse=False, device=device)
-        found = Calibration(maxima=input_maxima(model, launches_of(sequences, model.device)), smoothing=summary,
-                            **counts)
+        launches = steps.over(launches_of(sequences, model.device), len(sequences), "calibrating (smoothed)")
+        found = Calibration(maxima=input_maxima(model, launches), smoothing=summary, **counts)
         del model
         yield strength, config, smoothed, found, tokenizer, served, hf
 
 
 def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path, smoothing: float = 0.0,
-                   device: str = "cpu") -> dict:
+                   device: str = "cpu", steps=None) -> dict:
     """Calibrate `name` (float32, the reference ops on `device`: the CPU unless a benchmark asks for speed) on the
-    texts of `calibration` (JSONL), smooth its activation outliers into the weights (SmoothQuant with strength
+    texts of `calibration` (JSONL; `DEFAULT_CALIBRATION`, the bundled set, when None), smooth its activation outliers into the weights (SmoothQuant with strength
     `smoothing`; 0, the default: none, as it narrowed Gemma's gap and widened SmolLM2's, docs/quantization.md),
     quantize it with `scheme_name` and write the checkpoint to `out`; returns the calibration summary."""
     chosen = scheme(scheme_name)
-    for _, config, state, found, tokenizer, served, hf in calibrated(name, calibration, (smoothing,), device):
+    for _, config, state, found, tokenizer, served, hf in calibrated(name, calibration, (smoothing,), device, steps):
+        if steps is not None:
+            steps.say(f"quantizing the linear layers ({chosen.name}) and writing {out}")
         write_quantized(out, chosen, config, state, found, tokenizer, served, hf)
     return {"scheme": chosen.name, **found.summary()}
 

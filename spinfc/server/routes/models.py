@@ -1,19 +1,42 @@
-"""GET /v1/models: the served model, its aliases, whether it is ready, and the effective features and limits."""
+"""GET /v1/models: the served model, its aliases, whether it is ready, and the effective features and limits.
+GET /v1/models/{id}: that card alone (OpenAI's `models.retrieve`), under any name `model` accepts."""
 
 from __future__ import annotations
 
 from litestar import get
+from litestar.params import FromPath
 
 from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS
-from spinfc.server.openapi import errors
+from spinfc.server.errors import ApiError
+from spinfc.server.openapi import error_spec, errors
 from spinfc.server.schemas import ModelCard, ModelList
 from spinfc.server.service import ServiceDep
 
 
 @get("/v1/models", sync_to_thread=False, responses=errors(401))
 def list_models(service: ServiceDep) -> ModelList:
+    return ModelList(object="list", data=[model_card(service)])
+
+
+# Litestar lists a 400 for any route with a path parameter; this one never sends it (every name is a string)
+NEVER_400 = error_spec("not sent by this route: any name is read, and one this server does not serve is 404")
+
+
+@get("/v1/models/{model_id:path}", sync_to_thread=False, responses={**errors(401, 404), 400: NEVER_400})
+def retrieve_model(service: ServiceDep, model_id: FromPath[str]) -> ModelCard:
+    name = model_id.lstrip("/")
+    served = {service.model_name, service.settings.engine.model, *service.aliases}
+    if name not in served:
+        raise ApiError(404, "model_not_found", f"this server serves {service.model_name!r} (also called "
+                       f"{', '.join(sorted(served - {service.model_name})) or 'nothing else'}), not {name!r}: "
+                       "GET /v1/models lists it", param="model")
+    return model_card(service)
+
+
+def model_card(service) -> ModelCard:
+    """The served model's card: its id (the first served name), aliases, readiness, features and limits."""
     settings = service.settings
-    card = ModelCard(
+    return ModelCard(
         id=service.model_name, object="model", created=service.created, owned_by="spinfc",
         aliases=service.aliases, ready=service.status == "ready",
         features={"scoring": True, "extraction": settings.features.extraction,
@@ -21,7 +44,6 @@ def list_models(service: ServiceDep) -> ModelList:
         limits={"token_budget": service.engine.shapes.budget if service.engine else settings.engine.resolved_budget(),
                 **settings.limits.as_dict(), "max_completion_tokens": MAX_COMPLETION_TOKENS},
     )
-    return ModelList(object="list", data=[card])
 
 
 def generation_available(service) -> bool:
