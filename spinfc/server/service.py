@@ -28,6 +28,7 @@ from spinfc.backend import serving
 from spinfc.config import Settings
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
+from spinfc.packsrc.calibrated import stale_calibrations
 from spinfc.registry import ModelSource, resolve
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.fingerprint import fingerprint
@@ -151,6 +152,8 @@ class Service:
             self.fingerprint = fingerprint(model, device)
             log.info("loaded %s on %s (%s) in %.1f s", self.source.name, device, self.fingerprint,
                      time.perf_counter() - started)
+            for warning in stale_calibrations((e.pack for e in self.packs.enabled.values()), self.fingerprint):
+                log.warning("%s", warning)
             try:  # for the cheap limits before tokenizing (prechecks.py); without it they count tokens only
                 self.longest_token = await asyncio.to_thread(model_longest_token, self.source.name)
             except Exception as error:  # noqa: BLE001
