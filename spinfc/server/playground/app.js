@@ -40,7 +40,8 @@ function request() {
   }
   const body = {messages: [{role: "user", content: $("content").value}]};
   if (queries.length) body.scoring = {queries};
-  const packs = [...document.querySelectorAll("#packs input:checked")].map((box) => ({id: box.value}));
+  const packs = [...document.querySelectorAll("#packs input")].filter((box) => selected.has(box.value))
+    .map((box) => ({id: box.value}));
   if (packs.length) body.packs = packs;
   return body;
 }
@@ -82,6 +83,11 @@ function drawPack(pack, into) {
   if (pack.decision !== null && pack.decision !== undefined) {
     card.append(el("div", {class: "decision", "data-decision": pack.decision}, `decision: ${pack.decision}`),
       el("div", {class: "muted"}, pack.reason));
+  }
+  if (pack.presentation === "ignored") {
+    card.append(el("div", {class: "muted", "data-presentation": "ignored"}, "the pack's presentation was not applied: "
+      + "the request has questions of its own, so the content was read as sent (untick your questions' JSON to "
+      + "score the pack as it was written)"));
   }
   for (const [category, score] of Object.entries(pack.categories)) {
     card.append(bar(category, score, null, "category", fmt(score)));
@@ -154,17 +160,25 @@ async function copy(kind) {
   }
 }
 
+let loads = 0;  // only the latest load draws the list (a token typed while an earlier load is in flight)
+const selected = new Set();  // the packs ticked, kept across reloads of the list
+
 async function loadPacks() {
+  const mine = ++loads;
   try {
     const [packs, models] = await Promise.all([api("/v1/packs"), api("/v1/models")]);
+    if (mine !== loads) return;
     $("model").textContent = models.data.map((m) => m.id).join(", ");
     const box = $("packs");
     box.replaceChildren(el("legend", {}, "Packs"));
     for (const pack of packs.data) {
       const input = el("input", {type: "checkbox", value: pack.id});
+      input.checked = selected.has(pack.id);
       box.append(el("label", {title: pack.description}, input, ` ${pack.id}`));
     }
+    box.setAttribute("data-loaded", "yes");
   } catch (error) {
+    if (mine !== loads) return;
     $("packs").replaceChildren(el("legend", {}, "Packs"), el("span", {class: "error"}, error.message));
   }
 }
@@ -172,6 +186,9 @@ async function loadPacks() {
 $("queries").value = JSON.stringify(EXAMPLE, null, 1);
 $("token").value = sessionStorage.getItem("spinfc-token") || "";
 $("token").addEventListener("change", () => { sessionStorage.setItem("spinfc-token", $("token").value); loadPacks(); });
+$("packs").addEventListener("change", (event) => {
+  if (event.target.type === "checkbox") event.target.checked ? selected.add(event.target.value) : selected.delete(event.target.value);
+});
 $("score").addEventListener("click", score);
 $("copy-curl").addEventListener("click", () => copy("curl"));
 $("copy-python").addEventListener("click", () => copy("python"));

@@ -12,10 +12,12 @@ the playground for it as it asks any client.
 
 from __future__ import annotations
 
+import asyncio
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, Response, get, post
+from litestar.params import Body, PathParameter
 
 from spinfc.server.context import call_context
 from spinfc.server.errors import ApiError
@@ -48,16 +50,17 @@ def playground() -> Response:
 
 
 @get("/playground/{asset:str}", include_in_schema=False, opt=PUBLIC, sync_to_thread=False)
-def playground_asset(asset: str) -> Response:
+def playground_asset(asset: Annotated[str, PathParameter()]) -> Response:
     if asset not in ASSETS:
         raise ApiError(404, "not_found", f"the playground has no file {asset!r}; it has {', '.join(ASSETS)}")
     return Response(_asset(asset), media_type=ASSETS[asset])
 
 
 @post("/v1/plan", status_code=200, responses=errors(*BODY_ROUTE))
-async def plan(data: dict[str, Any], service: ServiceDep, request: Request) -> dict:
+async def plan(data: Annotated[dict[str, Any], Body(title="A /v1/score body")], service: ServiceDep, request: Request) -> dict:
     """How the engine would run a /v1/score body: its passes, the tokens it reads, and what one sequence per
     question would read instead. Compiled, not scored; the same checks as /v1/score."""
+    from spinfc.compiler import compile
     from spinfc.frontend import program_from_request
     from spinfc.ir.printer import one_sequence_per_question
     from spinfc.server.limits import check_limits, check_prompts
@@ -73,9 +76,11 @@ async def plan(data: dict[str, Any], service: ServiceDep, request: Request) -> d
     with_packs = add_packs(program_from_request(body, model=engine.model.name),
                            resolve_packs(service.packs, [r["id"] for r in refs]))
     check_prompts(with_packs.program, ctx.limits)
-    compiled = await engine.compile_program_async(
-        with_packs.program, check=lambda p: check_limits(p, ctx.limits, "inputs" in body, where=with_packs.where))
-    program = compiled.program
+    # the engine compiles through `segment` (its scheduler packs the passes of every request in flight); the plan
+    # of this request alone is the rest of the pipeline, as `spinfc compile --emit plan` runs it
+    program = await asyncio.to_thread(
+        compile, with_packs.program, engine.context, "plan-packing",
+        check=lambda p: check_limits(p, ctx.limits, "inputs" in body, where=with_packs.where))
     used = sum(p.used for p in program.plan.passes)
     baseline = one_sequence_per_question(program)
     return {"object": "plan", "passes": len(program.plan.passes), "budget": program.plan.budget,
