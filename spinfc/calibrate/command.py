@@ -68,9 +68,9 @@ def main(args: argparse.Namespace) -> int:
 
 def calibrate(args: argparse.Namespace, make=None) -> Path:
     """Run the whole command; returns the report page. `make` replaces the transport's maker (tests)."""
-    from spinfc.calibrate import labels as L
+    from spinfc.calibrate import labels as labelled
     from spinfc.calibrate.report import Entry, write_report
-    from spinfc.calibrate.thresholds import TARGET_HELP, check_target, choose, pr_curve, reliability
+    from spinfc.calibrate.thresholds import check_target, choose, pr_curve, reliability
     from spinfc.frontend.pack_calibration import Calibration, Threshold
 
     check_target(args.target)  # before any work
@@ -82,14 +82,14 @@ def calibrate(args: argparse.Namespace, make=None) -> Path:
     pack = questions.packs[0] if questions.packs else None
     stem = pack.id.split("/")[-1] if pack else Path(args.queries).stem
     report = Path(args.report or f"calibration-{stem}")
-    table = L.read_table(args.input)
+    table = labelled.read_table(args.input)
     for column in (args.text_column, args.id_column):
         if column not in table.column_names:
             raise BulkError(f"{args.input} has no column {column!r}; its columns are {', '.join(table.column_names)}")
     scores = _score(args, report / "scores", make)
     column_map = json.loads(scores.schema.metadata[b"spinfc.columns"])
     meta = {k.decode(): v.decode() for k, v in scores.schema.metadata.items()}
-    wanted = args.labels.split(",") if args.labels else L.default_labels(table, column_map,
+    wanted = args.labels.split(",") if args.labels else labelled.default_labels(table, column_map,
                                                                          {args.text_column, args.id_column})
     if not wanted:
         raise BulkError(f"{args.input}: no label column names a category or question of "
@@ -97,7 +97,7 @@ def calibrate(args: argparse.Namespace, make=None) -> Path:
     for column in wanted:
         if column not in table.column_names:
             raise BulkError(f"{args.input} has no label column {column!r}")
-    found = L.targets(column_map, wanted, args.input)
+    found = labelled.targets(column_map, wanted, args.input)
     by_id = {row_id: k for k, (row_id, error) in enumerate(zip(scores.column("id").to_pylist(),
                                                                scores.column("error_code").to_pylist())) if not error}
     ids = [str(v) for v in table.column(args.id_column).to_pylist()]
@@ -105,8 +105,9 @@ def calibrate(args: argparse.Namespace, make=None) -> Path:
     scored = scores.take([by_id[ids[k]] for k in keep])
     entries = []
     for target in found:
-        labels = [L.label_values(table, target.id, args.input)[k] for k in keep]
-        values = L.target_scores(scored, target, args.correct)
+        every = labelled.label_values(table, target.id, args.input)
+        labels = [every[k] for k in keep]
+        values = labelled.target_scores(scored, target, args.correct)
         rows = [k for k, y in enumerate(labels) if y is not None]
         y, s = [labels[k] for k in rows], values[rows]
         if not any(y) or all(y):
@@ -126,7 +127,7 @@ def calibrate(args: argparse.Namespace, make=None) -> Path:
                                              ("model", "system_fingerprint", "data", "data_sha256", "rows", "date",
                                               "target", "correction")},
                                           "rows not scored": len(ids) - len(keep)})
-    _print_table(entries, written, page, TARGET_HELP)
+    _print_table(entries, written, page)
     return page
 
 
@@ -182,7 +183,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _print_table(entries, written: Path, page: Path, target_help: str) -> None:
+def _print_table(entries, written: Path, page: Path) -> None:
     print(f"{'kind':9} {'id':28} {'threshold':>9} {'precision':>9} {'recall':>7} {'support':>7} {'rows':>5}")
     for e in entries:
         c = e.choice
