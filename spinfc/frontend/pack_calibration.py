@@ -103,7 +103,8 @@ def calibration_toml(cal: Calibration) -> str:
         lines.append(f"{key} = {value}" if key == "rows" else f"{key} = {_quote(value)}")
     for kind, entries in (("categories", cal.categories), ("questions", cal.questions)):
         for name, t in entries:
-            lines += ["", f"[calibration.{kind}.{name}]", f"threshold = {t.threshold:.6g}",
+            # the threshold in full (repr): rounded, it could pass over a score it was chosen at
+            lines += ["", f"[calibration.{kind}.{name}]", f"threshold = {t.threshold!r}",
                       f"precision = {t.precision:.4f}", f"recall = {t.recall:.4f}", f"support = {t.support}"]
     return "\n".join(lines) + "\n"
 
