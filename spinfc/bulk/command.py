@@ -96,6 +96,10 @@ async def _run(args: argparse.Namespace, make=None):
     layout = Layout(questions)
     transport = (make or make_transport)(args, questions)
     await transport.start()
+    from spinfc.packsrc.calibrated import stale_calibrations
+
+    for warning in stale_calibrations(questions.packs, transport.fingerprint):
+        print(f"spinfc score: warning: {warning}", file=sys.stderr)
     try:
         output = open_output(args.output, layout.schema(metadata(transport)), args.resume)
         errors = ErrorLog(args.errors)

@@ -15,6 +15,7 @@ from typing import Literal
 
 from attrs import frozen
 
+from spinfc.frontend.pack_calibration import Calibration
 from spinfc.ir.nodes import Content, Program, Query
 
 Combine = Literal["max", "mean", "weighted_sum", "noisy_or"]
@@ -96,6 +97,7 @@ class Pack:
     categories: tuple[Category, ...] = ()
     decision: Decision | None = None
     path: Path | None = None
+    calibration: Calibration | None = None  # the thresholds `spinfc calibrate` chose, and on what
 
     def query(self, query_id: str) -> Query:
         """The question with id `query_id`; KeyError when the pack has none."""

@@ -16,7 +16,7 @@ from spinfc.ir.nodes import OptionSlot, Query
 
 NAME = r"[a-z][a-z0-9_]*"
 LABEL = r"[A-Za-z0-9_][A-Za-z0-9_.:-]*"
-CONDITION = re.compile(r"\s*([a-z][a-z0-9_]*)\s*(>=|<=|>|<)\s*(-?\d+(?:\.\d+)?)\s*")
+CONDITION = re.compile(r"\s*([a-z][a-z0-9_]*)\s*(>=|<=|>|<)\s*(-?\d+(?:\.\d+)?|calibrated)\s*")
 WEIGHTS = {  # combiner -> (is this weight allowed, the range in words)
     "max": (lambda w: w > 0, "greater than 0"),
     "mean": (lambda w: w > 0, "greater than 0"),
@@ -139,16 +139,18 @@ def _member_values(m: Fields) -> tuple[tuple[str, str], ...]:
     return tuple((key, table.string(key, "placeholder value", '"religion"')) for key in table.data)
 
 
-def read_decision(f: Fields, categories: set[str]) -> Decision | None:
+def read_decision(f: Fields, categories: set[str], calibration=None) -> Decision | None:
+    """The decision; a condition's number may be `calibrated`: the category's threshold in `calibration`."""
     d = f.table("decision", "decision", '{ default = "allow" }', default=None)
     if d is None:
         return None
     d.check_keys(("default", "rules"))
     default = d.string("default", "label", '"allow"', pattern=LABEL)
-    return Decision(tuple(_rule(r, categories) for r in d.tables("rules", "rule", "[[decision.rules]]")), default)
+    rules = tuple(_rule(r, categories, calibration) for r in d.tables("rules", "rule", "[[decision.rules]]"))
+    return Decision(rules, default)
 
 
-def _rule(r: Fields, categories: set[str]) -> Rule:
+def _rule(r: Fields, categories: set[str], calibration) -> Rule:
     r.check_keys(("label", "any", "all"))
     label = r.string("label", "label", '"block"', pattern=LABEL)
     if r.has("any") == r.has("all"):
@@ -167,7 +169,7 @@ def _rule(r: Fields, categories: set[str]) -> Rule:
                 (match, index),
                 f"condition {text!r} is not `category op number`",
                 code="bad_condition",
-                hint='write a category, one of >= > <= <, and a number: "violence >= 0.8"',
+                hint='write a category, one of >= > <= <, and a number (or `calibrated`): "violence >= 0.8"',
             )
         if found[1] not in categories:
             close = difflib.get_close_matches(found[1], sorted(categories), n=1)
@@ -177,5 +179,13 @@ def _rule(r: Fields, categories: set[str]) -> Rule:
                 code="unknown_category",
                 hint=f"did you mean {close[0]!r}?" if close else "name a category of this pack by its id",
             )
-        conditions.append(Condition(found[1], found[2], float(found[3])))
+        threshold = found[3]
+        if threshold == "calibrated":
+            chosen = calibration.category(found[1]) if calibration is not None else None
+            if chosen is None:
+                r.fail((match, index), f"condition {text!r} needs a calibrated threshold for {found[1]!r}, and the "
+                       "pack's [calibration] has none", code="uncalibrated",
+                       hint=f"run spinfc calibrate with a label column {found[1]!r}, or write a number")
+            threshold = chosen.threshold
+        conditions.append(Condition(found[1], found[2], float(threshold)))
     return Rule(label, match, tuple(conditions))

@@ -14,6 +14,7 @@ from pathlib import Path
 from spinfc.errors import CompileError, PackError
 from spinfc.frontend.fields import Fields, TomlWhere, collect, dotted
 from spinfc.frontend.pack import Pack
+from spinfc.frontend.pack_calibration import read_calibration
 from spinfc.frontend.pack_categories import read_categories, read_decision
 from spinfc.frontend.pack_files import read_pack_text
 from spinfc.frontend.query import read_query
@@ -21,7 +22,8 @@ from spinfc.frontend.toml_limits import MAX_PACK_STRING_CHARS, long_string, nest
 from spinfc.frontend.tomlpos import TomlPositions
 from spinfc.ir.nodes import Placeholder, Query, SourceLoc, Text
 
-PACK_KEYS = ("id", "version", "description", "models", "presentation", "questions", "categories", "decision")
+PACK_KEYS = ("id", "version", "description", "models", "presentation", "questions", "categories", "decision",
+             "calibration")
 PACK_ID = r"[a-z0-9][a-z0-9_.-]*/[a-z0-9][a-z0-9_.-]*"
 VERSION = r"\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?"
 
@@ -51,11 +53,13 @@ def read_pack(path: Path) -> tuple[Pack | None, list[CompileError]]:
     header = collect(errors, _header, f)
     queries = _questions(f, errors)
     categories = read_categories(f, queries, errors)
-    decision = collect(errors, read_decision, f, {c.id for c in categories})
+    calibration = collect(errors, read_calibration, f, {c.id for c in categories}, set(queries))
+    decision = collect(errors, read_decision, f, {c.id for c in categories}, calibration)
     if errors or header is None:
         return None, errors
     return Pack(
-        **header, queries=tuple(q for q in queries.values() if q), categories=categories, decision=decision, path=path
+        **header, queries=tuple(q for q in queries.values() if q), categories=categories, decision=decision, path=path,
+        calibration=calibration,
     ), []
 
 

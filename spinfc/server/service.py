@@ -28,6 +28,7 @@ from spinfc.backend import serving
 from spinfc.config import Settings
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
+from spinfc.packsrc.calibrated import stale_calibrations
 from spinfc.errors import CorruptWeights
 from spinfc.registry import ModelNotFound, ModelSource, resolve
 from spinfc.runtime.engine import Engine
@@ -179,6 +180,8 @@ class Service:
             self.fingerprint = fingerprint(model, device)
             log.info("loaded %s on %s (%s) in %.1f s", self.source.name, device, self.fingerprint,
                      time.perf_counter() - started)
+            for warning in stale_calibrations((e.pack for e in self.packs.enabled.values()), self.fingerprint):
+                log.warning("%s", warning)
             log.info("reading the tokenizer (a GGUF vocabulary is converted once and cached: ~15 s for Gemma 3)")
             try:  # for the cheap limits before tokenizing (prechecks.py); without it they count tokens only
                 self.longest_token = await asyncio.to_thread(model_longest_token, self.source.name)

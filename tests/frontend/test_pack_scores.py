@@ -184,5 +184,5 @@ def test_bundled_moderation_pack_decides(tmp_path):
     assert score_pack(pack, uniform(0.5), floor).label == "allow"  # nothing above the floor
     assert score_pack(pack, uniform(0.9), floor).label == "block"  # everything far above it
     threat = score_pack(pack, uniform(0.5, {"threat": 0.8}), floor)  # lift 0.6: review, not block
-    assert (threat.label, threat.score("violence")) == ("review", pytest.approx(0.6))
+    assert (threat.label, threat.score("violent_threat")) == ("review", pytest.approx(0.6))
     assert score_pack(pack, uniform(0.5, {"threat": 0.95}), floor).label == "block"
