@@ -24,20 +24,41 @@ def _products(model):
     mixed policy: split products), except o's, the attention's output in the compute dtype."""
     first, last = model.layers[0], model.layers[-1]
     compute, head = model.dtype, model.precision.head
-    names = ("qkv", "o", "gate_up", "down") if "qkv" in first else ("q", "k", "v", "o", "gate", "up", "down")
+    candidates = ("qkv", "q", "k", "v", "o", "gate_up", "gate", "up", "down", "in_all", *_EXTRA_ROW_PRODUCTS)
+    # what any layer has (a hybrid's Gated DeltaNet layers have their in-projections, `in_all`, its attention layers
+    # q/k/v; Gemma 4's add PLE, router and expert products); fused q/k/v and gate/up are views: the fused product runs
+    fused = {"q", "k", "v"} if "qkv" in first else set()
+    fused |= {"gate", "up"} if "gate_up" in first else set()
+    names = [name for name in candidates if name not in fused and any(name in layer for layer in model.layers)]
 
     def run(name: str, weight, out_dtype=None):
         if name in ("o", "down") and getattr(model, "PROJECTS_INTO_RESIDUAL", False):
             return lambda a: _projected(model, a, weight)
         return lambda a: model.linear(a, weight, out_dtype)
 
-    products = [(f"layer 0 {name}", first[name], "rows", compute, run(name, first[name])) for name in names]
+    # every distinct product of the layers (one per name and shape: the first layer's where all layers are alike;
+    # Gemma 4's differ by layer kind and add PLE, router and expert products), the last layer's answer-row ones apart
+    products, seen = [], set()
+    for index, layer in enumerate(model.layers):
+        for name in names:
+            weight = layer.get(name)
+            if weight is None or (index == len(model.layers) - 1 and name in ("o", "gate_up", "down", "gate", "up")):
+                continue
+            if name.startswith("experts_"):
+                weight = weight[0]  # one expert stands for all (same shapes): the dense path runs each on every row
+            if (name, tuple(weight.shape)) not in seen:
+                seen.add((name, tuple(weight.shape)))
+                products.append((f"layer {index} {name}", weight, "rows", compute, run(name, weight)))
     products += [(f"last layer {name}", last[name], "answer", compute if name == "o" else head,
                   run(name, last[name], head)) for name in ("o", "gate_up", "down") if name in last]
     lm_head = getattr(model, "lm_head", None)
     if lm_head is not None:
         products.append(("LM head", lm_head, "answer", head, lambda a: _head(a, lm_head)))
     return products
+
+
+# Products some families' layers have beyond attention and the MLP (Gemma 4: per-layer inputs, the MoE block).
+_EXTRA_ROW_PRODUCTS = ("ple_gate", "ple_projection", "router", "experts_gate_up", "experts_down")
 
 
 def _projected(model, a: torch.Tensor, weight) -> torch.Tensor:

@@ -66,6 +66,8 @@ def default_tokens(model, device: str) -> int:
 
     if str(device).startswith("cuda") or not isinstance(model, Model):  # (a test's stand-in model: off)
         return 0
+    if getattr(model, "attention_layers", model.config.layers) != model.config.layers:
+        return 0  # a recurrent stack (Qwen3.5's linear-attention layers): a content's state is not its keys alone
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
@@ -92,6 +94,9 @@ class ContentCache:
         from spinfc.runtime.extract.kv import stack_of
 
         stack, _ = stack_of(model)
+        if getattr(stack, "attention_layers", None) not in (None, getattr(getattr(stack, "config", None), "layers",
+                                                                          None)):
+            budget = 0  # recurrent layers keep state the cache does not hold: always off
         identity = f"{getattr(stack, 'weights_hash', None) or stack.name}:{getattr(stack, 'scheme', '')}"
         return cls(identity, default_tokens(stack, device) if budget is None else budget)
 

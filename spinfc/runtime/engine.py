@@ -38,7 +38,7 @@ from spinfc.passes.plan_packing import floor_first, round_up
 from spinfc.runtime.cached_rows import PassCache
 from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Refused re-exported)
 from spinfc.runtime.content_cache import ContentCache
-from spinfc.runtime.extract.scheduling import extract_units, extracts, floors_first
+from spinfc.runtime.extract.scheduling import extract_units, extraction_prompt_rows, extracts, floors_first
 from spinfc.runtime.gather import room_for_one_more
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.results import ContentScores
@@ -383,7 +383,8 @@ class Engine:
             keys, entries = self.contents.lookup(units)  # contents read before come from the content cache
             cache = {"cached": entries} if any(e is not None for e in entries) else {}
             if any(map(extracts, units)):  # the pass's keys and values are kept for the decode (run eagerly)
-                pending = self.runner.launch_keeping_kv(arrays, **cache)
+                pending = self.runner.launch_keeping_kv(arrays, [extraction_prompt_rows(unit) for unit in units],
+                                                        **cache)
             elif cache or self.contents.wants(keys, entries):  # run eagerly, its keys and values recorded
                 pending = self.runner.launch(arrays, **cache, record=True)
             else:

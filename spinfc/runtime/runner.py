@@ -193,7 +193,7 @@ class Runner:
         the contents given read from the cache (`cached_rows`), every layer's keys and values kept in
         `Pending.recorded` with `record`."""
         if record or (cached is not None and any(e is not None for e in cached)):
-            return self.launch_keeping_kv(arrays, cached, extraction=False)
+            return self.launch_keeping_kv(arrays, cached=cached, extraction=False)
         launch, pending = self.stage(arrays)
         if self._moves:
             launch = launch.to(self.device)
@@ -207,11 +207,12 @@ class Runner:
             pending.output = out.float()
         return pending
 
-    def launch_keeping_kv(self, arrays: Sequence[SegmentArrays], cached: Sequence | None = None,
-                          extraction: bool = True) -> Pending:
+    def launch_keeping_kv(self, arrays: Sequence[SegmentArrays], prompt_rows: Sequence[Sequence[int]] = (),
+                          cached: Sequence | None = None, extraction: bool = True) -> Pending:
         """Stage and run one pass eagerly on the plain stack, keeping every layer's keys and values (of the whole
         layout, cached rows included) for the extraction decode (`extract.PassKV`) and the content cache
-        (`Pending.recorded`); returns once it has run. `cached` as for `launch`."""
+        (`Pending.recorded`); returns once it has run. `prompt_rows`: per segment, its extraction prompts' last rows
+        (from the segment's start), where a recurrent stack keeps its states. `cached` as for `launch`."""
         from spinfc.runtime import extract
         from spinfc.runtime.cached_rows import reading
 
@@ -219,15 +220,17 @@ class Runner:
         if self.on_cuda:  # the plain stack reads its launch on the device
             launch = launch.to(self.device)
         run = reading(launch, pending.starts, cached) if cached is not None else launch
+        state_rows = [start + row for start, rows in zip(pending.starts, prompt_rows) for row in rows]
+        states: dict = {}
         with torch.inference_mode():
-            out, keys, values = extract.forward_keeping_kv(self.model, run)
+            out, keys, values = extract.forward_keeping_kv(self.model, run, state_rows, states)
         pending.output = out.float().cpu()
         pending.recorded = (keys, values)
         if not extraction:
             return pending
         spans = _Spans(launch.spans)
         pending.kept = extract.PassKV(launch.tokens.cpu(), launch.positions.cpu(), launch.ends.cpu(), tuple(keys),
-                                      tuple(values), spans)
+                                      tuple(values), spans, states or None)
         return pending
 
     def done(self, pending: Pending) -> bool:
