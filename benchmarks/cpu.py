@@ -1,22 +1,30 @@
-"""CPU throughput: spinfc's packed tree against transformers, on the seed-shaped job (benchmarks/job.py).
+"""CPU throughput: spinfc's packed tree against transformers and vLLM-cpu, on the seed-shaped job (benchmarks/job.py).
 
-    python benchmarks/cpu.py [--model smollm2-135m] [--contents 4] [--token-budget 2048] [--baseline-contents 1]
+    python benchmarks/cpu.py [--models smollm2-135m,gemma3-270m] [--contents 4] [--token-budget 2048]
+                             [--vllm /work/vllm-venv/bin/python] [--baselines]
 
-Three ways to score the same questions with the same weights (fp32, CPU):
-  spinfc       the compiled request: each content read once, its 56 questions as branches, packed passes
-  hf-each      transformers, one sequence per question (content + question), batched, logits at the last row only
-  hf-kv-reuse  transformers, the content's KV cache computed once and reused by its 56 questions (a prefix cache)
+Per model, with the same weights in float32 on the CPU, in one run:
+  spinfc new     the compiled request through the engine a server runs: each content read once, its 56 questions as
+                 branches, packed passes (compile and tokenization included; the floor included)
+  spinfc cached  the same request again in the same engine: the contents come from the content cache and the floor
+                 from the floor cache, so only the questions run
+  vllm new       vLLM-cpu (its own venv, benchmarks/vllm_cpu.py): one prompt per question, prefix caching in blocks of
+                 32, primed (each content's first question first), the options' logprobs by `logprob_token_ids`
+  vllm cached    the whole job again, every content in vLLM's prefix cache
+  hf-each, hf-kv-reuse (--baselines) transformers, one sequence per question / the content's KV reused
 
-A rate is questions per second of wall time, compile and tokenization included for spinfc. The transformers
-baselines may run on fewer contents (--baseline-contents): a rate per question does not depend on how many.
-Every path is checked against the others: the largest logprob difference is printed beside the table.
+A rate is questions per second of wall time. Every path is checked against spinfc: the largest logprob difference
+is printed beside the table. The machine's CPU model and its load averages (before and after) are printed too:
+on a shared machine compare rows of one run only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,25 +38,59 @@ from spinfc.runtime.loader import load_model  # noqa: E402
 from spinfc.shapes import Shapes  # noqa: E402
 
 
-def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[float, torch.Tensor, dict]:
-    """Seconds, logprobs [contents, questions, options], and the engine's numbers: the request goes through the
-    engine a server runs (compile, pack, the passes trimmed to the blocks they use on the CPU, results)."""
+def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[list, dict]:
+    """[(seconds, logprobs [contents, questions, options])] of the request read anew and then again (its contents
+    from the content cache), and the engine's numbers of the first: the request goes through the engine a server
+    runs (compile, pack, the passes trimmed to the blocks they use on the CPU, results)."""
     import asyncio
 
     from spinfc.runtime.engine import Engine
 
     engine = Engine(load_model(model_name), Shapes.for_device("cpu", budget)).start()
+    runs, plan = [], {}
     try:
-        start = time.perf_counter()
-        scored = asyncio.run(engine.score(engine.compile(job.request_body(contents))))
-        seconds = time.perf_counter() - start
+        for _ in range(2):
+            start = time.perf_counter()
+            scored = asyncio.run(engine.score(engine.compile(job.request_body(contents))))
+            seconds = time.perf_counter() - start
+            runs.append((seconds, torch.tensor([[[o.logprob for o in result.combinations[0].options]
+                                                 for result in per_input] for per_input in scored.results()])))
+            if not plan:
+                stats = engine.stats
+                plan = {"passes": stats.passes, "tokens": stats.rows_used, "rows_launched": stats.rows_total}
+        plan["cache"] = repr(engine.contents.cache.stats)
     finally:
         engine.close()
-    out = torch.tensor([[[o.logprob for o in result.combinations[0].options] for result in per_input]
-                        for per_input in scored.results()])
-    stats = engine.stats
-    plan = {"passes": stats.passes, "tokens": stats.rows_used, "rows_launched": stats.rows_total}
-    return seconds, out, plan
+    return runs, plan
+
+
+def vllm_scores(python: str, model_name: str, tokenizer, contents: list[str], workdir: Path) -> dict:
+    """vLLM-cpu's seconds (new, cached) and logprobs on the same prompts, run by `python` (its venv) on a
+    safetensors snapshot of the same weights written to `workdir`."""
+    import subprocess
+
+    snapshot = workdir / f"hf-{model_name}"
+    if not (snapshot / "config.json").exists():
+        model = hf_model(model_name)
+        config = model.config
+        if hasattr(config, "quantization_config"):  # loaded from GGUF: saved as the plain float32 weights
+            del config.quantization_config
+        from transformers import AutoModelForCausalLM
+
+        fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        fresh.load_state_dict(model.state_dict())
+        fresh.save_pretrained(snapshot)
+        tokenizer.save_pretrained(snapshot)
+    contents_ids, prompts, options = encode(tokenizer, contents)
+    spec = {"model": str(snapshot), "options": options.tolist(), "threads": torch.get_num_threads(),
+            "prompts": [[c + p for p in prompts] for c in contents_ids]}
+    (workdir / "job.json").write_text(json.dumps(spec))
+    script = Path(__file__).resolve().parent / "vllm_cpu.py"
+    done = subprocess.run([python, str(script), str(workdir / "job.json"), str(workdir / "out.json")],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"vLLM-cpu failed ({done.returncode}): {done.stderr[-3000:]}")
+    return json.loads((workdir / "out.json").read_text())
 
 
 def hf_model(model_name: str):
@@ -108,46 +150,80 @@ def hf_kv_reuse(model, tokenizer, contents: list[str]) -> tuple[float, torch.Ten
     return time.perf_counter() - start, out
 
 
+def load_averages() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_model() -> str:
+    import subprocess
+
+    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--models", default="smollm2-135m,gemma3-270m")
     parser.add_argument("--contents", type=int, default=4)
     parser.add_argument("--baseline-contents", type=int, default=1)
     parser.add_argument("--token-budget", type=int, default=2048)
     parser.add_argument("--batch", type=int, default=8, help="questions per batch for hf-each")
+    parser.add_argument("--vllm", default="/work/vllm-venv/bin/python",
+                        help="the python of a venv with vllm-cpu 0.32 installed ('' to leave vLLM out)")
+    parser.add_argument("--baselines", action="store_true", help="also run the transformers baselines")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     torch.manual_seed(0)
-
-    tokenizer = registry.load_tokenizer(args.model)
-    contents = [job.content(i, tokenizer) for i in range(args.contents)]
+    print(f"CPU: {cpu_model()}, {torch.get_num_threads()} threads; load averages before: {load_averages()}",
+          flush=True)
     n_questions = len(job.QUESTIONS)
-    rows = []
-
-    seconds, ours, plan = spinfc_scores(args.model, contents, args.token_budget)
-    rows.append(("spinfc", args.contents * n_questions, seconds))
-
-    model = hf_model(args.model)
-    base = contents[: args.baseline_contents]
-    each_s, each = hf_each(model, tokenizer, base, args.batch)
-    rows.append(("hf-each", len(base) * n_questions, each_s))
-    reuse_s, reuse = hf_kv_reuse(model, tokenizer, base)
-    rows.append(("hf-kv-reuse", len(base) * n_questions, reuse_s))
-
-    k = len(base)
-    diff = {"spinfc vs hf-each": (ours[:k] - each).abs().max().item(),
-            "hf-kv-reuse vs hf-each": (reuse - each).abs().max().item()}
-    rate = {name: count / s for name, count, s in rows}
-    print(f"model {args.model}, {args.contents} contents x {n_questions} questions, token budget "
-          f"{args.token_budget}: {plan['passes']} passes, {plan['tokens']} tokens (the floor included) in "
-          f"{plan['rows_launched']} rows launched")
-    print(f"max |logprob difference|: " + ", ".join(f"{k} {v:.2e}" for k, v in diff.items()))
-    print(f"{'method':<12} {'questions':>9} {'seconds':>8} {'questions/s':>12} {'spinfc is':>10}")
-    for name, count, s in rows:
-        print(f"{name:<12} {count:>9} {s:>8.2f} {rate[name]:>12.2f} {rate['spinfc'] / rate[name]:>9.2f}x")
+    results = {}
+    for model_name in args.models.split(","):
+        tokenizer = registry.load_tokenizer(model_name)
+        contents = [job.content(i, tokenizer) for i in range(args.contents)]
+        count = args.contents * n_questions
+        rows, diff = [], {}
+        runs, plan = spinfc_scores(model_name, contents, args.token_budget)
+        (new_s, ours), (cached_s, ours_cached) = runs
+        rows += [("spinfc new", count, new_s), ("spinfc cached", count, cached_s)]
+        diff["spinfc cached vs new"] = (ours_cached - ours).abs().max().item()
+        print(f"{model_name}: spinfc {new_s:.1f} s new, {cached_s:.1f} s cached (load {load_averages()})", flush=True)
+        if args.vllm and Path(args.vllm).exists():
+            with tempfile.TemporaryDirectory() as workdir:
+                try:
+                    theirs = vllm_scores(args.vllm, model_name, tokenizer, contents, Path(workdir))
+                except Exception as error:  # noqa: BLE001 - reported, the rest of the table still stands
+                    print(f"{model_name}: vLLM-cpu did not run: {error}", flush=True)
+                else:
+                    rows += [("vllm new", count, theirs["seconds_new"]), ("vllm cached", count,
+                                                                          theirs["seconds_cached"])]
+                    diff["vllm vs spinfc"] = (torch.tensor(theirs["logprobs"]) - ours).abs().max().item()
+            print(f"{model_name}: vLLM done (load {load_averages()})", flush=True)
+        if args.baselines:
+            model = hf_model(model_name)
+            base = contents[: args.baseline_contents]
+            each_s, each = hf_each(model, tokenizer, base, args.batch)
+            rows.append(("hf-each", len(base) * n_questions, each_s))
+            reuse_s, reuse = hf_kv_reuse(model, tokenizer, base)
+            rows.append(("hf-kv-reuse", len(base) * n_questions, reuse_s))
+            k = len(base)
+            diff["spinfc vs hf-each"] = (ours[:k] - each).abs().max().item()
+            diff["hf-kv-reuse vs hf-each"] = (reuse - each).abs().max().item()
+        rate = {name: c / s for name, c, s in rows}
+        print(f"\nmodel {model_name}, {args.contents} contents x {n_questions} questions, token budget "
+              f"{args.token_budget}: {plan['passes']} passes, {plan['tokens']} tokens (the floor included) in "
+              f"{plan['rows_launched']} rows launched; {plan['cache']}")
+        print("max |logprob difference|: " + ", ".join(f"{k} {v:.2e}" for k, v in diff.items()))
+        print(f"{'method':<14} {'questions':>9} {'seconds':>8} {'questions/s':>12} {'spinfc new is':>14}")
+        for name, c, s in rows:
+            print(f"{name:<14} {c:>9} {s:>8.2f} {rate[name]:>12.2f} {rate['spinfc new'] / rate[name]:>13.2f}x")
+        results[model_name] = {"plan": plan, "rates": rate, "max_diff": diff}
+    print(f"load averages after: {load_averages()}")
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "plan": plan,
-                                         "rates": rate, "max_diff": diff}, indent=2))
+        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "cpu": cpu_model(),
+                                         "results": results}, indent=2))
     return 0
 
 

@@ -14,12 +14,17 @@ so two apps in one process (tests) never share counts. GET /metrics answers `met
     pass_fill_ratio                        used tokens / token budget, per pass (histogram)
     pass_duration_seconds                  wall time of one pass (histogram)
     ready, draining                        1 or 0, what /readyz says and why
+    content_cache_hits_total               contents read from the content cache (their questions alone run)
+    content_cache_misses_total             contents looked up and read anew
+    content_cache_evictions_total          entries dropped to keep within the budget
+    content_cache_tokens                   content tokens held now, and content_cache_budget_tokens its bound
     info{version,model,device,...}         1, with the served model and engine as labels
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # the classic text format generate_latest writes
 REQUEST_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -84,6 +89,34 @@ class Metrics:
         """Labels of `spinfc_info` (version, model, device, fingerprint, ...); all values are strings."""
         self.info.info({key: str(value) for key, value in labels.items()})
 
+    def watch_content_cache(self, cache) -> None:
+        """Report `cache`'s counts (a `runtime.content_cache.ContentCache`) at every scrape: the engine counts."""
+        self.registry.register(_ContentCacheCollector(cache))
+
     def render(self) -> bytes:
         """The Prometheus text exposition of every series, for GET /metrics (with `CONTENT_TYPE`)."""
         return generate_latest(self.registry)
+
+
+class _ContentCacheCollector:
+    """The content cache's counters, read when /metrics is scraped (the engine's worker keeps them)."""
+
+    def __init__(self, cache) -> None:
+        self.cache = cache
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        with self.cache.lock:
+            stats = self.cache.stats
+            counts = (stats.hits, stats.misses, stats.evictions, stats.tokens)
+        for (name, text), value in zip((("hits", "Contents read from the content cache."),
+                                        ("misses", "Contents looked up in the content cache and read anew."),
+                                        ("evictions", "Content cache entries dropped to keep within its budget.")),
+                                       counts):
+            yield CounterMetricFamily(f"spinfc_content_cache_{name}", text, value=value)
+        yield GaugeMetricFamily("spinfc_content_cache_tokens", "Content tokens held in the content cache.",
+                                value=counts[3])
+        yield GaugeMetricFamily("spinfc_content_cache_budget_tokens", "The content cache's budget in tokens.",
+                                value=self.cache.budget)

@@ -6,6 +6,7 @@ Rows are the pass's token budget T; answer rows are gathered before the LM head,
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -25,12 +26,18 @@ class Launch:
     # where the tensors are views of one byte buffer laid out by `packed` (its leading `packed_bytes`): that buffer,
     # which one copy moves (the runner's pinned staging buffers, a CUDA graph's static inputs)
     block: torch.Tensor | None = None
+    # where some contents' keys and values come from the content cache: `runtime.cached_rows.CachedRows`, which
+    # `Model.hidden` runs the pass through (None: every row is computed)
+    cached: object | None = None
 
     @property
     def budget(self) -> int:
         return int(self.tokens.shape[0])
 
     def to(self, device: torch.device | str) -> "Launch":
+        if self.cached is not None:
+            return dataclasses.replace(dataclasses.replace(self, cached=None).to(device),
+                                       cached=self.cached.to(device))
         if self.block is not None:  # one copy, then the same views of the copy
             T, R, N = self.budget, int(self.rows.shape[0]), int(self.read_row.shape[0])
             return packed(self.block.to(device, non_blocking=True), T, R, N, self.spans)

@@ -115,7 +115,12 @@ def tree_attention(
     Query i attends key j iff j <= i < ends[j], both lie in the same span, and (with a window)
     positions[i] - positions[j] < window: the rule of transformers' sliding-window mask
     (kv_idx > q_idx - sliding_window), measured in positions so it follows each branch of the tree.
-    Rows outside every span (padding) attend only to themselves. Softmax in float32; output in q.dtype."""
+    Rows outside every span (padding) attend only to themselves. Softmax in float32; output in q.dtype.
+
+    Per span, each block of QUERY_BLOCK queries reads only the keys it can see, gathered once per layer per block
+    for all heads ([Hk, K, D]); a query group's heads share a batched product against them (no copy per head); the
+    blocks' key lists and masks (an additive 0 / -inf bias) depend on the launch alone, so they are made once for
+    every layer of a forward (`_attention_plan`)."""
     T, H, D = q.shape
     Hk = k.shape[1]
     if H % Hk:
@@ -123,33 +128,71 @@ def tree_attention(
     if k.shape != (T, Hk, D) or v.shape != (T, Hk, D):
         raise ValueError(f"tree_attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree")
     group = H // Hk
-    # Padding rows: a softmax over the row's own key alone is 1, so the output is that row's value.
     dtype = torch.float32 if quant is not None else q.dtype
-    out = v.repeat_interleave(group, dim=1).to(dtype).clone()  # [T, H, D]
-    for start, stop in spans:
-        k_span = k[start:stop].float()  # [S, Hk, D]
-        v_span = v[start:stop].float()  # [S, Hk, D]
-        key_end = ends[start:stop].long()  # [S]
-        for q_start in range(start, stop, QUERY_BLOCK):
-            q_stop = min(q_start + QUERY_BLOCK, stop)
-            # keys after the block's last query, or whose subtree ends before its first, are never visible
-            keys = torch.nonzero(key_end[: q_stop - start] > q_start).squeeze(1)  # [K] offsets in the span
-            key_index = keys + start  # [K]
-            query_index = torch.arange(q_start, q_stop, device=q.device)[:, None]  # [B, 1]
-            visible = (key_index[None, :] <= query_index) & (query_index < key_end[keys][None, :])  # [B, K]
-            if window is not None:
-                distance = positions[q_start:q_stop, None] - positions[key_index][None, :]
-                visible &= distance < window
-            q_block = q[q_start:q_stop].float().reshape(q_stop - q_start, Hk, group, D)
-            q_block = q_block.permute(1, 2, 0, 3)  # [Hk, G, B, D]
-            k_block = k_span[keys].permute(1, 0, 2)[:, None]  # [Hk, 1, K, D]
-            v_block = v_span[keys].permute(1, 0, 2)[:, None]  # [Hk, 1, K, D]
-            scores = torch.matmul(q_block, k_block.transpose(-1, -2)) * scale  # [Hk, G, B, K]
-            scores = scores.masked_fill(~visible, float("-inf"))
-            weights = torch.softmax(scores, dim=-1)
-            block_out = torch.matmul(weights, v_block)  # [Hk, G, B, D]
-            out[q_start:q_stop] = block_out.permute(2, 0, 1, 3).reshape(q_stop - q_start, H, D).to(dtype)
+    out = torch.empty((T, H, D), dtype=dtype, device=q.device)
+    plan = _attention_plan(ends, positions, spans, window, group)
+    if plan.padding.numel():  # a softmax over the row's own key alone is 1, so the output is that row's value
+        out[plan.padding] = v[plan.padding].repeat_interleave(group, dim=1).to(dtype)
+    for (start, stop), blocks in zip(spans, plan.blocks):
+        S = stop - start
+        q_span = q[start:stop].float().reshape(S, Hk, group, D).transpose(0, 1).contiguous()  # [Hk, S, G, D]
+        k_span = k[start:stop].float().transpose(0, 1).contiguous()  # [Hk, S, D]
+        v_span = v[start:stop].float().transpose(0, 1).contiguous()  # [Hk, S, D]
+        out_span = torch.empty((Hk, S, group, D), dtype=torch.float32, device=q.device)
+        for lo, hi, keys, bias in blocks:  # offsets in the span; bias [B * G, K]
+            q_block = q_span[:, lo:hi].reshape(Hk, (hi - lo) * group, D)  # rows: query-major, then group
+            k_block, v_block = k_span.index_select(1, keys), v_span.index_select(1, keys)  # [Hk, K, D]
+            scores = torch.baddbmm(bias, q_block, k_block.transpose(1, 2), alpha=scale)  # [Hk, B * G, K]
+            weights = torch.softmax(scores, dim=-1)  # [Hk, B * G, K]
+            out_span[:, lo:hi] = torch.bmm(weights, v_block).view(Hk, hi - lo, group, D)
+        out[start:stop] = out_span.transpose(0, 1).reshape(S, H, D).to(dtype)
     return quant.reference(out) if quant is not None else out
+
+
+class _Plan:
+    """A launch's attention blocks: per span, (lo, hi, keys [K] int64, bias [B * G, K] float32: each query's row
+    repeated for the G heads of its group) offsets in the span, and the padding rows [P] int64."""
+
+    def __init__(self, ends: torch.Tensor, positions: torch.Tensor, spans, window: int | None, group: int) -> None:
+        device = ends.device
+        covered = torch.zeros(ends.shape[0], dtype=torch.bool, device=device)
+        self.blocks = []
+        for start, stop in spans:
+            covered[start:stop] = True
+            key_end = ends[start:stop].long()
+            blocks = []
+            for lo in range(0, stop - start, QUERY_BLOCK):
+                hi = min(lo + QUERY_BLOCK, stop - start)
+                # keys after the block's last query, or whose subtree ends before its first, are never visible
+                keys = torch.nonzero(key_end[:hi] > lo + start).squeeze(1)  # [K]
+                query = torch.arange(lo, hi, device=device)[:, None]  # [B, 1]
+                visible = (keys[None, :] <= query) & (query + start < key_end[keys][None, :])  # [B, K]
+                if window is not None:
+                    visible &= (positions[start + lo:start + hi, None] - positions[start + keys][None, :]) < window
+                bias = torch.zeros(visible.shape, dtype=torch.float32, device=device).masked_fill_(~visible,
+                                                                                                   float("-inf"))
+                blocks.append((lo, hi, keys, bias.repeat_interleave(group, 0) if group > 1 else bias))
+            self.blocks.append(blocks)
+        self.padding = torch.nonzero(~covered).squeeze(1)
+
+
+# The last plans made, per window: every layer of a forward asks for the same ones (a sliding-window model for two).
+_PLANS: dict[tuple[int | None, int], tuple] = {}
+
+
+def _attention_plan(ends: torch.Tensor, positions: torch.Tensor, spans, window: int | None, group: int) -> _Plan:
+    """The `_Plan` of a launch, reused while the ends, positions, spans and QUERY_BLOCK are the ones it was made
+    from (compared by value: staging buffers are reused with new contents)."""
+    kept = _PLANS.get((window, group))
+    if kept is not None:
+        kept_ends, kept_positions, kept_spans, block, plan = kept
+        if (block == QUERY_BLOCK and kept_spans == spans and kept_ends.shape == ends.shape
+                and kept_ends.device == ends.device and torch.equal(kept_ends, ends)
+                and (window is None or torch.equal(kept_positions, positions))):
+            return plan
+    plan = _Plan(ends, positions, spans, window, group)
+    _PLANS[(window, group)] = (ends.clone(), positions.clone(), tuple(spans), QUERY_BLOCK, plan)
+    return plan
 
 
 def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_tanh"],

@@ -1,6 +1,7 @@
 """The server's settings: one frozen struct, layered flags > `SPINFC_*` variables > TOML file > defaults.
 
-    [engine]    model, device, dtype, precision, token_budget, block, pass_sizes, served_model_name, warmup
+    [engine]    model, device, dtype, precision, token_budget, block, pass_sizes, served_model_name,
+                content_cache_tokens, warmup
     [server]    host, port, token, trusted_token, queue, max_queued_tokens, shutdown_timeout, debug, models,
                 log_level
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
@@ -63,6 +64,11 @@ class EngineSettings:
     served_model_name: tuple[str, ...] = setting([], "the name(s) the server answers with and accepts in `model`, "
                                                  "repeatable (the first is reported; unset: the model's own name)",
                                                  "list", flag="--served-model-name", metavar="NAME")
+    content_cache_tokens: int | None = setting(None, "content tokens whose keys and values are kept across "
+                                               "requests, so a content sent again reads only its questions (LRU); "
+                                               "unset: what fits a tenth of the memory (at most 4 GiB) on the CPU, "
+                                               "0 (off) on CUDA; 0 turns it off", "optional_int", minimum=0,
+                                               metavar="TOKENS")
     warmup: str = setting("full", "what runs before /readyz turns 200: full (a pass of every launch shape), short "
                           "(one small pass) or none (first calls pay it)", "choice", choices=("full", "short", "none"))
 

@@ -12,7 +12,9 @@ so a content's results never depend on its neighbours. On CUDA the runner's laun
 is scheduled and staged while pass k runs, and pass k's results are assembled while pass k+1 runs.
 
 The floor (the questions on empty content) is run once per
-question set and cached: a request whose floor is cached, or already queued by another request, reuses it. A pass
+question set and cached: a request whose floor is cached, or already queued by another request, reuses it. A
+content read before comes from the content cache (its keys and values; runtime/content_cache.py, cached_rows.py):
+only its questions' rows run. A pass
 that raises is retried with each of its segments alone, so only the request whose segment fails gets the error.
 
 A pass with extraction questions keeps its keys and values; its decode (`Decoding`) then runs a slice at a time
@@ -38,7 +40,9 @@ from spinfc.ir.nodes import Program
 from spinfc.passes import PassContext
 from spinfc.passes.layout import used_rows
 from spinfc.passes.plan_packing import floor_first, round_up
+from spinfc.runtime.cached_rows import PassCache
 from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Refused re-exported)
+from spinfc.runtime.content_cache import ContentCache
 from spinfc.runtime.extract.budget import decode_work
 from spinfc.runtime.extract.scheduling import Decoding, extraction_prompt_rows, extracts, floors_first
 from spinfc.runtime.gather import room_for_one_more
@@ -79,10 +83,11 @@ _NONE = object()  # `_admit` was handed no job
 
 class Engine:
     def __init__(self, model, shapes: Shapes, *, device: str = "cpu", tokenizer=None, floor_cache_size: int = 256,
-                 on_pass: Callable[[int, int, float], None] | None = None):
+                 on_pass: Callable[[int, int, float], None] | None = None, content_cache_tokens: int | None = None):
         """`model.forward(launch) -> [N] logprobs` (a stack, or a GraphedModel of `shapes` on CUDA); `shapes` the
         pass shapes chosen at start-up (`Shapes.for_device`); `tokenizer` the model's (default: `model.tokenizer`);
-        `on_pass(tokens_used, rows_launched, seconds)` is called after each pass (metrics)."""
+        `on_pass(tokens_used, rows_launched, seconds)` is called after each pass (metrics); `content_cache_tokens`
+        the content cache's budget (`content_cache.py`; None: its default for the device, 0: off)."""
         self.model = model
         self.shapes = shapes
         self.device = device
@@ -91,6 +96,7 @@ class Engine:
         self.runner = Runner(model, shapes, device, pad=self.tokenizer.pad_token_id or 0)
         self.on_pass = on_pass
         self.stats = EngineStats()
+        self.contents = PassCache(ContentCache.for_model(model, device, content_cache_tokens))
         self._floor_cache: OrderedDict[str, ContentScores] = OrderedDict()
         self._floor_cache_size = floor_cache_size
         self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
@@ -121,6 +127,7 @@ class Engine:
             if self._worker.is_alive():
                 self._worker.join()
             self.intake.close()
+            self.contents.cache.clear()
 
     def submit(self, compiled: Compiled) -> concurrent.futures.Future:
         """Queue a compiled request; the future resolves to its `Job` or raises PassFailed / EngineClosed.
@@ -427,14 +434,24 @@ class Engine:
     def _run(self, units: list[Unit]) -> tuple[list[Unit], Pending] | None:
         """Launch the pass of `units`; a launch that raises puts them back to be run one by one."""
         try:
+            arrays = [unit.arrays for unit in units]
+            keys, entries = self.contents.lookup(units)  # contents read before come from the content cache
+            cache = {"cached": entries} if any(e is not None for e in entries) else {}
             if any(map(extracts, units)):  # the pass's keys and values are kept for the decode (run eagerly)
-                pending = self.runner.launch_keeping_kv([unit.arrays for unit in units],
-                                                        [extraction_prompt_rows(unit) for unit in units])
+                pending = self.runner.launch_keeping_kv(arrays, [extraction_prompt_rows(unit) for unit in units],
+                                                        **cache)
+            elif cache or self.contents.wants(keys, entries):  # run eagerly, its keys and values recorded
+                pending = self.runner.launch(arrays, **cache, record=True)
             else:
-                pending = self.runner.launch([unit.arrays for unit in units])
+                pending = self.runner.launch(arrays)
         except Exception as error:
             self._failed(units, error)
             return None
+        recorded, pending.recorded = getattr(pending, "recorded", None), None
+        try:
+            self.contents.store(units, keys, entries, pending.starts, recorded)
+        except Exception:  # a content not kept is read again next time; the pass's scores stand
+            log.exception("the content cache could not keep a pass's contents")
         pending.started = time.perf_counter()
         pending.index = self.stats.passes
         self.stats.passes += 1

@@ -94,6 +94,7 @@ class Pending:
     index: int = 0  # the engine's pass number
     started: float = 0.0  # when it was launched (perf_counter)
     kept: object = None  # extract.PassKV: the pass's keys and values, when it holds extraction questions
+    recorded: tuple | None = None  # (keys, values) per layer [T, Hk, D], for the content cache (`cached_rows`)
 
 
 FIELDS = ("tokens", "positions", "ends", "rows", "read_row", "read_token")
@@ -186,8 +187,13 @@ class Runner:
             launch = Launch(spans=spans, **{name: torch.from_numpy(views[name]) for name in FIELDS})
         return launch, Pending(output=output, reads=n, starts=starts, rows=T, slot=slot)
 
-    def launch(self, arrays: Sequence[SegmentArrays]) -> Pending:
-        """Stage and run one pass; on CUDA returns once the pass and the copy back are queued."""
+    def launch(self, arrays: Sequence[SegmentArrays], cached: Sequence | None = None, record: bool = False) -> Pending:
+        """Stage and run one pass; on CUDA returns once the pass and the copy back are queued. With `cached` (per
+        segment a `content_cache.CachedContent` or None) or `record` the pass runs eagerly on the plain stack,
+        the contents given read from the cache (`cached_rows`), every layer's keys and values kept in
+        `Pending.recorded` with `record`."""
+        if record or (cached is not None and any(e is not None for e in cached)):
+            return self.launch_keeping_kv(arrays, cached=cached, extraction=False)
         launch, pending = self.stage(arrays)
         if self._moves:
             launch = launch.to(self.device)
@@ -201,21 +207,27 @@ class Runner:
             pending.output = out.float()
         return pending
 
-    def launch_keeping_kv(self, arrays: Sequence[SegmentArrays], prompt_rows: Sequence[Sequence[int]] = ()
-                          ) -> Pending:
-        """Stage and run one pass eagerly on the plain stack, keeping every layer's keys and values for the
-        extraction decode (`extract.PassKV`); returns once it has run. `prompt_rows`: per segment, its extraction
-        prompts' last rows (from the segment's start), where a recurrent stack keeps its states."""
+    def launch_keeping_kv(self, arrays: Sequence[SegmentArrays], prompt_rows: Sequence[Sequence[int]] = (),
+                          cached: Sequence | None = None, extraction: bool = True) -> Pending:
+        """Stage and run one pass eagerly on the plain stack, keeping every layer's keys and values (of the whole
+        layout, cached rows included) for the extraction decode (`extract.PassKV`) and the content cache
+        (`Pending.recorded`); returns once it has run. `prompt_rows`: per segment, its extraction prompts' last rows
+        (from the segment's start), where a recurrent stack keeps its states. `cached` as for `launch`."""
         from spinfc.runtime import extract
+        from spinfc.runtime.cached_rows import reading
 
         launch, pending = self.stage(arrays)
         if self.on_cuda:  # the plain stack reads its launch on the device
             launch = launch.to(self.device)
+        run = reading(launch, pending.starts, cached) if cached is not None else launch
         state_rows = [start + row for start, rows in zip(pending.starts, prompt_rows) for row in rows]
         states: dict = {}
         with torch.inference_mode():
-            out, keys, values = extract.forward_keeping_kv(self.model, launch, state_rows, states)
+            out, keys, values = extract.forward_keeping_kv(self.model, run, state_rows, states)
         pending.output = out.float().cpu()
+        pending.recorded = (keys, values)
+        if not extraction:
+            return pending
         spans = _Spans(launch.spans)
         pending.kept = extract.PassKV(launch.tokens.cpu(), launch.positions.cpu(), launch.ends.cpu(), tuple(keys),
                                       tuple(values), spans, states or None)

@@ -205,7 +205,9 @@ class Service:
             self.generator = Generator(model)  # the engine gets the guarded model: passes and generation take turns
             tokenizer = await asyncio.to_thread(lambda: model.tokenizer)
             self.engine = Engine(self.generator.guarded, shapes, device=device, tokenizer=tokenizer,
-                                 on_pass=self.metrics.observe_pass).start()
+                                 on_pass=self.metrics.observe_pass,
+                                 content_cache_tokens=config.content_cache_tokens).start()
+            self.metrics.watch_content_cache(self.engine.contents.cache)
             self.admission.bind(self.work_ahead, shapes.budget)
             if config.warmup != "none":
                 log.info("warming up: one small pass (%s tokens a pass), so the first request does not pay for it",

@@ -381,6 +381,8 @@ class Model:
     def hidden(self, launch: Launch) -> torch.Tensor:
         """The final-normed hidden states of the answer rows `launch.rows`: [R, D]. The last layer keeps only the
         answer rows after its attention (its o_proj and MLP run on R rows, not T: no other row's output is read)."""
+        if launch.cached is not None:  # some contents' rows come from the content cache (runtime/cached_rows.py)
+            return launch.cached.hidden(self)
         x, residual = self.embed(launch.tokens), None  # [T, D]
         last = self.config.layers - 1
         for index in range(last):
