@@ -134,12 +134,7 @@ def fixture_gap(model):
     import spinfc.runtime.parity as parity
 
     reference = parity.read_json(FIXTURE.with_name(f"{FIXTURE.stem}.{model.name}.cpu-float32.json"), "reference")
-    saved = parity._load
-    parity._load = lambda *a, **k: model
-    try:
-        run = parity.run_fixture(parity.read_json(FIXTURE, "fixture"), base=FIXTURE.parent)
-    finally:
-        parity._load = saved
+    run = parity.run_fixture(parity.read_json(FIXTURE, "fixture"), base=FIXTURE.parent, loaded=model)
     report = parity.compare(run, reference, tolerance=float("inf"))
     return {k: round(v, 3) for k, v in report.max_diff.items() if k != "residual"}
 
@@ -148,7 +143,8 @@ def text_gap(model, launches, reference):
     with torch.inference_mode():
         got = torch.cat([model.forward(launch) for launch in launches])
     d = (got - reference).abs()
-    return {"mean": round(float(d.mean()), 4), "q99": round(float(d.quantile(0.99)), 3), "max": round(float(d.max()), 3)}
+    return {"mean": round(float(d.mean()), 4), "q99": round(float(d.quantile(0.99)), 3),
+            "max": round(float(d.max()), 3)}
 
 
 def main():

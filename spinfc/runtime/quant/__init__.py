@@ -99,7 +99,8 @@ def keep_within(max_gap: float, chosen: Scheme, config, state: dict, found: Cali
     from spinfc.runtime.quant.calibrate import sequences_of
     from spinfc.runtime.quant.sensitivity import choose
 
-    quantized = {k: v for k, v in quantize_state(config, state, found, chosen).items() if isinstance(v, QuantizedLinear)}
+    quantized = {k: v for k, v in quantize_state(config, state, found, chosen).items()
+                 if isinstance(v, QuantizedLinear)}
     model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
     kept = choose(model, quantized, sequences_of(tokenizer, read_texts(calibration)), max_gap, log)
     return attrs.evolve(found, kept=kept.summary())
