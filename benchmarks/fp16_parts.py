@@ -68,6 +68,8 @@ def emulated(model_name: str, parts: set[str]):
         ops.tree_attention = lambda *a, **k: r(ref.tree_attention(*a, **k))
     if "act" in parts:
         ops.gated_act = lambda *a, **k: r(ref.gated_act(*a, **k))
+    if "rope" in parts:  # q and k written in fp16 after the rotary embedding
+        ops.apply_rope = lambda *a, **k: r(ref.apply_rope(*a, **k))
     if "norm" in parts:  # the norms write the next matmul's input in fp16 (subsumed by inputs)
         ops.add_rms_norm = lambda *a, **k: (lambda n, s: (r(n), s))(*ref.add_rms_norm(*a, **k))
     model.ops = ops
@@ -93,6 +95,13 @@ def main():
     for part in args.parts:
         if part == "mixed":
             model = load_model(args.model, precision=Precision.mixed(H))
+        elif part == "mixed-rope32":  # the stack itself, its q and k kept float32 from the rotary embedding on
+            model = load_model(args.model, precision=Precision.mixed(H))
+            ops = type("Ops", (), {k: staticmethod(getattr(ref, k)) for k in dir(ref) if not k.startswith("_")})()
+            ops.apply_rope = lambda x, *a, **k: ref.apply_rope(x.float(), *a, **k)
+            model.ops = ops
+        elif part == "mixed-head32":  # the stack itself, the head's weights float32 (no split products)
+            model = load_model(args.model, precision=Precision(H, torch.float32, torch.float32))
         else:
             chosen = every if part == "all" else set() if part == "none" else \
                 every - {part[1:]} if part.startswith("-") else set(part.split("+"))
