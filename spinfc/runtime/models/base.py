@@ -149,10 +149,7 @@ class Model:
             self.lm_head = self.embed_weight if self.embed_weight.dtype == wanted else self.embed_weight.to(wanted)
         else:
             self.lm_head = take("lm_head.weight")  # [V, D]
-        self.layers = [
-            {short: take(f"model.layers.{i}.{long}") for short, long in self.LAYER_WEIGHTS.items()}
-            for i in range(config.layers)
-        ]
+        self.layers = self.take_stack(take)
         if state:
             unexpected = ", ".join(sorted(state)[:5])
             raise UnsupportedModel(
@@ -179,6 +176,17 @@ class Model:
             w["q"], w["k"], w["v"] = w["qkv"].split((w["q"].shape[0], w["k"].shape[0], w["v"].shape[0]))
             w["gate_up"] = _cat((w["gate"], w["up"]))
             w["gate"], w["up"] = w["gate_up"].split((w["gate"].shape[0], w["up"].shape[0]))
+
+    def layer_weight_names(self, index: int) -> dict[str, str]:
+        """Layer `index`'s weights: short name -> Hugging Face name under `model.layers.N.` (`LAYER_WEIGHTS`; a
+        family whose layers differ says so per layer)."""
+        return self.LAYER_WEIGHTS
+
+    def take_stack(self, take) -> list[dict]:
+        """Each layer's weights by short name (`layer_weight_names`), taken with `take(hf_name)`; a family with
+        weights beyond the layers, the embeddings, the final norm and the head takes them here too."""
+        return [{short: take(f"model.layers.{i}.{long}") for short, long in self.layer_weight_names(i).items()}
+                for i in range(self.config.layers)]
 
     @staticmethod
     def _take(state: dict[str, torch.Tensor], key: str) -> torch.Tensor:
@@ -382,6 +390,10 @@ class Model:
         return final
 
     __call__ = forward
+
+    def head_logits(self, final: torch.Tensor) -> torch.Tensor:
+        """final: [R, D] final-normed rows -> [R, V] float32 logits (what the decode paths take a softmax of)."""
+        return split_product.head_logits(final, self.lm_head)
 
     # ---- generation ---------------------------------------------------------------------------------------------
 

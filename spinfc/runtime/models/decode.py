@@ -15,7 +15,7 @@ import copy
 
 import torch
 
-from spinfc.backend import reference, split_product
+from spinfc.backend import reference
 from spinfc.backend.launch import Launch
 
 
@@ -27,6 +27,7 @@ class KVCache:
         self.values: list[torch.Tensor | None] = [None] * layers  # per layer: [S, Hk, Dh]
         self.positions = torch.empty(0, dtype=torch.int64, device=device)  # [S]
         self.layer = 0  # the layer in progress, set by `decode`
+        self.recurrent = None  # a recurrent stack's states (`state_flow.StateCache`), made by its first decode
 
     @property
     def length(self) -> int:
@@ -42,6 +43,14 @@ class CachedOps:
 
     def __getattr__(self, name: str):
         return getattr(self._ops, name)
+
+    def state_flow(self, model, launch):
+        """A recurrent layer's states continue the cache's (Qwen3.5's Gated DeltaNet: `state_flow.CacheFlow`)."""
+        from spinfc.runtime.models.state_flow import CacheFlow, StateCache
+
+        if self._cache.recurrent is None:
+            self._cache.recurrent = StateCache(model.config.layers)
+        return CacheFlow(model.config, self._cache.recurrent)
 
     def tree_attention(self, q, k, v, ends, positions, spans, *, scale: float, window: int | None,
                        quant=None) -> torch.Tensor:
@@ -90,4 +99,4 @@ def decode(model, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
     cache.positions = torch.cat((cache.positions, positions))
     # [1, D] (reference ops), in the head's dtype as `Model.hidden` writes it
     final, _ = view.add_norm(None if x is None else x[-1:], residual[-1:], model.final_norm, model.precision.head)
-    return split_product.head_logits(final, model.lm_head)[0]  # [V] float32
+    return model.head_logits(final)[0]  # [V] float32

@@ -12,8 +12,10 @@ from typing import Any, Literal
 
 import attrs
 
-Family = Literal["llama", "qwen3", "gemma3"]
-FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3")
+from spinfc.runtime.weights.gemma4_config import Gemma4Options, from_hf_gemma4
+
+Family = Literal["llama", "qwen3", "gemma3", "gemma4", "qwen3_5"]
+FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3", "gemma4", "qwen3_5")
 
 
 class UnsupportedModel(Exception):
@@ -39,6 +41,18 @@ class ModelConfig:
     sliding_window: int | None = None
     sliding_layers: tuple[bool, ...] = ()  # per layer: True where the layer is a sliding-window layer
     query_pre_attn_scalar: float | None = None
+    # Gemma 4: per-layer head shapes, shared K/V, PLE, MoE, ... (weights/gemma4_config.py); None for the others.
+    gemma4: "Gemma4Options | None" = None
+
+    # Qwen3.5: the Gated DeltaNet layers' shape (None in other families) and the rotated dims of a head (partial rope)
+    linear: "LinearAttention | None" = None
+    rotary_dim: int | None = None
+
+    def kv_shape(self, layer: int) -> tuple[int, int]:
+        """(kv heads, head dim) of a layer's keys and values (Gemma 4's full layers differ from its sliding ones)."""
+        if self.gemma4 is not None:
+            return self.gemma4.kv_heads[layer], self.gemma4.head_dims[layer]
+        return self.kv_heads, self.head_dim
 
     @property
     def attention_scale(self) -> float:
@@ -54,7 +68,29 @@ class ModelConfig:
     def from_json(cls, text: str) -> "ModelConfig":
         fields = json.loads(text)
         fields["sliding_layers"] = tuple(fields.get("sliding_layers", ()))
+        if fields.get("gemma4") is not None:
+            fields["gemma4"] = Gemma4Options.from_dict(fields["gemma4"])
+        if fields.get("linear") is not None:
+            fields["linear"] = LinearAttention(**{**fields["linear"], "layers": tuple(fields["linear"]["layers"])})
         return cls(**fields)
+
+
+@attrs.frozen
+class LinearAttention:
+    """Qwen3.5's Gated DeltaNet layers: which layers they are, their heads (value heads share key heads in groups)
+    and the depthwise causal convolution's kernel size."""
+
+    layers: tuple[bool, ...]  # per layer: True where the layer is a linear-attention (Gated DeltaNet) layer
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    conv_kernel: int
+
+    @property
+    def conv_channels(self) -> int:
+        """The channels of the convolution: q, k and v of every head (2 Hk Dk + Hv Dv)."""
+        return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
 
 
 def _rope_theta(hf: dict[str, Any], layer_type: str | None = None, default: float = 10000.0) -> float:
@@ -85,13 +121,19 @@ def _require(hf: dict[str, Any], key: str, allowed: tuple, what: str) -> None:
 
 
 def from_hf(hf: dict[str, Any]) -> ModelConfig:
-    """Read a Hugging Face `config.json` dictionary of a llama, qwen3 or gemma3_text model."""
+    """Read a Hugging Face `config.json` dictionary of a llama, qwen3, gemma3_text or gemma4(_text) model."""
     model_type = hf.get("model_type")
+    if model_type in ("gemma4", "gemma4_text"):
+        return from_hf_gemma4(hf, UnsupportedModel)
+    if model_type in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
+        from spinfc.runtime.weights.qwen3_5 import qwen3_5_config
+
+        return qwen3_5_config(hf)
     family = {"llama": "llama", "qwen3": "qwen3", "gemma3_text": "gemma3"}.get(model_type)
     if family is None:
         hint = " (a multimodal Gemma 3: use its text-only checkpoint)" if model_type == "gemma3" else ""
         raise UnsupportedModel(
-            f"model_type {model_type!r}{hint} is not supported; spinfc runs llama, qwen3 and gemma3_text"
+            f"model_type {model_type!r}{hint} is not supported; spinfc runs llama, qwen3, gemma3_text, gemma4 and qwen3_5"
         )
     heads = hf["num_attention_heads"]
     common = dict(
