@@ -24,8 +24,12 @@ def _products(model):
     mixed policy: split products), except o's, the attention's output in the compute dtype."""
     first, last = model.layers[0], model.layers[-1]
     compute, head = model.dtype, model.precision.head
-    names = ("qkv", "o", "gate_up", "down") if "qkv" in first else ("q", "k", "v", "o", "gate", "up", "down")
-    names = [name for name in (*names, "in_all") if name in first]  # a Gated DeltaNet layer: its in-projections
+    candidates = ("qkv", "q", "k", "v", "o", "gate_up", "gate", "up", "down", "in_all", *_EXTRA_ROW_PRODUCTS)
+    # what any layer has (a hybrid's Gated DeltaNet layers have their in-projections, `in_all`, its attention layers
+    # q/k/v; Gemma 4's add PLE, router and expert products); fused q/k/v and gate/up are views: the fused product runs
+    fused = {"q", "k", "v"} if "qkv" in first else set()
+    fused |= {"gate", "up"} if "gate_up" in first else set()
+    names = [name for name in candidates if name not in fused and any(name in layer for layer in model.layers)]
 
     def run(name: str, weight, out_dtype=None):
         if name in ("o", "down") and getattr(model, "PROJECTS_INTO_RESIDUAL", False):
@@ -36,7 +40,7 @@ def _products(model):
     # Gemma 4's differ by layer kind and add PLE, router and expert products), the last layer's answer-row ones apart
     products, seen = [], set()
     for index, layer in enumerate(model.layers):
-        for name in names + _EXTRA_ROW_PRODUCTS:
+        for name in names:
             weight = layer.get(name)
             if weight is None or (index == len(model.layers) - 1 and name in ("o", "gate_up", "down", "gate", "up")):
                 continue
