@@ -49,17 +49,25 @@ def gap(model: str, reference: dict, device: str = "cpu", dtype: str | None = No
             **{k: round(v, 4) for k, v in report.max_diff.items()}}
 
 
-def quantized_gaps(model: str, schemes, strengths, reference: dict, device: str = "cpu", calibrate_on: str = "cpu"):
-    """Yield (scheme, strength, gap) for every combination: one calibration of the float model per strength
-    (`quant.calibrated`), each scheme's checkpoint written to a temporary directory and run on `device`."""
-    from spinfc.runtime.quant import SCHEMES, calibrated, write_quantized
+def quantized_gaps(model: str, schemes, strengths, reference: dict, device: str = "cpu", calibrate_on: str = "cpu",
+                   max_gaps=(None,), calibration: Path = CALIBRATION):
+    """Yield (scheme, strength, max_gap, gap) for every combination: one calibration of the float model per
+    strength (`quant.calibrated`), each scheme's checkpoint (with the layers a gap budget keeps in half precision,
+    `quant.keep_within`) written to a temporary directory and run on `device`."""
+    from spinfc.runtime.quant import SCHEMES, calibrated, keep_within, write_quantized
 
-    for strength, config, state, found, tokenizer, served, hf in calibrated(model, CALIBRATION, strengths,
+    for strength, config, state, found, tokenizer, served, hf in calibrated(model, calibration, strengths,
                                                                              calibrate_on):
         for scheme in schemes:
-            with tempfile.TemporaryDirectory(prefix="spinfc-quant-gap-") as directory:
-                write_quantized(Path(directory), SCHEMES[scheme], config, state, found, tokenizer, served, hf)
-                yield scheme, strength, gap(directory, reference, device)
+            for budget in max_gaps:
+                kept = found if budget is None else keep_within(budget, SCHEMES[scheme], config, state, found,
+                                                                tokenizer, calibration, served, calibrate_on)
+                with tempfile.TemporaryDirectory(prefix="spinfc-quant-gap-") as directory:
+                    write_quantized(Path(directory), SCHEMES[scheme], config, state, kept, tokenizer, served, hf)
+                    found_gap = gap(directory, reference, device)
+                chosen = kept.kept or {}
+                yield scheme, strength, budget, {**found_gap, "kept": len(chosen.get("modules", ())),
+                                                 "calibration_gap": chosen.get("gap")}
 
 
 def main() -> None:
@@ -67,19 +75,23 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     parser.add_argument("--schemes", nargs="+", default=["fp8-static", "int8-static"])
     parser.add_argument("--smoothing", nargs="+", type=float, default=[0.0, 0.5], help="strengths (0: none)")
+    parser.add_argument("--max-gap", nargs="+", type=float, default=[None],
+                        help="gap budgets (`spinfc quantize --max-gap`; default: every layer quantized)")
+    parser.add_argument("--calibration", type=Path, default=CALIBRATION, help="JSONL texts (default: the fixture's)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     results = []
-    print("| model | scheme | smoothing | logprob | p | floor_p |\n| --- | --- | ---: | ---: | ---: | ---: |",
-          flush=True)
+    print("| model | scheme | smoothing | max gap | layers kept | logprob | p | floor_p |\n"
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |", flush=True)
     for model in args.models:
         reference = float32_reference(model)
         began = time.perf_counter()
-        for scheme, alpha, found in quantized_gaps(model, args.schemes, args.smoothing, reference, args.device):
-            results.append({"model": model, "scheme": scheme, "smoothing": alpha, **found,
+        for scheme, alpha, budget, found in quantized_gaps(model, args.schemes, args.smoothing, reference, args.device,
+                                                           max_gaps=args.max_gap, calibration=args.calibration):
+            results.append({"model": model, "scheme": scheme, "smoothing": alpha, "max_gap": budget, **found,
                             "seconds_since_start": round(time.perf_counter() - began)})
-            print(f"| {model} | {scheme} | {alpha:g} | {found['logprob']} | {found['p']} | {found['floor_p']} |",
-                  flush=True)
+            print(f"| {model} | {scheme} | {alpha:g} | {budget or '-'} | {found['kept']} | {found['logprob']} | "
+                  f"{found['p']} | {found['floor_p']} |", flush=True)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "quant_gap.json").write_text(json.dumps(results, indent=1) + "\n")
 

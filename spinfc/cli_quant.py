@@ -29,7 +29,21 @@ def add_quantize(commands) -> None:
                           help="SmoothQuant strength in [0, 1] (llm-compressor's default is 0.5): activation outliers "
                           "moved into the weights before quantizing (default: 0, none; try it per model with "
                           "`spinfc parity`)")
+    quantize.add_argument("--max-gap", type=_gap, default=None, metavar="X",
+                          help="keep the layers that calibration finds most sensitive in the half dtype until the "
+                          "largest log p difference to float32 on the calibration texts is at most X (e.g. 0.25; "
+                          "default: every layer quantized)")
     quantize.set_defaults(run=_quantize)
+
+
+def _gap(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a gap budget: give a positive log p difference, e.g. 0.25")
+    return value
 
 
 def _strength(text: str) -> float:
@@ -59,13 +73,17 @@ def _quantize(args: argparse.Namespace) -> int:
     steps.say(f"{args.model} -> {args.output} ({args.scheme}); calibration: {calibration}")
     try:
         summary = quantize_model(args.model, args.scheme, calibration, Path(args.output),
-                                 smoothing=args.smoothing, steps=steps)
+                                 smoothing=args.smoothing, steps=steps, max_gap=args.max_gap)
     except (CalibrationError, CorruptWeights, UnsupportedModel, OSError) as error:
         print(f"spinfc quantize: {error}", file=sys.stderr)
         return 2
     smoothing = summary.get("smoothing")
     smoothed = f"smoothed (strength {smoothing['alpha']:g}), " if smoothing else ""
     steps.say("done")
+    kept = summary.get("kept_in_half")
+    if kept:
+        smoothed += (f"{len(kept['modules'])} layers kept in half precision (gap {kept['gap']:g} within "
+                     f"{kept['max_gap']:g}, {kept['gap_all_quantized']:g} with every layer quantized), ")
     print(f"wrote {args.output}: {summary['scheme']}, {smoothed}calibrated on {summary['texts']} texts "
           f"({summary['tokens']} tokens), {len(summary['input_max'])} layer inputs; serve it with "
           f"`spinfc serve {args.output}`")

@@ -90,9 +90,10 @@ async def _score(engine, job: dict, model_name: str, where: str, base: Path):
 
 
 def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu", dtype: str | None = None,
-                base: Path = Path(".")) -> dict:
+                base: Path = Path("."), loaded=None) -> dict:
     """Run every job of `fixture` in order (a pack's path is relative to `base`, the fixture's folder); returns
-    {format, fingerprint, model, results: one row per option of every query of every input}."""
+    {format, fingerprint, model, results: one row per option of every query of every input}. `loaded`: a model
+    stack already built (on `device`) to run instead of loading `model`."""
     from spinfc.runtime.engine import Engine
     from spinfc.shapes import Shapes
     from spinfc.runtime.fingerprint import fingerprint
@@ -101,7 +102,7 @@ def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu",
     if not isinstance(jobs, list) or not jobs:
         raise ParityError("the fixture has no `jobs` list: give one job per request body or pack")
     model_name = model or fixture.get("model")
-    loaded = _load(model_name, device, dtype)
+    loaded = loaded if loaded is not None else _load(model_name, device, dtype)
     shapes = Shapes.for_device(device, int(fixture.get("token_budget", 2048)), int(fixture.get("block", 128)))
     if device.startswith("cuda"):
         from spinfc.backend import serving

@@ -13,7 +13,7 @@ from spinfc.runtime.quant.schemes import SCHEMES, Scheme, UnknownScheme, scheme
 from spinfc.runtime.quant.smooth import DEFAULT_ALPHA, smooth_state
 
 __all__ = ["Calibration", "QuantizedLinear", "SCHEMES", "Scheme", "UnknownScheme", "calibrate", "calibrated",
-           "float_model", "write_quantized",
+           "float_model", "keep_within", "write_quantized",
            "quantize_model", "quantize_state", "read_quantized", "scheme", "smooth_state", "write_checkpoint"]
 
 
@@ -81,17 +81,39 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
 
 
 def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path, smoothing: float = 0.0,
-                   device: str = "cpu", steps=None) -> dict:
+                   device: str = "cpu", steps=None, max_gap: float | None = None, log=None) -> dict:
     """Calibrate `name` (float32, the reference ops on `device`: the CPU unless a benchmark asks for speed) on the
-    texts of `calibration` (JSONL; `DEFAULT_CALIBRATION`, the bundled set, when None), smooth its activation outliers into the weights (SmoothQuant with strength
-    `smoothing`; 0, the default: none, as it narrowed Gemma's gap and widened SmolLM2's, docs/quantization.md),
-    quantize it with `scheme_name` and write the checkpoint to `out`; returns the calibration summary."""
+    texts of `calibration` (JSONL; `DEFAULT_CALIBRATION`, the bundled set, when None), smooth its activation
+    outliers into the weights (SmoothQuant with strength `smoothing`; 0, the default: none, as it narrowed Gemma's gap and widened SmolLM2's, docs/quantization.md),
+    keep the layers that bring the gap within `max_gap` in the half dtype (`keep_within`; None: quantize every
+    layer), quantize it with `scheme_name` and write the checkpoint to `out`; returns the calibration summary."""
     chosen = scheme(scheme_name)
+    if log is None:
+        log = steps.say if steps is not None else (lambda text: None)
     for _, config, state, found, tokenizer, served, hf in calibrated(name, calibration, (smoothing,), device, steps):
+        if max_gap is not None:
+            found = keep_within(max_gap, chosen, config, state, found, tokenizer, calibration, served, device, log)
         if steps is not None:
             steps.say(f"quantizing the linear layers ({chosen.name}) and writing {out}")
         write_quantized(out, chosen, config, state, found, tokenizer, served, hf)
     return {"scheme": chosen.name, **found.summary()}
+
+
+def keep_within(max_gap: float, chosen: Scheme, config, state: dict, found: Calibration, tokenizer, calibration: Path,
+                served: str, device: str = "cpu", log=lambda text: None) -> Calibration:
+    """`found` with the layers to keep in the half dtype so that the gap to float32 on the calibration texts is
+    at most `max_gap` (`sensitivity.choose`)."""
+    import attrs
+
+    from spinfc.runtime.models import build_model
+    from spinfc.runtime.quant.calibrate import sequences_of
+    from spinfc.runtime.quant.sensitivity import choose
+
+    quantized = {k: v for k, v in quantize_state(config, state, found, chosen).items()
+                 if isinstance(v, QuantizedLinear)}
+    model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
+    kept = choose(model, quantized, sequences_of(tokenizer, read_texts(calibration)), max_gap, log)
+    return attrs.evolve(found, kept=kept.summary())
 
 
 def write_quantized(out: Path, chosen: Scheme, config, state: dict, found: Calibration, tokenizer, served: str,

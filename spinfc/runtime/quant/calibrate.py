@@ -31,11 +31,17 @@ class Calibration:
     tokens: int
     source_sha256: str
     smoothing: dict | None = None  # what `smooth.smooth_state` did before these maxima were taken, if anything
+    kept: dict | None = None  # the layers kept in the half dtype under a gap budget (`sensitivity.Kept.summary`)
+
+    @property
+    def kept_modules(self) -> tuple[str, ...]:
+        return tuple(self.kept["modules"]) if self.kept else ()
 
     def summary(self) -> dict:
         found = {"texts": self.texts, "tokens": self.tokens, "sha256": self.source_sha256,
                  "input_max": dict(sorted(self.maxima.items()))}
-        return {**found, "smoothing": self.smoothing} if self.smoothing else found
+        found = {**found, "smoothing": self.smoothing} if self.smoothing else found
+        return {**found, "kept_in_half": self.kept} if self.kept else found
 
 
 def read_texts(path: Path) -> list[str]:

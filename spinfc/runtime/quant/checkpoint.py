@@ -31,12 +31,13 @@ LINEAR_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.we
                    "up_proj.weight", "down_proj.weight")
 
 
-def kept_in_float(config: ModelConfig) -> list[str]:
+def kept_in_float(config: ModelConfig, kept: tuple[str, ...] = ()) -> list[str]:
     """Linear modules spinfc leaves unquantized: the LM head and the last layer's o/gate/up/down (they run on
-    answer rows only, so 8 bits would save nothing and cost precision where every score is read)."""
+    answer rows only, so 8 bits would save nothing and cost precision where every score is read), then `kept`
+    (the layers a gap budget keeps in the half dtype, `sensitivity.choose`)."""
     last = config.layers - 1
     return ["lm_head"] + [f"model.layers.{last}.{name}" for name in
-                          ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
+                          ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")] + list(kept)
 
 
 # Layers that read one input (the same norm's output): they get one input scale, the largest of theirs, so the
@@ -67,12 +68,14 @@ def shared_maxima(maxima: dict[str, float]) -> dict[str, float]:
 
 def quantize_state(config: ModelConfig, state: dict[str, torch.Tensor], calibration: Calibration,
                    chosen: Scheme) -> dict:
-    """The float `state` with every calibrated linear weight (but those `kept_in_float`) as a QuantizedLinear;
-    layers that read the same input share one input scale (`SHARED_INPUTS`)."""
+    """The float `state` with every calibrated linear weight (but those `kept_in_float`, and those the
+    calibration's gap budget keeps) as a QuantizedLinear; layers that read the same input share one input scale
+    (`SHARED_INPUTS`)."""
     maxima = shared_maxima(calibration.maxima)
+    kept = {f"{module}.weight" for module in calibration.kept_modules}
     out: dict = {}
     for key, tensor in state.items():
-        if is_quantized_linear(key, config):
+        if is_quantized_linear(key, config) and key not in kept:
             if key not in maxima:
                 raise ValueError(f"calibration saw no input of {key}: calibrate the same model")
             weight, weight_scale = quantize_weight(tensor, chosen)
@@ -83,23 +86,25 @@ def quantize_state(config: ModelConfig, state: dict[str, torch.Tensor], calibrat
     return out
 
 
-def quantization_config(config: ModelConfig, chosen: Scheme):
-    """The compressed-tensors `QuantizationConfig` of a checkpoint quantized with `chosen`."""
+def quantization_config(config: ModelConfig, chosen: Scheme, kept: tuple[str, ...] = ()):
+    """The compressed-tensors `QuantizationConfig` of a checkpoint quantized with `chosen` (`kept`: the layers a gap
+    budget keeps in the half dtype, also under `ignore`)."""
     from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
 
     group = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(**chosen.args(activations=False)),
                                input_activations=QuantizationArgs(**chosen.args(activations=True)))
     return QuantizationConfig(config_groups={"group_0": group}, format=chosen.format,
-                              quantization_status="compressed", ignore=kept_in_float(config))
+                              quantization_status="compressed", ignore=kept_in_float(config, kept))
 
 
-def recipe_yaml(config: ModelConfig, chosen: Scheme, smoothing: dict | None = None) -> str:
+def recipe_yaml(config: ModelConfig, chosen: Scheme, smoothing: dict | None = None,
+                kept: tuple[str, ...] = ()) -> str:
     """The llm-compressor recipe that describes this quantization: a SmoothQuantModifier first where the weights
     were smoothed, then a QuantizationModifier."""
     import yaml
 
     group = quantization_config(config, chosen).config_groups["group_0"]
-    modifier = {"targets": ["Linear"], "ignore": kept_in_float(config),
+    modifier = {"targets": ["Linear"], "ignore": kept_in_float(config, kept),
                 "config_groups": {"group_0": group.model_dump(mode="json", exclude_none=True)}}
     modifiers = {}
     note = "# written by spinfc quantize: static min-max activation scales from calibration.json\n"
@@ -128,11 +133,12 @@ def write_checkpoint(directory: Path, hf_config: dict, config: ModelConfig, stat
     if config.tie_embeddings:
         tensors.pop("lm_head.weight", None)
     save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
-    hf = dict(hf_config, quantization_config=quantization_config(config, chosen).model_dump(mode="json"))
+    kept = calibration.kept_modules
+    hf = dict(hf_config, quantization_config=quantization_config(config, chosen, kept).model_dump(mode="json"))
     (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
-    (directory / "recipe.yaml").write_text(recipe_yaml(config, chosen, calibration.smoothing))
+    (directory / "recipe.yaml").write_text(recipe_yaml(config, chosen, calibration.smoothing, kept))
     summary = {"scheme": chosen.name, "source_model": source, "spinfc_version": __version__,
-               "format": chosen.format, "kept_in_float": kept_in_float(config), **calibration.summary()}
+               "format": chosen.format, "kept_in_float": kept_in_float(config, kept), **calibration.summary()}
     (directory / "calibration.json").write_text(json.dumps(summary, indent=2) + "\n")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(directory))
