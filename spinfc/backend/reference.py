@@ -97,9 +97,13 @@ def tree_attention(
     scale: float,
     window: int | None,
     quant: ActivationQuant | None = None,
+    firsts: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q: [T, H, D], k, v: [T, Hk, D] (H a multiple of Hk), ends: [T] int32, positions: [T] int64 -> [T, H, D];
     with `quant`, the float32 result quantized for the output projection (`ActivationQuant.reference`).
+
+    `firsts` ([T] int32, a pass with image blocks): key j is seen from row firsts[j] on rather than from j, so
+    the rows of an image block (firsts = the block's first row) see each other both ways; None means firsts[j] = j.
 
     Query i attends key j iff j <= i < ends[j], both lie in the same span, and (with a window)
     positions[i] - positions[j] < window: the rule of transformers' sliding-window mask
@@ -119,13 +123,19 @@ def tree_attention(
         k_span = k[start:stop].float()  # [S, Hk, D]
         v_span = v[start:stop].float()  # [S, Hk, D]
         key_end = ends[start:stop].long()  # [S]
+        key_first = None if firsts is None else firsts[start:stop].long()  # [S]
         for q_start in range(start, stop, QUERY_BLOCK):
             q_stop = min(q_start + QUERY_BLOCK, stop)
-            # keys after the block's last query, or whose subtree ends before its first, are never visible
-            keys = torch.nonzero(key_end[: q_stop - start] > q_start).squeeze(1)  # [K] offsets in the span
-            key_index = keys + start  # [K]
             query_index = torch.arange(q_start, q_stop, device=q.device)[:, None]  # [B, 1]
-            visible = (key_index[None, :] <= query_index) & (query_index < key_end[keys][None, :])  # [B, K]
+            if key_first is None:
+                # keys after the block's last query, or whose subtree ends before its first, are never visible
+                keys = torch.nonzero(key_end[: q_stop - start] > q_start).squeeze(1)  # [K] offsets in the span
+                first = (keys + start)[None, :]  # [1, K]
+            else:  # keys first seen after the block's last query, or whose subtree ends before its first
+                keys = torch.nonzero((key_end > q_start) & (key_first < q_stop)).squeeze(1)  # [K]
+                first = key_first[keys][None, :]
+            key_index = keys + start  # [K]
+            visible = (first <= query_index) & (query_index < key_end[keys][None, :])  # [B, K]
             if window is not None:
                 distance = positions[q_start:q_stop, None] - positions[key_index][None, :]
                 visible &= distance < window
