@@ -103,13 +103,30 @@ def decode_audio(source: MediaSource, policy: MediaPolicy) -> tuple[np.ndarray, 
                          hint="send the whole file; check that it plays") from None
     if wave.shape[0] > limit * rate:  # a header that under-stated the length
         raise _too_long(wave.shape[0] / rate, limit, where)
-    if info.frames > 0 and wave.shape[0] < 0.99 * info.frames:
-        raise MediaError(f"the audio's header says {info.frames / rate:.2f} s but its data holds "
-                         f"{wave.shape[0] / rate:.2f} s", code="truncated_media", param=where,
+    declared = _wav_declared_bytes(source.data) if actual == "wav" else None
+    frame_bytes = info.channels * max(1, _SAMPLE_BYTES.get(info.subtype, 2))
+    held = (len(source.data) - (declared or (0, 0))[1]) // frame_bytes
+    if declared is not None and declared[0] // frame_bytes != held:  # libsndfile would read what the file holds
+        raise MediaError(f"the WAV header says {declared[0] // frame_bytes / rate:.2f} s but the file holds "
+                         f"{held / rate:.2f} s", code="truncated_media", param=where,
                          hint="send the whole file (it was cut short, or its header is wrong)")
     if wave.shape[0] == 0:
         raise MediaError("the audio holds no samples", code="empty_media", param=where, hint="send a clip with sound")
     return np.ascontiguousarray(wave.mean(axis=1, dtype=np.float32)), rate
+
+
+_SAMPLE_BYTES = {"PCM_U8": 1, "PCM_S8": 1, "PCM_16": 2, "PCM_24": 3, "PCM_32": 4, "FLOAT": 4, "DOUBLE": 8}
+
+
+def _wav_declared_bytes(data: bytes) -> tuple[int, int] | None:
+    """(the bytes a WAV file's data chunk says it holds, where they start), from its RIFF chunks."""
+    offset = 12
+    while offset + 8 <= len(data):
+        kind, size = data[offset:offset + 4], int.from_bytes(data[offset + 4:offset + 8], "little")
+        if kind == b"data":
+            return size, offset + 8
+        offset += 8 + size + (size & 1)
+    return None
 
 
 def _too_long(seconds: float, limit: int, where: str) -> MediaError:

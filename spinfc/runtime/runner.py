@@ -206,13 +206,12 @@ class Runner:
 
     def launch(self, arrays: Sequence[SegmentArrays]) -> Pending:
         """Stage and run one pass; on CUDA returns once the pass and the copy back are queued. A pass holding
-        media runs eagerly on the plain stack (its towers' forward is not in the captured graphs)."""
+        media runs eagerly on the plain stack (GraphedModel.forward: its towers' forward is not captured)."""
         launch, pending = self.stage(arrays)
-        model = self.model if launch.media is None else getattr(self.model, "model", self.model)
-        if self._moves or (self.on_cuda and model is not self.model):
+        if self._moves:
             launch = launch.to(self.device)
         with torch.inference_mode():
-            out = model.forward(launch)  # [N] float32 on the device
+            out = self.model.forward(launch)  # [N] float32 on the device
         if self.on_cuda:
             pending.output.copy_(out, non_blocking=True)
             pending.event = torch.cuda.Event()

@@ -12,6 +12,8 @@ DEFAULTS = {
     "max_options": 1000, "max_option_tokens": 5,
     # not in the operator's guide: the bounds of an extraction slot's search (issue 10)
     "max_beam_width": 16, "max_slot_tokens": 256,
+    # media (the operator's guide), and one not in it: the bytes of a fetched media file
+    "max_frames": 1024, "max_audio_seconds": 600, "max_image_pixels": 50_000_000, "max_fetch_bytes": 20_000_000,
 }
 
 
