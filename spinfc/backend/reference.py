@@ -54,31 +54,42 @@ def add_rms_norm(
 _ROPE_TABLES: dict[tuple[float, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
 
-def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float,
+                 rotated: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """positions: [T] int64 -> cos, sin: [T, head_dim] float32, in Hugging Face's layout (the half-size table
-    repeated twice), inv_freq[i] = theta ** (-2i / head_dim). The last tables per (theta, head_dim) are kept and
-    reused when the positions are equal."""
-    kept = _ROPE_TABLES.get((theta, head_dim))
+    repeated twice), inv_freq[i] = theta ** (-2i / head_dim) (`inv_freq`). The last tables per (theta, head_dim,
+    rotated) are kept and reused when the positions are equal."""
+    kept = _ROPE_TABLES.get((theta, head_dim, rotated))
     if kept is not None and kept[0].device == positions.device and torch.equal(kept[0], positions):
         return kept[1], kept[2]
-    cos, sin = _rope_tables(positions, head_dim, theta)
-    _ROPE_TABLES[(theta, head_dim)] = (positions.clone(), cos, sin)
+    cos, sin = _rope_tables(positions, head_dim, theta, rotated)
+    _ROPE_TABLES[(theta, head_dim, rotated)] = (positions.clone(), cos, sin)
     return cos, sin
 
 
-def _rope_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float() / head_dim
-    inv_freq = 1.0 / (theta**exponent)  # [D/2]
-    freqs = positions.float()[:, None] * inv_freq[None, :]  # [T, D/2]
+def inv_freq(head_dim: int, theta: float, rotated: int | None, device) -> torch.Tensor:
+    """[D/2] float32: theta ** (-2i / head_dim) for the first `rotated` pairs (None: all), 0 for the rest, whose
+    dimensions then pass through unchanged (cos 0 = 1, sin 0 = 0: transformers' `proportional` rope)."""
+    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim
+    freq = 1.0 / (theta**exponent)  # [D/2]
+    if rotated is not None and rotated < head_dim // 2:
+        freq[rotated:] = 0.0
+    return freq
+
+
+def _rope_tables(positions: torch.Tensor, head_dim: int, theta: float,
+                 rotated: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    freqs = positions.float()[:, None] * inv_freq(head_dim, theta, rotated, positions.device)[None, :]  # [T, D/2]
     angles = torch.cat((freqs, freqs), dim=-1)  # [T, D]
     return angles.cos(), angles.sin()
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float, rotated: int | None = None) -> torch.Tensor:
     """x: [T, H, D], positions: [T] int64 -> [T, H, D] in x.dtype: rotary embedding in Hugging Face's
-    rotate_half convention (dimension i pairs with i + D/2). Returns a new tensor; the Triton kernel may work
-    in place, so callers must not rely on `x` keeping its value."""
-    cos, sin = rope_cos_sin(positions, x.shape[-1], theta)
+    rotate_half convention (dimension i pairs with i + D/2); with `rotated`, only the first `rotated` pairs turn
+    (`inv_freq`). Returns a new tensor; the Triton kernel may work in place, so callers must not rely on `x`
+    keeping its value."""
+    cos, sin = rope_cos_sin(positions, x.shape[-1], theta, rotated)
     cos, sin = cos[:, None, :], sin[:, None, :]  # [T, 1, D]
     x32 = x.float()
     half = x.shape[-1] // 2
@@ -168,15 +179,21 @@ def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_
 
 
 def answer_logprobs(
-    hidden: torch.Tensor, lm_head: torch.Tensor, read_row: torch.Tensor, read_token: torch.Tensor
+    hidden: torch.Tensor, lm_head: torch.Tensor, read_row: torch.Tensor, read_token: torch.Tensor,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """hidden: [R, D] (final-normed answer rows), lm_head: [V, D], read_row, read_token: [N] int64 -> [N] float32:
     log_softmax over the vocabulary of row read_row[k], taken at read_token[k]. The matmul runs in the
     weights' dtype, or as a split product where hidden is float32 and the head half (`split_product.head_logits`);
-    the softmax in float32."""
-    logits = split_product.head_logits(hidden, lm_head)  # [R, V] float32
+    the softmax in float32. With `softcap`, the logits are softcap * tanh(logits / softcap) first (Gemma 4)."""
+    logits = soft_cap(split_product.head_logits(hidden, lm_head), softcap)  # [R, V] float32
     logprobs = torch.log_softmax(logits, dim=-1)
     return logprobs[read_row, read_token]
+
+
+def soft_cap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """cap * tanh(logits / cap), computed in logits' dtype (None: logits unchanged)."""
+    return logits if cap is None else torch.tanh(logits / cap) * cap
 
 
 def decode_attention(

@@ -60,10 +60,10 @@ def add_rms_norm(
     return _rms_norm.add_rms_norm(x, residual, weight, eps, unit_offset, out_dtype, quant)
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float, rotated: int | None = None) -> torch.Tensor:
     if not _on_triton(x):
-        return reference.apply_rope(x, positions, theta)
-    return rope.apply_rope(x, positions, theta)
+        return reference.apply_rope(x, positions, theta, rotated)
+    return rope.apply_rope(x, positions, theta, rotated)
 
 
 def tree_attention(
@@ -102,8 +102,9 @@ def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: str, quant: Activation
 
 
 def answer_logprobs(
-    hidden: torch.Tensor, lm_head: torch.Tensor, read_row: torch.Tensor, read_token: torch.Tensor
+    hidden: torch.Tensor, lm_head: torch.Tensor, read_row: torch.Tensor, read_token: torch.Tensor,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     if not _on_triton(hidden):
-        return reference.answer_logprobs(hidden, lm_head, read_row, read_token)
-    return answer_head.answer_logprobs(hidden, lm_head, read_row, read_token)
+        return reference.answer_logprobs(hidden, lm_head, read_row, read_token, softcap)
+    return answer_head.answer_logprobs(hidden, lm_head, read_row, read_token, softcap)

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 import attrs
 import torch
 
-from spinfc.backend import split_product
 from spinfc.backend.launch import Launch, lower
 from spinfc.ir.nodes import Content, PassLayout, Program
 from spinfc.passes import PassContext, layout, plan_packing, segment
@@ -71,7 +70,7 @@ def score_prompts(model, program: Program, top: int, lock: threading.Lock | None
         rows = lay.content_rows  # the same order as launch.rows
         for start in range(0, len(rows), HEAD_ROWS):
             part = rows[start:start + HEAD_ROWS]
-            logits = split_product.head_logits(hidden[start:start + len(part)], model.lm_head)  # [r, V] float32
+            logits = model.head_logits(hidden[start:start + len(part)])  # [r, V] float32
             scores = torch.log_softmax(logits, dim=-1)  # [r, V]
             best = torch.topk(scores, top, dim=-1) if top else None
             next_ids = [tokens[r.content][r.position + 1] if r.position + 1 < len(tokens[r.content]) else 0

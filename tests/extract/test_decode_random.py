@@ -1,7 +1,8 @@
 """The decode from a pass's keys and values, on small random-weight models of each family: an option read token by
 token by decode steps (`Forced`, from the prompt row's visible rows of the pass) has the log-probability the tree
 forward gives it; beams of several contents in one batch do not see one another; and it does not matter which
-other beams share the batch. Gemma's window (6 positions) is crossed by the answers."""
+other beams share the batch. Gemma's window (6 positions) is crossed by the answers. Gemma 4's KV-shared layers
+decode from the rows their source layers kept in the pass."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from spinfc.runtime.extract.beams import Forced
 from spinfc.runtime.extract.decode import Start, walk
 from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, gather_context, visible_rows
 
+from tests.runtime.gemma4_shapes import GEMMA4_FAMILIES
 from tests.runtime.test_parity_random import random_pair
 from tests.runtime.tree_launch import Case, Question, build_launch
 
 
-@pytest.fixture(scope="module", params=["llama", "gemma3"])
+@pytest.fixture(scope="module", params=["llama", "gemma3", *GEMMA4_FAMILIES])
 def model(request, tmp_path_factory):
     ours, _ = random_pair(request.param, tmp_path_factory.mktemp(request.param))
     return ours

@@ -39,6 +39,8 @@ def qkv(rows: int, heads: int, kv_heads: int, dim: int, generator: torch.Generat
         (4, 2, 16, None, (16, 16, 1, 3, True), 192),  # a program per key/value head: its two query heads at once
         (8, 2, 24, 7, (32, 16, 2, 3, True), 192),  # four query heads a program, with a window
         (8, 1, 16, None, (16, 16, 1, 2, True), 192),  # a group of eight: four query heads a program, two programs
+        (2, 2, 256, None, None, 192),  # Gemma's 256-wide heads in float32: the launcher's smaller float32 tiles
+        (4, 1, 512, 5, None, 192),  # Gemma 4's 512-wide full-attention heads, with a window
     ],
 )
 def test_matches_reference_on_random_trees(heads, kv_heads, dim, window, blocks, rows, seed):

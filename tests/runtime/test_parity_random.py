@@ -9,6 +9,7 @@ import torch
 
 from spinfc.runtime.loader import load_model
 
+from .gemma4_shapes import GEMMA4_FAMILIES, gemma4_config, randomize
 from .tree_launch import Case, Question, build_launch, transformers_logprobs
 
 TOLERANCE = 1e-4
@@ -29,10 +30,11 @@ def _configs():
             **SHAPE, sliding_window=6, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
             query_pre_attn_scalar=24, rope_theta=20000.0, rope_local_base_freq=300.0,
         ),
+        **{name: gemma4_config(name) for name in GEMMA4_FAMILIES},
     }
 
 
-@pytest.fixture(scope="module", params=["qwen3", "llama", "gemma3"])
+@pytest.fixture(scope="module", params=["qwen3", "llama", "gemma3", *GEMMA4_FAMILIES])
 def pair(request, tmp_path_factory):
     return random_pair(request.param, tmp_path_factory.mktemp(request.param))
 
@@ -46,10 +48,13 @@ def random_pair(family: str, directory):
     config = _configs()[family]
     config._attn_implementation = "eager"
     theirs = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-    with torch.no_grad():
-        for name, parameter in theirs.named_parameters():
-            if "norm" in name:
-                parameter.normal_(0.0, 0.3)
+    if family.startswith("gemma4"):
+        randomize(theirs)
+    else:
+        with torch.no_grad():
+            for name, parameter in theirs.named_parameters():
+                if "norm" in name:
+                    parameter.normal_(0.0, 0.3)
     theirs.save_pretrained(directory)
     return load_model(str(directory)), theirs
 

@@ -105,5 +105,9 @@ def transformers_logprobs(hf_model, case: Case) -> torch.Tensor:
         mask[index, : len(sequence)] = 1
     hidden = hf_model.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [B, S, D], final-normed
     picked = torch.stack([hidden[b, row] for b, row, _ in targets])  # [N, D]
-    logprobs = torch.log_softmax(hf_model.lm_head(picked).float(), dim=-1)  # [N, V]
+    logits = hf_model.lm_head(picked).float()  # [N, V]
+    cap = getattr(hf_model.config, "final_logit_softcapping", None)
+    if cap is not None:  # Gemma 4 (Gemma 3's config has the key, at None)
+        logits = torch.tanh(logits / cap) * cap
+    logprobs = torch.log_softmax(logits, dim=-1)  # [N, V]
     return logprobs[torch.arange(len(targets)), torch.tensor([token for _, _, token in targets])]

@@ -56,19 +56,23 @@ def _logits(hidden: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
 
 
 def answer_logprobs(
-    hidden: torch.Tensor, lm_head: torch.Tensor, read_row: torch.Tensor, read_token: torch.Tensor
+    hidden: torch.Tensor, lm_head: torch.Tensor, read_row: torch.Tensor, read_token: torch.Tensor,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """hidden: [R, D] final-normed answer rows, lm_head: [V, D], read_row, read_token: [N] int64 -> [N] float32:
     log p(read_token[k] | row read_row[k]). The matmul's operands are in the weights' dtype (as the reference's
     are), or a float32 hidden is split in two half parts (`_logits`); on CUDA its bf16/fp16 products are
     accumulated and written in float32, so the logits are not rounded to bf16 (a logit near 20 would otherwise lose
-    up to 0.06)."""
+    up to 0.06). With `softcap`, the logits are softcap * tanh(logits / softcap) first (in torch: one more pass
+    over the answer rows' logits, in float32)."""
     if hidden.dim() != 2 or lm_head.dim() != 2 or hidden.shape[1] != lm_head.shape[1]:
         raise ValueError(f"answer_logprobs: hidden {tuple(hidden.shape)} and lm_head {tuple(lm_head.shape)} "
                          "must be [R, D] and [V, D]")
     if read_row.shape != read_token.shape or read_row.dim() != 1:
         raise ValueError("answer_logprobs: read_row and read_token must both be [N]")
     logits = _logits(hidden, lm_head)  # [R, V]: the answer rows only
+    if softcap is not None:
+        logits = _reference.soft_cap(logits.float(), softcap)
     lse = row_logsumexp(logits)  # [R]
     return logits[read_row, read_token].float() - lse[read_row]
 

@@ -109,7 +109,7 @@ def _decode_attention_kernel(
 
 def block_n(head_dim: int) -> int:
     """The key block (fixed per head dim: it sets the reduction order, so it never depends on the batch)."""
-    return 64 if head_dim <= 128 else 32
+    return 64 if head_dim <= 128 else 32 if head_dim <= 256 else 16
 
 
 def decode_attention(
@@ -139,8 +139,8 @@ def decode_attention(
                          "disagree: the pool must be [P, Hk, D] and the own rows [S, G, Hk, D], H a multiple of Hk")
     if table.dtype != torch.int32 or table_count.dtype != torch.int32:
         raise ValueError("decode_attention: table and table_count must be int32")
-    if not 16 <= D <= 256:
-        raise ValueError(f"decode_attention: head dim {D} is outside the supported 16..256")
+    if not 16 <= D <= 512:
+        raise ValueError(f"decode_attention: head dim {D} is outside the supported 16..512")
     for name, t in (("q", q), ("pool_k", pool_k), ("pool_v", pool_v), ("own_k", own_k), ("own_v", own_v)):
         if t.stride(-1) != 1:
             raise ValueError(f"decode_attention: {name} must have a unit stride in its last dimension")

@@ -34,22 +34,22 @@ def _rope_kernel(
 
 
 @lru_cache(maxsize=16)
-def _inv_freq(head_dim: int, theta: float, device: torch.device) -> torch.Tensor:
-    """[D/2] float32, computed exactly as `reference.rope_cos_sin` does (cached: built once per model)."""
-    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim
-    return 1.0 / (theta**exponent)
+def _inv_freq(head_dim: int, theta: float, rotated: int | None, device: torch.device) -> torch.Tensor:
+    """[D/2] float32, computed exactly as the reference does (`reference.inv_freq`; cached: built once per model)."""
+    return _reference.inv_freq(head_dim, theta, rotated, device)
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float, rotated: int | None = None) -> torch.Tensor:
     """x: [T, H, D] (a view is fine, e.g. q inside a fused qkv output; unit last stride), positions: [T] int64.
-    Rotates x IN PLACE and returns it."""
+    Rotates x IN PLACE and returns it; with `rotated`, only the first `rotated` pairs turn (the others' frequency
+    is 0: cos 1, sin 0, so they are written back unchanged)."""
     if x.dim() != 3 or x.shape[2] % 2 or positions.shape != (x.shape[0],):
         raise ValueError(f"apply_rope: x must be [T, H, D] with D even and positions [T]; got {tuple(x.shape)}, "
                          f"{tuple(positions.shape)}")
     if x.stride(2) != 1:
         raise ValueError("apply_rope: x must have a unit stride in its last dimension")
     T, H, D = x.shape
-    inv_freq = _inv_freq(D, float(theta), x.device)
+    inv_freq = _inv_freq(D, float(theta), rotated, x.device)
     block = triton.next_power_of_2(H) * triton.next_power_of_2(D // 2)
     _rope_kernel[(T,)](
         x, positions, inv_freq, x.stride(0), x.stride(1), H,

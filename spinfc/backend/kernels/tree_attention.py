@@ -1,5 +1,5 @@
 """Tree attention over `end[j]`: query i attends key j iff j <= i < ends[j] (and, with a window,
-positions[i] - positions[j] < window). Online softmax, GQA, head dims up to 256.
+positions[i] - positions[j] < window). Online softmax, GQA, head dims up to 512.
 
 One program computes BLOCK_M query rows of one query head. It walks, in ascending order, only the key blocks some
 of its rows may see: `visible_key_blocks` lists them per query block on the device, from the per-block maximum of
@@ -104,7 +104,11 @@ def _tree_attention_kernel(
 # change any row's result.
 # Measured on an H200 (benchmarks/gpu_tune.py, head dim 128, 19,200 rows of the seed job): 64 x 32 tiles with 4
 # warps ran the kernel in ~0.29 ms against ~0.45 ms for 128 x 64 with 8 warps (attempt 1's choice).
-BLOCKS = {"d128": (64, 32, 4, 3), "d256": (64, 32, 8, 3)}
+BLOCKS = {"d128": (64, 32, 4, 3), "d256": (64, 32, 8, 3), "d512": (32, 32, 8, 2)}
+# Float32 inputs take twice the shared memory a tile of half inputs does: at head dim 256, 64 x 32 tiles over 3
+# stages need ~256 KB (an H200 has 227 KB a block). Smaller tiles and 2 stages keep them under ~160 KB: q [BM, D]
+# + 2 stages x (k, v) [BN, D] (d256: 32 + 128 KB; d512 in float32: 32 + 128 KB; d512 in half: 32 + 128 KB).
+FLOAT32_BLOCKS = {"d256": (32, 32, 8, 2), "d512": (16, 16, 8, 2)}
 # Where a key/value head has a multiple of four query heads, one program takes four of them (`pack_heads`): each
 # key and value tile is loaded once for the four instead of once per query head. Measured on an H200 (32 query
 # heads, head dim 128, 19,200 rows of the seed job; `gpu_tune.py --attention pack`): Llama-3-8B's 8 key/value
@@ -116,13 +120,15 @@ PACKED_BLOCKS = {"d128": (16, 32, 4, 2)}
 PACKED_HEADS = 4
 
 
-def blocks_for(head_dim: int, rows: int, group: int = 1) -> tuple[int, int, int, int, bool]:
-    """(BLOCK_M, BLOCK_N, num_warps, num_stages, pack_heads) for a head dim, `group` query heads per key/value head
-    (and a row count, which must be a multiple of BLOCK_M): fixed (no autotuning), so a launch shape always runs
-    the same code. BLOCK_N (the key tile, which sets the reduction order) divides `ALIGNMENT`; BLOCK_M (which rows
-    run together, which does not change any row's result) divides it too, so a query block never holds rows of
-    two contents."""
-    kind = "d128" if head_dim <= 128 else "d256"
+def blocks_for(head_dim: int, rows: int, group: int = 1, itemsize: int = 2) -> tuple[int, int, int, int, bool]:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages, pack_heads) for a head dim, `group` query heads per key/value head,
+    the inputs' bytes per element (and a row count, which must be a multiple of BLOCK_M): fixed (no autotuning), so
+    a launch shape always runs the same code. BLOCK_N (the key tile, which sets the reduction order) divides
+    `ALIGNMENT`; BLOCK_M (which rows run together, which does not change any row's result) divides it too, so a
+    query block never holds rows of two contents."""
+    kind = "d128" if head_dim <= 128 else "d256" if head_dim <= 256 else "d512"
+    if itemsize >= 4 and kind in FLOAT32_BLOCKS:
+        return (*FLOAT32_BLOCKS[kind], False)
     if kind in PACKED_BLOCKS and group % PACKED_HEADS == 0:
         return (*PACKED_BLOCKS[kind], True)
     return (*BLOCKS[kind], False)
@@ -228,13 +234,13 @@ def tree_attention(
         )
     if ends.shape != (T,) or positions.shape != (T,) or ends.dtype != torch.int32:
         raise ValueError(f"tree_attention: ends must be [T={T}] int32 and positions [T] (got {ends.dtype})")
-    if not 16 <= D <= 256:
-        raise ValueError(f"tree_attention: head dim {D} is outside the supported 16..256")
+    if not 16 <= D <= 512:
+        raise ValueError(f"tree_attention: head dim {D} is outside the supported 16..512")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.stride(2) != 1:
             raise ValueError(f"tree_attention: {name} must have a unit stride in its last dimension")
     group = H // Hk
-    block_m, block_n, num_warps, *rest = blocks or blocks_for(D, T, group)
+    block_m, block_n, num_warps, *rest = blocks or blocks_for(D, T, group, q.element_size())
     pack = len(rest) > 1 and rest[1]
     # packed: PACKED_HEADS query heads a program where the group is a multiple of it, else the whole group (a
     # power of two: the tile's rows are a tl.arange)

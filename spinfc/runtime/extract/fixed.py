@@ -8,7 +8,7 @@ import weakref
 
 import torch
 
-from spinfc.runtime.extract.kv import KeyPool, PoolStorage, stack_of
+from spinfc.runtime.extract.kv import KeyPool, PoolStorage, kv_shapes, stack_of
 
 # Rows of every decode launch on CUDA: one row count for all of them (one GEMM shape each, so a row's bits never
 # depend on how many beams are live); a multiple of the 128-row tiles, and above the ~48 beams a pass of the seed
@@ -35,14 +35,18 @@ class Workspace:
         c, device = stack.config, stack.device
         dtype = pool.keys[0].dtype
         self.rows, self.slots, self.slot_rows = rows, rows, slot_rows
-        self.own = torch.zeros((c.layers, 2, rows + 1, slot_rows, c.kv_heads, c.head_dim), dtype=dtype,
-                               device=device)
+        self.own = own_buffers(c, rows + 1, slot_rows, dtype, device)
         self.own_positions = torch.zeros((rows + 1, slot_rows), dtype=torch.int64, device=device)
         self.table = torch.zeros((rows + 1, int(pool.positions.shape[0])), dtype=torch.int32, device=device)
         self.table_count = torch.zeros(rows + 1, dtype=torch.int32, device=device)
         self.inputs = padding_inputs(rows, rows, device)  # [5, N]: tokens, positions, slots, tables, own
         self.graph: torch.cuda.CUDAGraph | None = None
         self.output: torch.Tensor | None = None
+
+
+def own_buffers(config, slots: int, slot_rows: int, dtype: torch.dtype, device) -> list[torch.Tensor]:
+    """Per layer, the slots' own keys and values: [2, slots, slot_rows, Hk, D] (zeros), Hk and D the layer's."""
+    return [torch.zeros((2, slots, slot_rows, *shape), dtype=dtype, device=device) for shape in kv_shapes(config)]
 
 
 _WORKSPACES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> {shape: _Workspace}
@@ -85,11 +89,10 @@ def pool_storage(model, rows: int, like: torch.Tensor) -> PoolStorage | None:
     stack, _ = stack_of(model)
     if like.device.type != "cuda":
         return None
-    c = stack.config
+    shapes = kv_shapes(stack.config)
     storage = _STORAGE.get(stack)
-    if storage is None or not storage.fits(c.layers, c.kv_heads, c.head_dim, like.dtype):
-        storage = _STORAGE[stack] = PoolStorage(c.layers, c.kv_heads, c.head_dim, like.dtype, like.device,
-                                                rows + max(POOL_MARGIN, rows // 4))
+    if storage is None or not storage.fits(shapes, like.dtype):
+        storage = _STORAGE[stack] = PoolStorage(shapes, like.dtype, like.device, rows + max(POOL_MARGIN, rows // 4))
     return storage
 
 

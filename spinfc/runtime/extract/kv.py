@@ -94,20 +94,25 @@ def gather_context(keys, values, tokens, positions, ends, row: int, start: int) 
     )
 
 
+def kv_shapes(config) -> tuple[tuple[int, int], ...]:
+    """Per layer, (kv heads, head dim) of its keys and values (`ModelConfig.kv_shape`: Gemma 4's differ by layer)."""
+    return tuple(config.kv_shape(layer) for layer in range(config.layers))
+
+
 class PoolStorage:
     """Fixed buffers a `KeyPool` lives in on CUDA (per layer [capacity, Hk, D], positions [capacity]), kept from
     pass to pass so that a captured decode step reads them at the same addresses. `version` changes when the
     buffers are replaced by larger ones (a captured step over the old ones must be captured again)."""
 
-    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device, capacity: int):
-        self.layers, self.kv_heads, self.head_dim, self.dtype, self.device = layers, kv_heads, head_dim, dtype, device
+    def __init__(self, shapes: tuple[tuple[int, int], ...], dtype: torch.dtype, device, capacity: int):
+        """`shapes`: per layer (kv heads, head dim) (`kv_shapes`)."""
+        self.shapes, self.dtype, self.device = tuple(shapes), dtype, device
         self.version = 0
         self._allocate(capacity)
 
     def _allocate(self, capacity: int) -> None:
-        shape = (capacity, self.kv_heads, self.head_dim)
-        self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.layers)]
-        self.values = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.layers)]
+        self.keys = [torch.zeros((capacity, *shape), dtype=self.dtype, device=self.device) for shape in self.shapes]
+        self.values = [torch.zeros((capacity, *shape), dtype=self.dtype, device=self.device) for shape in self.shapes]
         self.positions = torch.zeros(capacity, dtype=torch.int64, device=self.device)
         self.capacity = capacity
         self.version += 1
@@ -121,8 +126,8 @@ class PoolStorage:
         for new, kept in zip(self.keys + self.values + [self.positions], old[0] + old[1] + [old[2]]):
             new[:keep].copy_(kept[:keep])
 
-    def fits(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> bool:
-        return (layers, kv_heads, head_dim, dtype) == (self.layers, self.kv_heads, self.head_dim, self.dtype)
+    def fits(self, shapes: tuple[tuple[int, int], ...], dtype: torch.dtype) -> bool:
+        return (tuple(shapes), dtype) == (self.shapes, self.dtype)
 
 
 class KeyPool:

@@ -2,7 +2,7 @@
 through the model's own layers (`Model.hidden`, with the model's ops and `decode_attention` in place of tree
 attention), down to [N, V] float32 log-probabilities.
 
-A `DecodeBatch` holds S slots of own rows (per layer [S + 1, G, Hk, D] keys and values, and positions [S + 1, G]:
+A `DecodeBatch` holds S slots of own rows (per layer [2, S + 1, G, Hk, D]: keys and values, and positions [S + 1, G]:
 a beam's tokens so far, or an answer's), the tables (per table, the pool rows it sees) and, per launch, per row:
 its token, position, slot, table and how many of its slot's rows it sees (`own`; the row itself is the last, written
 at own - 1 before the attention reads it). Slot S is scratch and table S is empty: padding rows use them.
@@ -21,9 +21,9 @@ import copy
 
 import torch
 
-from spinfc.backend import reference, split_product
+from spinfc.backend import reference
 from spinfc.backend.launch import Launch
-from spinfc.runtime.extract.fixed import SLOT_TOKENS, launch_rows, padding_inputs, pool_storage, workspace
+from spinfc.runtime.extract.fixed import SLOT_TOKENS, launch_rows, own_buffers, padding_inputs, pool_storage, workspace
 from spinfc.runtime.extract.kv import KeyPool, stack_of
 
 # Capture fixed-shape launches on CUDA (off: the same launches run eagerly over the same static buffers; the GPU
@@ -53,8 +53,7 @@ class DecodeBatch:
             self.slots, self.slot_rows = slots, slot_rows
             widest = max([1] + [int(t.shape[0]) for t in tables])
             dtype = pool.keys[0].dtype
-            self.own = torch.zeros((c.layers, 2, slots + 1, slot_rows, c.kv_heads, c.head_dim), dtype=dtype,
-                                   device=device)
+            self.own = own_buffers(c, slots + 1, slot_rows, dtype, device)
             self.own_positions = torch.zeros((slots + 1, slot_rows), dtype=torch.int64, device=device)
             self.table = torch.zeros((slots + 1, widest), dtype=torch.int32, device=device)
             self.table_count = torch.zeros(slots + 1, dtype=torch.int32, device=device)
@@ -99,10 +98,11 @@ class DecodeBatch:
         forks is copied)."""
         if not index or length == 0:
             return
-        device = self.own.device
+        device = self.own_positions.device
         source = torch.tensor(index, dtype=torch.int64).to(device, non_blocking=True)
         n = len(index)
-        self.own[:, :, :n, :length] = self.own[:, :, :, :length].index_select(2, source)
+        for own in self.own:  # [2, S + 1, G, Hk, D] per layer
+            own[:, :n, :length] = own[:, :, :length].index_select(1, source)
         self.own_positions[:n, :length] = self.own_positions[:, :length].index_select(0, source)
 
     # ---- the launch itself ----------------------------------------------------------------------------------
@@ -119,7 +119,7 @@ class DecodeBatch:
         view = copy.copy(model)
         view.ops = _StepOps(model.ops, self, inputs, flat)
         final = view.hidden(launch)  # [n, D]: every layer, the last one's norm in the head's dtype
-        logits = split_product.head_logits(final, model.lm_head)  # [n, V] float32
+        logits = model.head_logits(final)  # [n, V] float32
         return torch.log_softmax(logits, dim=-1)
 
     def _capture(self) -> None:
@@ -159,7 +159,7 @@ class _StepOps:
         quantized for the output projection (as `ops.tree_attention`)."""
         batch, layer = self._batch, self._layer
         self._layer += 1
-        own_k, own_v = batch.own[layer, 0], batch.own[layer, 1]  # [S + 1, G, Hk, D]
+        own_k, own_v = batch.own[layer][0], batch.own[layer][1]  # [S + 1, G, Hk, D]
         Hk, D = own_k.shape[2], own_k.shape[3]
         own_k.view(-1, Hk, D).index_copy_(0, self._flat, k.to(own_k.dtype))
         own_v.view(-1, Hk, D).index_copy_(0, self._flat, v.to(own_v.dtype))

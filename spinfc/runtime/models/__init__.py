@@ -6,11 +6,13 @@ import torch
 
 from spinfc.runtime.models.base import Model
 from spinfc.runtime.models.gemma3 import Gemma3Model
+from spinfc.runtime.models.gemma4 import Gemma4Model
 from spinfc.runtime.models.llama import LlamaModel
 from spinfc.runtime.models.qwen3 import Qwen3Model
 from spinfc.runtime.weights.config import ModelConfig
 
-STACKS: dict[str, type[Model]] = {"llama": LlamaModel, "qwen3": Qwen3Model, "gemma3": Gemma3Model}
+STACKS: dict[str, type[Model]] = {"llama": LlamaModel, "qwen3": Qwen3Model, "gemma3": Gemma3Model,
+                                  "gemma4": Gemma4Model}
 
 
 def build_model(config: ModelConfig, state_dict: dict[str, torch.Tensor], **options) -> Model:
@@ -19,4 +21,4 @@ def build_model(config: ModelConfig, state_dict: dict[str, torch.Tensor], **opti
     return STACKS[config.family](config, state_dict, **options)
 
 
-__all__ = ["Gemma3Model", "LlamaModel", "Model", "Qwen3Model", "STACKS", "build_model"]
+__all__ = ["Gemma3Model", "Gemma4Model", "LlamaModel", "Model", "Qwen3Model", "STACKS", "build_model"]

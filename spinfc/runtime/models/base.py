@@ -149,10 +149,7 @@ class Model:
             self.lm_head = self.embed_weight if self.embed_weight.dtype == wanted else self.embed_weight.to(wanted)
         else:
             self.lm_head = take("lm_head.weight")  # [V, D]
-        self.layers = [
-            {short: take(f"model.layers.{i}.{long}") for short, long in self.LAYER_WEIGHTS.items()}
-            for i in range(config.layers)
-        ]
+        self.layers = self.take_stack(take)
         if state:
             unexpected = ", ".join(sorted(state)[:5])
             raise UnsupportedModel(
@@ -179,6 +176,12 @@ class Model:
             w["q"], w["k"], w["v"] = w["qkv"].split((w["q"].shape[0], w["k"].shape[0], w["v"].shape[0]))
             w["gate_up"] = _cat((w["gate"], w["up"]))
             w["gate"], w["up"] = w["gate_up"].split((w["gate"].shape[0], w["up"].shape[0]))
+
+    def take_stack(self, take) -> list[dict]:
+        """Each layer's weights by short name (`LAYER_WEIGHTS`), taken with `take(hf_name)`; a family whose layers
+        differ, or that has weights beyond the embeddings, final norm and head, takes them here too."""
+        return [{short: take(f"model.layers.{i}.{long}") for short, long in self.LAYER_WEIGHTS.items()}
+                for i in range(self.config.layers)]
 
     @staticmethod
     def _take(state: dict[str, torch.Tensor], key: str) -> torch.Tensor:
@@ -379,7 +382,7 @@ class Model:
         answer rows after its attention (its o_proj and MLP run on R rows, not T: no other row's output is read)."""
         x, residual = self.embed(launch.tokens), None  # [T, D]
         if launch.media is not None:
-            x = self.place_media(x, launch.media)
+            x = self.place_media(x, launch.media, launch.tokens)
         last = self.config.layers - 1
         for index in range(last):
             x, residual = self.layer(index, x, residual, launch)
@@ -392,13 +395,17 @@ class Model:
     # the model's vision and audio towers (`towers.Towers`), attached by the loader; None: text only
     towers = None
 
-    def place_media(self, x: torch.Tensor, media) -> torch.Tensor:
-        """x: [T, D] embedded tokens -> x with the rows `media.rows` overwritten by the towers' embeddings of
+    def place_media(self, x: torch.Tensor, media, tokens: torch.Tensor) -> torch.Tensor:
+        """x: [T, D] embedded `tokens` ([T]) -> x with the rows `media.rows` overwritten by the towers' embeddings of
         `media.reads` (one batched forward per tower), cast to x's dtype as transformers casts them."""
         if self.towers is None:
             raise ValueError("a pass holds media, and this model has no towers")
         embeddings = self.towers.embed(media.reads, device=x.device)  # [M, D]
         return x.index_copy(0, media.rows, embeddings.to(x.dtype))
+
+    def head_logits(self, final: torch.Tensor) -> torch.Tensor:
+        """final: [R, D] final-normed rows -> [R, V] float32 logits (what the decode paths take a softmax of)."""
+        return split_product.head_logits(final, self.lm_head)
 
     # ---- generation ---------------------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import copy
 
 import torch
 
-from spinfc.backend import reference, split_product
+from spinfc.backend import reference
 from spinfc.backend.launch import Launch
 
 
@@ -90,4 +90,4 @@ def decode(model, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
     cache.positions = torch.cat((cache.positions, positions))
     # [1, D] (reference ops), in the head's dtype as `Model.hidden` writes it
     final, _ = view.add_norm(None if x is None else x[-1:], residual[-1:], model.final_norm, model.precision.head)
-    return split_product.head_logits(final, model.lm_head)[0]  # [V] float32
+    return model.head_logits(final)[0]  # [V] float32

@@ -12,8 +12,10 @@ from typing import Any, Literal
 
 import attrs
 
-Family = Literal["llama", "qwen3", "gemma3"]
-FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3")
+from spinfc.runtime.weights.gemma4_config import Gemma4Options, from_hf_gemma4
+
+Family = Literal["llama", "qwen3", "gemma3", "gemma4"]
+FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3", "gemma4")
 
 
 class UnsupportedModel(Exception):
@@ -39,6 +41,14 @@ class ModelConfig:
     sliding_window: int | None = None
     sliding_layers: tuple[bool, ...] = ()  # per layer: True where the layer is a sliding-window layer
     query_pre_attn_scalar: float | None = None
+    # Gemma 4: per-layer head shapes, shared K/V, PLE, MoE, ... (weights/gemma4_config.py); None for the others.
+    gemma4: "Gemma4Options | None" = None
+
+    def kv_shape(self, layer: int) -> tuple[int, int]:
+        """(kv heads, head dim) of a layer's keys and values (Gemma 4's full layers differ from its sliding ones)."""
+        if self.gemma4 is not None:
+            return self.gemma4.kv_heads[layer], self.gemma4.head_dims[layer]
+        return self.kv_heads, self.head_dim
 
     @property
     def attention_scale(self) -> float:
@@ -54,6 +64,8 @@ class ModelConfig:
     def from_json(cls, text: str) -> "ModelConfig":
         fields = json.loads(text)
         fields["sliding_layers"] = tuple(fields.get("sliding_layers", ()))
+        if fields.get("gemma4") is not None:
+            fields["gemma4"] = Gemma4Options.from_dict(fields["gemma4"])
         return cls(**fields)
 
 
@@ -85,8 +97,10 @@ def _require(hf: dict[str, Any], key: str, allowed: tuple, what: str) -> None:
 
 
 def from_hf(hf: dict[str, Any]) -> ModelConfig:
-    """Read a Hugging Face `config.json` dictionary of a llama, qwen3 or gemma3_text model."""
+    """Read a Hugging Face `config.json` dictionary of a llama, qwen3, gemma3_text or gemma4(_text) model."""
     model_type = hf.get("model_type")
+    if model_type in ("gemma4", "gemma4_text"):
+        return from_hf_gemma4(hf, UnsupportedModel)
     if model_type == "gemma3" and isinstance(hf.get("text_config"), dict):  # multimodal: its towers are separate
         hf = {"tie_word_embeddings": hf.get("tie_word_embeddings", True), **hf["text_config"],
               "model_type": "gemma3_text"}
@@ -97,7 +111,7 @@ def from_hf(hf: dict[str, Any]) -> ModelConfig:
                                "config.json")
     if family is None:
         raise UnsupportedModel(
-            f"model_type {model_type!r} is not supported; spinfc runs llama, qwen3, gemma3_text and gemma3"
+            f"model_type {model_type!r} is not supported; spinfc runs llama, qwen3, gemma3_text, gemma3 and gemma4"
         )
     heads = hf["num_attention_heads"]
     common = dict(
