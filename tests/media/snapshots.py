@@ -10,7 +10,8 @@ from pathlib import Path
 import torch
 
 VOCAB = 300
-SPECIALS = ["<pad>", "<bos>", "<eos>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"]
+SPECIALS = ["<pad>", "<bos>", "<eos>", "<start_of_image>", "<end_of_image>", "<image_soft_token>",
+            "<video_soft_token>", "<start_of_audio>", "<end_of_audio>", "<audio_soft_token>"]
 
 
 def byte_tokenizer(directory: Path):
@@ -78,4 +79,59 @@ def png(width: int, height: int, seed: int = 0, mode: str = "RGB") -> bytes:
     pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
     buffer = io.BytesIO()
     Image.fromarray(pixels).convert(mode).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def gemma4_snapshot(directory: Path):
+    """Gemma4ForConditionalGeneration: the E2B feature set's text stack (tests/runtime/gemma4_shapes.py: PLE, shared
+    K/V, soft-capping) reading vision both ways, a 1-layer vision encoder (4-pixel patches pooled 3 x 3) and a
+    1-layer audio conformer, random weights (norms and the embedders' projections randomized), saved with the
+    byte tokenizer. Returns (transformers' model, tokenizer)."""
+    from transformers import Gemma4Config, Gemma4ForConditionalGeneration
+
+    from tests.runtime.gemma4_shapes import gemma4_config, randomize
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = byte_tokenizer(directory)
+    ids = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIALS}
+    text = gemma4_config("gemma4-e2b", vocab=VOCAB).to_dict()
+    text.update(use_bidirectional_attention="vision", sliding_window=512, pad_token_id=ids["<pad>"],
+                bos_token_id=ids["<bos>"], eos_token_id=ids["<eos>"])
+    config = Gemma4Config(
+        text_config=text,
+        vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=2,
+                           num_key_value_heads=2, head_dim=16, patch_size=4, pooling_kernel_size=3,
+                           position_embedding_size=256),
+        audio_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, output_proj_dims=48),
+        boi_token_id=ids["<start_of_image>"], eoi_token_id=ids["<end_of_image>"],
+        image_token_id=ids["<image_soft_token>"], video_token_id=ids["<video_soft_token>"],
+        boa_token_id=ids["<start_of_audio>"], eoa_token_index=ids["<end_of_audio>"],
+        audio_token_id=ids["<audio_soft_token>"],
+    )
+    for sub in (config, config.text_config, config.vision_config, config.audio_config):
+        sub._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = Gemma4ForConditionalGeneration(config).eval()
+    randomize(model.model.language_model)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "embedding_projection" in name:
+                parameter.normal_(0.0, 0.3)
+    model.save_pretrained(directory)
+    return model, tokenizer
+
+
+def wav(seconds: float, rate: int = 16000, seed: int = 0) -> bytes:
+    """A mono 16-bit WAV of noise."""
+    import wave
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        noise = np.random.default_rng(seed).normal(0, 3000, int(seconds * rate)).clip(-32000, 32000)
+        out.writeframes(noise.astype("<i2").tobytes())
     return buffer.getvalue()

@@ -30,13 +30,16 @@ NAMES = (("language_model.model.", "model."), ("model.language_model.", "model."
          ("language_model.lm_head.", "lm_head."), ("vision_tower.vision_model.", "model.vision_tower."),
          ("model.vision_tower.vision_model.", "model.vision_tower."), ("vision_tower.", "model.vision_tower."),
          ("multi_modal_projector.", "model.multi_modal_projector."))
+TOWER_PREFIXES = ("model.vision_tower.", "model.multi_modal_projector.", "model.audio_tower.", "model.embed_vision.",
+                  "model.embed_audio.")
 
 
 class Towers:
     """The towers of one model, by name; `kinds` is what they read together."""
 
-    def __init__(self, towers: Sequence[Tower]) -> None:
+    def __init__(self, towers: Sequence[Tower], pad_token_id: int = 0) -> None:
         self.by_name = {tower.name: tower for tower in towers}
+        self.pad_token_id = pad_token_id  # what a media row's token is read as where a stack reads its id (PLE)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -70,15 +73,21 @@ def towers_of(hf_config: dict, state: dict, directory: Path | None, *, device="c
             if key.startswith(old):
                 state[new + key[len(old):]] = state.pop(key)
                 break
-    if model_type != "gemma3":
+    if model_type not in ("gemma3", "gemma4"):
         return None
     if not load:
-        for key in [k for k in state if k.startswith(("model.vision_tower.", "model.multi_modal_projector."))]:
+        for key in [k for k in state if k.startswith(TOWER_PREFIXES)]:
             del state[key]
         return None
+    processor = _processor_config(directory)
+    if model_type == "gemma4":
+        from spinfc.runtime.towers.gemma4 import Gemma4Towers
+
+        towers = Gemma4Towers.build(hf_config, state, processor, device=device, dtype=dtype)
+        return Towers(towers, pad_token_id=hf_config.get("text_config", {}).get("pad_token_id", 0)) if towers \
+            else None
     from spinfc.runtime.towers.gemma3 import Gemma3Vision
 
-    processor = _processor_config(directory)
     return Towers([Gemma3Vision(hf_config, state, processor, device=device, dtype=dtype)])
 
 
