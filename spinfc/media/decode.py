@@ -21,6 +21,7 @@ from spinfc.media.policy import MediaPolicy
 IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif",
                  "BMP": "image/bmp"}
 AUDIO_FORMATS = {"WAV": "wav", "FLAC": "flac", "OGG": "ogg", "MP3": "mp3"}
+_IMAGE_MAGIC = (b"\x89PNG", b"\xff\xd8", b"GIF8", b"BM")
 _SAME_MIME = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg", "image/x-png": "image/png"}
 
 
@@ -36,6 +37,10 @@ def decode_image(source: MediaSource, policy: MediaPolicy):
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(source.data), formats=list(IMAGE_FORMATS))  # reads the header only
     except UnidentifiedImageError:
+        if source.data.startswith(_IMAGE_MAGIC):  # an image's start whose header does not parse: cut short
+            raise MediaError(f"the image is corrupt or truncated ({_magic(source.data)}, but its header does not "
+                             "parse)", code="corrupt_media", param=where,
+                             hint="send the whole file; check that it opens in an image viewer") from None
         raise MediaError(f"the bytes are not an image spinfc reads ({_magic(source.data)})", code="unsupported_media",
                          status=415, param=where, hint="send a PNG, JPEG, WebP, GIF or BMP file") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
