@@ -333,11 +333,9 @@ class Model:
         k = self.ops.apply_rope(k, launch.positions, theta)
         reader = self.quantized_reader(w["o"]) if keep is None else None
         quant = {"quant": reader.activation_quant} if reader is not None else {}
-        attend = self.ops.tree_attention
-        if launch.firsts is not None:  # image blocks attend both ways: the reference reads `firsts` (the Triton
-            quant["firsts"] = launch.firsts  # kernel does not yet)
-            attend = _default_ops().tree_attention
-        out = attend(
+        if launch.firsts is not None:  # image blocks attend both ways
+            quant["firsts"] = launch.firsts
+        out = self.ops.tree_attention(
             q, k, v, launch.ends, launch.positions, launch.spans, scale=c.attention_scale, window=window, **quant
         )  # [T, H, Dh]
         if keep is not None:

@@ -196,13 +196,11 @@ class Gemma4Model(Model):
                 self._state.kv[index] = (k, v)
         else:
             k, v = self._state.kv[source]
-        attend, firsts = self.ops.tree_attention, {}
         # image blocks attend both ways on sliding layers only (transformers' create_masks_for_vision_model: full
-        # layers stay causal); the reference reads `firsts`
-        if launch.firsts is not None and sliding:
-            attend, firsts = reference.tree_attention, {"firsts": launch.firsts}
-        out = attend(q, k, v, launch.ends, launch.positions, launch.spans,
-                     scale=c.attention_scale, window=c.sliding_window if sliding else None, **firsts)
+        # layers stay causal)
+        firsts = {"firsts": launch.firsts} if launch.firsts is not None and sliding else {}
+        out = self.ops.tree_attention(q, k, v, launch.ends, launch.positions, launch.spans,
+                                      scale=c.attention_scale, window=c.sliding_window if sliding else None, **firsts)
         if keep is not None:
             out = out[keep]  # [R, H, Dh]
         return out.reshape(out.shape[0], H * Dh)
