@@ -25,19 +25,36 @@ def _products(model):
     first, last = model.layers[0], model.layers[-1]
     compute, head = model.dtype, model.precision.head
     names = ("qkv", "o", "gate_up", "down") if "qkv" in first else ("q", "k", "v", "o", "gate", "up", "down")
+    names = [name for name in (*names, "in_all") if name in first]  # a Gated DeltaNet layer: its in-projections
 
     def run(name: str, weight, out_dtype=None):
         if name in ("o", "down") and getattr(model, "PROJECTS_INTO_RESIDUAL", False):
             return lambda a: _projected(model, a, weight)
         return lambda a: model.linear(a, weight, out_dtype)
 
-    products = [(f"layer 0 {name}", first[name], "rows", compute, run(name, first[name])) for name in names]
+    # every distinct product of the layers (one per name and shape: the first layer's where all layers are alike;
+    # Gemma 4's differ by layer kind and add PLE, router and expert products), the last layer's answer-row ones apart
+    products, seen = [], set()
+    for index, layer in enumerate(model.layers):
+        for name in names + _EXTRA_ROW_PRODUCTS:
+            weight = layer.get(name)
+            if weight is None or (index == len(model.layers) - 1 and name in ("o", "gate_up", "down", "gate", "up")):
+                continue
+            if name.startswith("experts_"):
+                weight = weight[0]  # one expert stands for all (same shapes): the dense path runs each on every row
+            if (name, tuple(weight.shape)) not in seen:
+                seen.add((name, tuple(weight.shape)))
+                products.append((f"layer {index} {name}", weight, "rows", compute, run(name, weight)))
     products += [(f"last layer {name}", last[name], "answer", compute if name == "o" else head,
                   run(name, last[name], head)) for name in ("o", "gate_up", "down") if name in last]
     lm_head = getattr(model, "lm_head", None)
     if lm_head is not None:
         products.append(("LM head", lm_head, "answer", head, lambda a: _head(a, lm_head)))
     return products
+
+
+# Products some families' layers have beyond attention and the MLP (Gemma 4: per-layer inputs, the MoE block).
+_EXTRA_ROW_PRODUCTS = ("ple_gate", "ple_projection", "router", "experts_gate_up", "experts_down")
 
 
 def _projected(model, a: torch.Tensor, weight) -> torch.Tensor:

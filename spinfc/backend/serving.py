@@ -52,6 +52,7 @@ def graph_model(model, shapes: Shapes) -> tuple[GraphedModel, Shapes]:
             log.warning("pass sizes %s are not row invariant on this GPU and are not used; passes launch at %s rows",
                         sorted(set(shapes.sizes) - {s[0] for s in sizes}), [s[0] for s in sizes])
         checked = shapes.with_sizes(tuple(T for T, _, _ in sizes))
-        graphed = GraphedModel(model, launch_shapes(checked))
+        # a stack whose forward reads the pass on the host (Qwen3.5's recurrence segments) runs eagerly
+        graphed = GraphedModel(model, launch_shapes(checked), capture=getattr(model, "CAPTURABLE", True))
         graphed.warm_up()
     return graphed, checked

@@ -1,7 +1,8 @@
 """The server's settings: one frozen struct, layered flags > `SPINFC_*` variables > TOML file > defaults.
 
     [engine]    model, device, dtype, precision, token_budget, block, pass_sizes, served_model_name, warmup
-    [server]    host, port, token, trusted_token, queue, max_queued_tokens, shutdown_timeout, debug, log_level
+    [server]    host, port, token, trusted_token, queue, max_queued_tokens, shutdown_timeout, debug, models,
+                log_level
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
     [limits]    max_content_tokens, max_query_tokens, ... (see `Limits`)
 
@@ -106,6 +107,9 @@ class ServerSettings:
                                     "streams get a last shutting_down event and end (a second signal exits now)",
                                     "int", minimum=0, metavar="SECONDS")
     debug: bool = setting(False, "engine internals (the plan of the request) in every response", "bool")
+    models: str | None = setting(None, "a TOML file of [models.NAME] tables: serve several models from one server, "
+                                 "each loaded on its first request, swapped out when memory does not hold them all "
+                                 "(docs/router.md); MODEL is then not used", "optional_str", metavar="FILE")
     log_level: str = setting("info", "log level", "choice",
                              choices=("critical", "error", "warning", "info", "debug"))
 

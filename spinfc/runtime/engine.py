@@ -34,7 +34,7 @@ from spinfc.passes import PassContext
 from spinfc.passes.layout import used_rows
 from spinfc.passes.plan_packing import floor_first, round_up
 from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Refused re-exported)
-from spinfc.runtime.extract.scheduling import extract_units, extracts, floors_first
+from spinfc.runtime.extract.scheduling import extract_units, extraction_prompt_rows, extracts, floors_first
 from spinfc.runtime.gather import room_for_one_more
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.results import ContentScores
@@ -374,7 +374,8 @@ class Engine:
         """Launch the pass of `units`; a launch that raises puts them back to be run one by one."""
         try:
             if any(map(extracts, units)):  # the pass's keys and values are kept for the decode (run eagerly)
-                pending = self.runner.launch_keeping_kv([unit.arrays for unit in units])
+                pending = self.runner.launch_keeping_kv([unit.arrays for unit in units],
+                                                        [extraction_prompt_rows(unit) for unit in units])
             else:
                 pending = self.runner.launch([unit.arrays for unit in units])
         except Exception as error:

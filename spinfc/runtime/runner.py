@@ -220,20 +220,24 @@ class Runner:
             pending.output = out.float()
         return pending
 
-    def launch_keeping_kv(self, arrays: Sequence[SegmentArrays]) -> Pending:
+    def launch_keeping_kv(self, arrays: Sequence[SegmentArrays], prompt_rows: Sequence[Sequence[int]] = ()
+                          ) -> Pending:
         """Stage and run one pass eagerly on the plain stack, keeping every layer's keys and values for the
-        extraction decode (`extract.PassKV`); returns once it has run."""
+        extraction decode (`extract.PassKV`); returns once it has run. `prompt_rows`: per segment, its extraction
+        prompts' last rows (from the segment's start), where a recurrent stack keeps its states."""
         from spinfc.runtime import extract
 
         launch, pending = self.stage(arrays)
         if self.on_cuda:  # the plain stack reads its launch on the device
             launch = launch.to(self.device)
+        state_rows = [start + row for start, rows in zip(pending.starts, prompt_rows) for row in rows]
+        states: dict = {}
         with torch.inference_mode():
-            out, keys, values = extract.forward_keeping_kv(self.model, launch)
+            out, keys, values = extract.forward_keeping_kv(self.model, launch, state_rows, states)
         pending.output = out.float().cpu()
         spans = _Spans(launch.spans)
         pending.kept = extract.PassKV(launch.tokens.cpu(), launch.positions.cpu(), launch.ends.cpu(), tuple(keys),
-                                      tuple(values), spans)
+                                      tuple(values), spans, states or None)
         return pending
 
     def done(self, pending: Pending) -> bool:

@@ -30,6 +30,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args)
         logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+        if settings.server.models is not None:
+            return _serve_router(settings)
         app = create_app(settings)  # reads the pack sources: one that cannot be read refuses the start
     except (ConfigError, PackSourceError) as error:
         print(f"spinfc serve: {error}", file=sys.stderr)
@@ -42,6 +44,25 @@ def main(args: argparse.Namespace) -> int:
         GracefulServer(config, app.state.service.shutdown).run()
     except KeyboardInterrupt:  # uvicorn raises the SIGINT it caught again once it has stopped
         return 130
+    return 0
+
+
+def _serve_router(settings) -> int:
+    """`--models FILE`: the router in front of every model the file names (none loaded until asked for)."""
+    from pathlib import Path
+
+    import uvicorn
+
+    from spinfc.router import create_router_app, read_models
+    from spinfc.server.logs import log_config
+
+    config = read_models(Path(settings.server.models), settings)
+    app = create_router_app(settings, config)
+    server = settings.server
+    logging.getLogger("spinfc.router").info("routing %s (memory budget %.1f GiB)", ", ".join(config.models),
+                                            config.memory_bytes / 2**30)
+    uvicorn.Server(uvicorn.Config(app, host=server.host, port=server.port, log_level=server.log_level,
+                                  log_config=log_config(), timeout_graceful_shutdown=server.shutdown_timeout)).run()
     return 0
 
 

@@ -53,3 +53,23 @@ def randomize(model, generator=None) -> None:
         for name, buffer in model.named_buffers():
             if name.endswith("layer_scalar"):
                 buffer.uniform_(0.5, 1.5, generator=generator)
+
+
+def write_snapshot(name: str, directory, seed: int = 0):
+    """A random-weight Gemma 4 snapshot of `name`'s shape in `directory` (safetensors, config.json, and the packaged
+    Gemma 3 tokenizer's files, whose vocabulary Gemma 4 shares in size), written by transformers; returns
+    transformers' model (float32, eager attention)."""
+    import torch
+    from transformers import Gemma4ForCausalLM
+
+    from spinfc.registry import load_tokenizer
+
+    tokenizer = load_tokenizer("gemma3-270m")
+    torch.manual_seed(seed)
+    config = gemma4_config(name, vocab=len(tokenizer))
+    config._attn_implementation = "eager"
+    model = Gemma4ForCausalLM(config).eval()
+    randomize(model)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return model

@@ -27,7 +27,8 @@ from spinfc.runtime.extract.answers import Generated, Searched, answer_text, gen
 from spinfc.runtime.extract.beams import Forced, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, walk
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
-from spinfc.runtime.extract.kv import KeyPool, PromptContext, forward_keeping_kv, gather_context, stack_of, visible_rows
+from spinfc.runtime.extract.kv import (KeyPool, PromptContext, forward_keeping_kv, gather_context, stack_of,
+                                       states_at, visible_rows)
 from spinfc.runtime.extract.fixed import pool_storage
 from spinfc.runtime.generate import Sampling
 
@@ -48,6 +49,8 @@ class PassKV:
     keys: tuple[torch.Tensor, ...]  # per layer [T, Hk, D]
     values: tuple[torch.Tensor, ...]
     layout: object = None  # the pass's PassLayout (its spans, in the order of the engine's units)
+    # a recurrent stack's states just before each extraction prompt row: {layer: {parent row: (conv, state)}}
+    states: dict | None = None
 
 
 @attrs.frozen
@@ -97,7 +100,7 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
                 continue
             if item.is_floor:
                 out[i][prompt.question] = gather_context(kv.keys, kv.values, kv.tokens, kv.positions, kv.ends,
-                                                         prompt.row, item.start)
+                                                         prompt.row, item.start, kv.states)
                 continue
             slot, end = question.slot, terminator(question.slot.stop)
             if isinstance(slot, GenerateSlot):
@@ -107,8 +110,11 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
                 cut = end or "\n"
                 walker = Search(grammars, slot_regex(KIND[type(slot).__name__], slot.stop), slot.beam_width,
                                 slot.max_tokens, (cut, *grammars.ending_tokens(tokenizer, cut)), terminated=bool(end))
-            starts.append(Start(walker, visible_rows(kv.ends, prompt.row, item.start), int(kv.tokens[prompt.row]),
-                                int(kv.positions[prompt.row]), slot.max_tokens))
+            table = visible_rows(kv.ends, prompt.row, item.start)
+            if kv.states is not None and table.numel():  # a recurrent stack: the decode starts from this state
+                pool.states[int(table[-1])] = states_at(kv.states, int(table[-1]))
+            starts.append(Start(walker, table, int(kv.tokens[prompt.row]), int(kv.positions[prompt.row]),
+                                slot.max_tokens))
             owners.append((i, prompt.question))
     stats = walk(model, pool, starts)
     floor_starts, floor_owners = [], []

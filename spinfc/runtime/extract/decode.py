@@ -25,7 +25,7 @@ import xgrammar
 from spinfc.runtime.extract.beams import Forced, Part, Search
 from spinfc.runtime.extract.kv import KeyPool
 from spinfc.runtime.extract.fixed import launch_rows, slot_tokens
-from spinfc.runtime.extract.step import DecodeBatch
+from spinfc.runtime.extract.recurrent import batch_class, is_recurrent
 
 # Candidates per row copied back each step (a search of width w reads about 2w of them; more are fetched whole
 # only when too many are invalid). Fixed, so the device's top-k is one shape.
@@ -61,7 +61,7 @@ def walk(model, pool: KeyPool, starts: Sequence[Start], rows=AUTO) -> WalkStats:
         return stats
     on_cpu = pool.positions.device.type == "cpu"
     if rows is AUTO:
-        rows = None if on_cpu else launch_rows(model)
+        rows = None if on_cpu or is_recurrent(model) else launch_rows(model)
     threads = torch.get_num_threads()
     if on_cpu:
         torch.set_num_threads(DECODE_THREADS)
@@ -99,7 +99,7 @@ def _groups(starts: list[Start], slots, limit: int | None) -> list[list[Start]]:
 def _step(model, pool: KeyPool, starts: list[Start], rows: int | None, stats: WalkStats) -> None:
     """Searched and sampled walkers, step by step (the module docstring)."""
     walkers = [s.walker for s in starts]
-    batch = DecodeBatch(model, pool, [s.rows for s in starts], sum(w.width for w in walkers),
+    batch = batch_class(model)(model, pool, [s.rows for s in starts], sum(w.width for w in walkers),
                         slot_tokens(max(s.max_tokens for s in starts) + 1), rows)
     grammars = next((w.grammars for w in walkers if isinstance(w, Search)), None)
     owners = list(range(len(starts)))  # row -> walker; a walker's rows are consecutive
@@ -174,7 +174,7 @@ def _read(model, pool: KeyPool, starts: list[Start], rows: int | None, stats: Wa
     (the prompt's last token, then the answer's tokens) reads the log-probability of the answer's token t."""
     answers = [(w, a) for w, s in enumerate(starts) for a in range(len(s.walker.answers))]
     longest = max(len(starts[w].walker.answers[a]) for w, a in answers)
-    batch = DecodeBatch(model, pool, [s.rows for s in starts], len(answers), slot_tokens(longest), rows)
+    batch = batch_class(model)(model, pool, [s.rows for s in starts], len(answers), slot_tokens(longest), rows)
     feed = []  # (token, position, slot, table, own, wanted token, walker, answer)
     for slot, (w, a) in enumerate(answers):
         start, tokens = starts[w], starts[w].walker.answers[a]

@@ -18,10 +18,20 @@ import torch
 
 
 class _Recording:
-    """The model's ops, with a `tree_attention` that records its k and v (one call per layer, in layer order)."""
+    """The model's ops, with a `tree_attention` that records its k and v (one call per layer, in layer order), and
+    for a recurrent stack a state flow that keeps each recurrent layer's states just before `state_rows`."""
 
-    def __init__(self, ops, keys: list, values: list):
+    def __init__(self, ops, keys: list, values: list, state_rows=(), states: dict | None = None):
         self._ops, self._keys, self._values = ops, keys, values
+        self._state_rows, self._states = tuple(state_rows), states
+
+    def state_flow(self, model, launch):
+        from spinfc.runtime.models.state_flow import TreeFlow
+
+        flow = getattr(self, "_flow", None)
+        if flow is None or flow.launch is not launch:
+            self._flow = flow = TreeFlow(model.config, launch, self._state_rows, self._states)
+        return flow
 
     def __getattr__(self, name: str):
         return getattr(self._ops, name)
@@ -43,18 +53,22 @@ def stack_of(model):
 
 
 @torch.inference_mode()
-def forward_keeping_kv(model, launch) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-    """The stack's forward of `launch` (the same [N] logprobs) and every layer's keys and values ([T, Hk, D] each,
-    after rope): the forward of a plain stack run on a shallow copy whose ops record them."""
+def forward_keeping_kv(model, launch, state_rows=(), states: dict | None = None
+                       ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    """The stack's forward of `launch` (the same [N] logprobs) and every attention layer's keys and values
+    ([T, Hk, D] each, after rope): the forward of a plain stack run on a shallow copy whose ops record them. A
+    recurrent stack (Qwen3.5) also fills `states`, per recurrent layer, with its states just before each row of
+    `state_rows` (the extraction prompts' last rows): {layer: {parent row: (conv, state)}} (state_flow.TreeFlow)."""
     stack, lock = stack_of(model)
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
     view = copy.copy(stack)
-    view.ops = _Recording(stack.ops, keys, values)
+    view.ops = _Recording(stack.ops, keys, values, state_rows, {} if states is None else states)
     with lock:
         out = view.forward(launch)
-    if len(keys) != stack.config.layers:
-        raise RuntimeError(f"recorded {len(keys)} layers of keys, the model has {stack.config.layers}")
+    layers = getattr(stack, "attention_layers", stack.config.layers)
+    if len(keys) != layers:
+        raise RuntimeError(f"recorded {len(keys)} layers of keys, the model has {layers}")
     return out, keys, values
 
 
@@ -75,28 +89,43 @@ class PromptContext:
     positions: torch.Tensor  # [L] int64
     token: int
     position: int
+    # a recurrent stack's states after the context's last row, per recurrent layer: {layer: (conv, state)}
+    states: dict | None = None
 
     @property
     def length(self) -> int:
         return int(self.positions.shape[0])
 
 
-def gather_context(keys, values, tokens, positions, ends, row: int, start: int) -> PromptContext:
+def gather_context(keys, values, tokens, positions, ends, row: int, start: int, states: dict | None = None
+                   ) -> PromptContext:
     """The `PromptContext` of the prompt row `row` of a pass whose span begins at `start` (copies: the pass's
-    tensors can be freed)."""
+    tensors can be freed); `states` (the pass's recurrent states by row, `PassKV.states`) gives it the states at
+    its last row."""
     rows = visible_rows(ends, row, start)
+    last = int(rows[-1]) if rows.numel() else None
     return PromptContext(
         keys=tuple(k[rows.to(k.device)].clone() for k in keys),
         values=tuple(v[rows.to(v.device)].clone() for v in values),
         positions=positions[rows].clone(),
         token=int(tokens[row]),
         position=int(positions[row]),
+        states=None if states is None or last is None else states_at(states, last),
     )
 
 
 def kv_shapes(config) -> tuple[tuple[int, int], ...]:
     """Per layer, (kv heads, head dim) of its keys and values (`ModelConfig.kv_shape`: Gemma 4's differ by layer)."""
     return tuple(config.kv_shape(layer) for layer in range(config.layers))
+
+
+def states_at(states: dict, row: int) -> dict:
+    """{layer: (conv, state)} at pass row `row` of a pass's {layer: {row: (conv, state)}}."""
+    try:
+        return {layer: by_row[row] for layer, by_row in states.items()}
+    except KeyError:
+        raise ValueError(f"the pass kept no recurrent state at row {row}: an extraction prompt's state is kept "
+                         "only where the engine asked for it (forward_keeping_kv's state_rows)") from None
 
 
 class PoolStorage:
@@ -140,6 +169,8 @@ class KeyPool:
         self._storage = storage
         self._size = int(positions.shape[0])
         self._appended: dict[int, torch.Tensor] = {}
+        # a recurrent stack's states by pool row ({row: {layer: (conv, state)}}): where a decode's table starts
+        self.states: dict[int, dict] = {}
         if storage is None:
             self._keys, self._values = list(keys), list(values)
             self._positions = positions.to(self._keys[0].device) if self._keys else positions
@@ -187,5 +218,7 @@ class KeyPool:
             self._values = [torch.cat((v, c.to(v.device))) for v, c in zip(self._values, context.values)]
             self._positions = torch.cat((self._positions, context.positions.to(self._positions.device)))
         self._size = first + rows
+        if context.states is not None and rows:
+            self.states[self._size - 1] = context.states
         self._appended[id(context)] = torch.arange(first, self._size, dtype=torch.int64)
         return self._appended[id(context)]

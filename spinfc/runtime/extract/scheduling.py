@@ -23,6 +23,13 @@ def extracts(unit) -> bool:
     return unit.consumers[0][0].compiled.extracts
 
 
+def extraction_prompt_rows(unit) -> list[int]:
+    """The unit's extraction prompts' last rows (from its segment's start): where a recurrent stack keeps its
+    states for the decode (`Runner.launch_keeping_kv`)."""
+    questions = unit.consumers[0][0].compiled.program.questions
+    return [p.row for p in unit.segment.prompt_rows if extract.is_extraction(questions[p.question])]
+
+
 def floors_first(units: list, chosen: list[int]) -> list[int]:
     """`chosen` (indices into `units`, the waiting queue) reordered and filtered as above."""
     picked = [units[i] for i in chosen]

@@ -117,10 +117,14 @@ class DecodeBatch:
         launch = Launch(tokens=tokens, positions=positions, ends=empty.int(), spans=(),
                         rows=torch.arange(n, device=tokens.device), read_row=empty, read_token=empty)
         view = copy.copy(model)
-        view.ops = _StepOps(model.ops, self, inputs, flat)
+        view.ops = self.step_ops(inputs, flat)
         final = view.hidden(launch)  # [n, D]: every layer, the last one's norm in the head's dtype
         logits = model.head_logits(final)  # [n, V] float32
         return torch.log_softmax(logits, dim=-1)
+
+    def step_ops(self, inputs: torch.Tensor, flat: torch.Tensor):
+        """The ops one launch runs the stack with (`_StepOps`)."""
+        return _StepOps(self.model.ops, self, inputs, flat)
 
     def _capture(self) -> None:
         """Run the launch twice on padding (compiles its kernels, lets cuBLAS choose), then capture it."""

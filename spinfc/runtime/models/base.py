@@ -177,10 +177,15 @@ class Model:
             w["gate_up"] = _cat((w["gate"], w["up"]))
             w["gate"], w["up"] = w["gate_up"].split((w["gate"].shape[0], w["up"].shape[0]))
 
+    def layer_weight_names(self, index: int) -> dict[str, str]:
+        """Layer `index`'s weights: short name -> Hugging Face name under `model.layers.N.` (`LAYER_WEIGHTS`; a
+        family whose layers differ says so per layer)."""
+        return self.LAYER_WEIGHTS
+
     def take_stack(self, take) -> list[dict]:
-        """Each layer's weights by short name (`LAYER_WEIGHTS`), taken with `take(hf_name)`; a family whose layers
-        differ, or that has weights beyond the embeddings, final norm and head, takes them here too."""
-        return [{short: take(f"model.layers.{i}.{long}") for short, long in self.LAYER_WEIGHTS.items()}
+        """Each layer's weights by short name (`layer_weight_names`), taken with `take(hf_name)`; a family with
+        weights beyond the layers, the embeddings, the final norm and the head takes them here too."""
+        return [{short: take(f"model.layers.{i}.{long}") for short, long in self.layer_weight_names(i).items()}
                 for i in range(self.config.layers)]
 
     @staticmethod

@@ -27,6 +27,7 @@ class KVCache:
         self.values: list[torch.Tensor | None] = [None] * layers  # per layer: [S, Hk, Dh]
         self.positions = torch.empty(0, dtype=torch.int64, device=device)  # [S]
         self.layer = 0  # the layer in progress, set by `decode`
+        self.recurrent = None  # a recurrent stack's states (`state_flow.StateCache`), made by its first decode
 
     @property
     def length(self) -> int:
@@ -42,6 +43,14 @@ class CachedOps:
 
     def __getattr__(self, name: str):
         return getattr(self._ops, name)
+
+    def state_flow(self, model, launch):
+        """A recurrent layer's states continue the cache's (Qwen3.5's Gated DeltaNet: `state_flow.CacheFlow`)."""
+        from spinfc.runtime.models.state_flow import CacheFlow, StateCache
+
+        if self._cache.recurrent is None:
+            self._cache.recurrent = StateCache(model.config.layers)
+        return CacheFlow(model.config, self._cache.recurrent)
 
     def tree_attention(self, q, k, v, ends, positions, spans, *, scale: float, window: int | None,
                        quant=None) -> torch.Tensor:

@@ -24,6 +24,7 @@ from spinfc.backend.launch import Launch
 from spinfc.runtime.models import gemma4_blocks as blocks
 from spinfc.runtime.models.base import Model
 from spinfc.runtime.weights.config import UnsupportedModel
+from spinfc.runtime.weights.gemma4_config import text_weights
 
 _ATTENTION = {"q": "self_attn.q_proj.weight", "o": "self_attn.o_proj.weight", "q_norm": "self_attn.q_norm.weight"}
 _OWN_KV = {"k": "self_attn.k_proj.weight", "k_norm": "self_attn.k_norm.weight"}
@@ -34,8 +35,6 @@ _NORMS = {
     "post_ff_norm": "post_feedforward_layernorm.weight",
 }
 _MLP = {"gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight", "down": "mlp.down_proj.weight"}
-# Weights of a multimodal checkpoint that the text stack does not read (the towers and their projections).
-_MEDIA_PREFIXES = ("model.vision_tower.", "model.audio_tower.", "model.embed_vision.", "model.embed_audio.")
 
 
 class _Forward:
@@ -59,7 +58,7 @@ class Gemma4Model(Model):
     # ---- weights ------------------------------------------------------------------------------------------------
 
     def take_stack(self, take) -> list[dict]:
-        """Each layer's weights (which a layer has depends on its kind: see `_layer_names`), and the PLE tables."""
+        """Each layer's weights (which a layer has depends on its kind: `layer_weight_names`), and the PLE tables."""
         g = self.config.gemma4
         self.ple = {}
         if g.per_layer_hidden:
@@ -68,22 +67,10 @@ class Gemma4Model(Model):
                 "projection": take("model.per_layer_model_projection.weight"),  # [L * P, D]
                 "norm": take("model.per_layer_projection_norm.weight"),  # [P]
             }
-        return [{short: take(f"model.layers.{i}.{long}") for short, long in self._layer_names(i).items()}
-                for i in range(self.config.layers)]
+        return super().take_stack(take)
 
-    def _layer_names(self, i: int) -> dict[str, str]:
-        c, g = self.config, self.config.gemma4
-        names = {**_ATTENTION, **_NORMS, **_MLP, "scalar": "layer_scalar"}
-        if g.owns_kv(i):
-            names.update(_OWN_KV)
-            if g.has_values(i, c.is_sliding(i)):
-                names["v"] = "self_attn.v_proj.weight"
-        if g.per_layer_hidden:
-            names.update(ple_gate="per_layer_input_gate.weight", ple_projection="per_layer_projection.weight",
-                         ple_norm="post_per_layer_input_norm.weight")
-        if g.experts:
-            names.update(blocks.MOE_WEIGHTS)
-        return names
+    def layer_weight_names(self, i: int) -> dict[str, str]:
+        return layer_weight_names(self.config, i)
 
     def _check_shapes(self) -> None:
         c, g = self.config, self.config.gemma4
@@ -206,11 +193,18 @@ class Gemma4Model(Model):
         return out.reshape(out.shape[0], H * Dh)
 
 
-def text_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A state dict in `Gemma4ForCausalLM` naming: a `Gemma4ForConditionalGeneration` checkpoint's text weights
-    (`model.language_model.*`) renamed to `model.*`, its media towers left out."""
-    prefix = "model.language_model."
-    if not any(key.startswith(prefix) for key in state):
-        return state
-    return {("model." + key[len(prefix):] if key.startswith(prefix) else key): value
-            for key, value in state.items() if not key.startswith(_MEDIA_PREFIXES)}
+def layer_weight_names(config, i: int) -> dict[str, str]:
+    """Layer i's weights, short name -> name under `model.layers.i.`: a KV-shared layer has no k/v projections or
+    k norm, a full layer under k = v no v_proj; PLE and MoE layers have their blocks' weights."""
+    g = config.gemma4
+    names = {**_ATTENTION, **_NORMS, **_MLP, "scalar": "layer_scalar"}
+    if g.owns_kv(i):
+        names.update(_OWN_KV)
+        if g.has_values(i, config.is_sliding(i)):
+            names["v"] = "self_attn.v_proj.weight"
+    if g.per_layer_hidden:
+        names.update(ple_gate="per_layer_input_gate.weight", ple_projection="per_layer_projection.weight",
+                     ple_norm="post_per_layer_input_norm.weight")
+    if g.experts:
+        names.update(blocks.MOE_WEIGHTS)
+    return names

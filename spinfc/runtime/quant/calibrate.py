@@ -73,7 +73,7 @@ def weight_names(model) -> dict[int, str]:
     for i, layer in enumerate(model.layers):
         if "qkv" in layer:
             raise ValueError("calibrate a model built with fuse=False: fused q/k/v hide which layer reads what")
-        for short, long in model.LAYER_WEIGHTS.items():
+        for short, long in model.layer_weight_names(i).items():
             if short in ("q", "k", "v", "o", "gate", "up", "down"):
                 names[id(layer[short])] = f"model.layers.{i}.{long}"
     return names

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from spinfc.runtime.weights.config import ModelConfig
+from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 
 DEFAULT_ALPHA = 0.5
 # The mappings as llm-compressor's recipes write them: [[balance layers], the layer that produces their input].
@@ -47,6 +47,9 @@ def smooth_state(config: ModelConfig, state: dict[str, torch.Tensor], x_max: dic
     """(the float `state` smoothed, a summary for the calibration file). `x_max`: per-channel input maxima of
     every linear layer (`calibrate.channel_maxima`, on the unsmoothed model); `quantized_layer(key)` says
     whether a layer's weight will be quantized (only those are balanced)."""
+    if config.family == "gemma4":  # per-layer head shapes, k = v and shared K/V break the mappings below
+        raise UnsupportedModel("smoothing is not implemented for Gemma 4 (its layers differ in head shape, reuse k "
+                               "as v and share K/V): quantize it without --smoothing")
     out = dict(state)
     unit_offset = config.family == "gemma3"
     H, Hk, Dh = config.heads, config.kv_heads, config.head_dim

@@ -14,8 +14,8 @@ import attrs
 
 from spinfc.runtime.weights.gemma4_config import Gemma4Options, from_hf_gemma4
 
-Family = Literal["llama", "qwen3", "gemma3", "gemma4"]
-FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3", "gemma4")
+Family = Literal["llama", "qwen3", "gemma3", "gemma4", "qwen3_5"]
+FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3", "gemma4", "qwen3_5")
 
 
 class UnsupportedModel(Exception):
@@ -44,6 +44,10 @@ class ModelConfig:
     # Gemma 4: per-layer head shapes, shared K/V, PLE, MoE, ... (weights/gemma4_config.py); None for the others.
     gemma4: "Gemma4Options | None" = None
 
+    # Qwen3.5: the Gated DeltaNet layers' shape (None in other families) and the rotated dims of a head (partial rope)
+    linear: "LinearAttention | None" = None
+    rotary_dim: int | None = None
+
     def kv_shape(self, layer: int) -> tuple[int, int]:
         """(kv heads, head dim) of a layer's keys and values (Gemma 4's full layers differ from its sliding ones)."""
         if self.gemma4 is not None:
@@ -66,7 +70,27 @@ class ModelConfig:
         fields["sliding_layers"] = tuple(fields.get("sliding_layers", ()))
         if fields.get("gemma4") is not None:
             fields["gemma4"] = Gemma4Options.from_dict(fields["gemma4"])
+        if fields.get("linear") is not None:
+            fields["linear"] = LinearAttention(**{**fields["linear"], "layers": tuple(fields["linear"]["layers"])})
         return cls(**fields)
+
+
+@attrs.frozen
+class LinearAttention:
+    """Qwen3.5's Gated DeltaNet layers: which layers they are, their heads (value heads share key heads in groups)
+    and the depthwise causal convolution's kernel size."""
+
+    layers: tuple[bool, ...]  # per layer: True where the layer is a linear-attention (Gated DeltaNet) layer
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    conv_kernel: int
+
+    @property
+    def conv_channels(self) -> int:
+        """The channels of the convolution: q, k and v of every head (2 Hk Dk + Hv Dv)."""
+        return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
 
 
 def _rope_theta(hf: dict[str, Any], layer_type: str | None = None, default: float = 10000.0) -> float:
@@ -101,6 +125,10 @@ def from_hf(hf: dict[str, Any]) -> ModelConfig:
     model_type = hf.get("model_type")
     if model_type in ("gemma4", "gemma4_text"):
         return from_hf_gemma4(hf, UnsupportedModel)
+    if model_type in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
+        from spinfc.runtime.weights.qwen3_5 import qwen3_5_config
+
+        return qwen3_5_config(hf)
     if model_type == "gemma3" and isinstance(hf.get("text_config"), dict):  # multimodal: its towers are separate
         hf = {"tie_word_embeddings": hf.get("tie_word_embeddings", True), **hf["text_config"],
               "model_type": "gemma3_text"}
@@ -111,7 +139,8 @@ def from_hf(hf: dict[str, Any]) -> ModelConfig:
                                "config.json")
     if family is None:
         raise UnsupportedModel(
-            f"model_type {model_type!r} is not supported; spinfc runs llama, qwen3, gemma3_text, gemma3 and gemma4"
+            f"model_type {model_type!r} is not supported; spinfc runs llama, qwen3, gemma3_text, gemma3, gemma4 and "
+            "qwen3_5"
         )
     heads = hf["num_attention_heads"]
     common = dict(

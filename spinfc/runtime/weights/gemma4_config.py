@@ -27,6 +27,9 @@ from typing import Any
 
 import attrs
 
+# Weights of a multimodal checkpoint that the text stack does not read (the towers and their projections).
+_MEDIA_PREFIXES = ("model.vision_tower.", "model.audio_tower.", "model.embed_vision.", "model.embed_audio.")
+
 # The defaults transformers applies when config.json leaves a key out (configuration_gemma4.py).
 _ROPE_DEFAULTS = {
     "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
@@ -165,3 +168,13 @@ def from_hf_gemma4(hf: dict[str, Any], unsupported):
         query_pre_attn_scalar=1.0,  # scores are not scaled: q and k are normed
         gemma4=options,
     )
+
+
+def text_weights(state: dict) -> dict:
+    """A state dict in `Gemma4ForCausalLM` naming: a `Gemma4ForConditionalGeneration` checkpoint's text weights
+    (`model.language_model.*`) renamed to `model.*`, its media towers left out (unchanged if it has none)."""
+    prefix = "model.language_model."
+    if not any(key.startswith(prefix) for key in state):
+        return state
+    return {("model." + key[len(prefix):] if key.startswith(prefix) else key): value
+            for key, value in state.items() if not key.startswith(_MEDIA_PREFIXES)}

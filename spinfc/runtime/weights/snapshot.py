@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from spinfc.runtime.weights.config import ModelConfig, from_hf
+from spinfc.runtime.weights.gemma4_config import text_weights
 
 
 def weight_files(directory: Path) -> list[Path]:
@@ -29,6 +30,8 @@ def read_snapshot(directory: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]
     state: dict[str, torch.Tensor] = {}
     for file in weight_files(directory):
         state.update(load_file(str(file)))
+    if config.family == "gemma4":  # a multimodal checkpoint's text stack, named as the text-only one's
+        state = text_weights(state)
     return config, state
 
 

@@ -1,0 +1,503 @@
+"""Qwen3.5 on one GPU, in one run: the gated delta rule on flash-linear-attention against its PyTorch reference,
+the stack against transformers (small random model, float32), batch invariance at the Qwen3.5-27B shape (random
+bf16 weights), and the seed-shaped job's speed: in-process (pre-lowered passes, and the engine) and over HTTP
+(`spinfc serve`'s app under uvicorn in a child process, default settings), the fraction of the floor, the state
+memory per content, and the re-reading baseline (every question as its own sequence, content + question, through
+the same stack: what a server without branching off a state computes). Exits non-zero on a failed check.
+
+    python benchmarks/gpu_qwen3_5.py --tokenizer DIR [--layers 64] [--out results.json]
+
+`--layers N` keeps the 27B's widths with fewer layers (3 linear : 1 full kept); times then scale by 64 / N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import attrs  # noqa: E402
+import torch  # noqa: E402
+
+from spinfc.runtime.weights.config import LinearAttention, ModelConfig  # noqa: E402
+
+ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder (tokenizer.json, ...)")
+ARGS.add_argument("--layers", type=int, default=64)
+ARGS.add_argument("--budget", type=int, default=19200)
+ARGS.add_argument("--port", type=int, default=8393)
+ARGS.add_argument("--skip-http", action="store_true")
+ARGS.add_argument("--out", type=Path, default=None)
+ARGS.add_argument("--small", action="store_true", help="a tiny model and job on the CPU (checks the script)")
+
+# Qwen3.5-27B's text config (hidden 5120, 64 layers: 48 Gated DeltaNet, 16 gated attention of 24 heads of 256 over
+# 4 kv heads; linear attention 16 key heads and 48 value heads of 128, conv kernel 4; partial rotary 0.25).
+QWEN3_5_27B = ModelConfig(
+    family="qwen3_5", hidden=5120, layers=64, heads=24, kv_heads=4, head_dim=256, intermediate=17408, vocab=248320,
+    rope_theta=10_000_000.0, norm_eps=1e-6, tie_embeddings=False, rotary_dim=64,
+    linear=LinearAttention(layers=tuple((i + 1) % 4 != 0 for i in range(64)), key_heads=16, value_heads=48,
+                           key_dim=128, value_dim=128, conv_kernel=4))
+DEVICE = "cuda:0"
+SEED = dict(contents=24, content_tokens=470, questions=56, question_tokens=20)
+SMALL_SEED = dict(contents=4, content_tokens=40, questions=4, question_tokens=5)
+JOB = dict(SEED)  # the job's shape (main sets it)
+
+
+def job_questions() -> int:
+    return JOB["contents"] * JOB["questions"]
+
+
+def job_tokens() -> int:
+    return JOB["contents"] * JOB["content_tokens"] + job_questions() * JOB["question_tokens"]
+
+
+def tiny(vocab: int) -> ModelConfig:
+    return attrs.evolve(QWEN3_5_27B, hidden=64, layers=4, heads=4, kv_heads=1, head_dim=32, intermediate=128,
+                        vocab=vocab, rotary_dim=8,
+                        linear=LinearAttention(layers=(True, True, True, False), key_heads=2, value_heads=4,
+                                               key_dim=16, value_dim=16, conv_kernel=4))
+
+
+def on_cuda() -> bool:
+    return DEVICE.startswith("cuda")
+
+
+def shape(layers: int, vocab: int) -> ModelConfig:
+    c = QWEN3_5_27B
+    return attrs.evolve(c, layers=layers, vocab=vocab, linear=attrs.evolve(c.linear, layers=c.linear.layers[:layers]))
+
+
+def random_state(c: ModelConfig, device, seed: int = 0, dtype=torch.bfloat16) -> dict[str, torch.Tensor]:
+    """Random weights in Hugging Face naming; output projections scaled down (each block a small update)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    lin = c.linear
+
+    def normal(*size, std=1.0):
+        return (torch.randn(*size, generator=g, device=device) * std).to(dtype)
+
+    def linear(n_out, n_in, scale=1.0):
+        return normal(n_out, n_in, std=scale * n_in**-0.5)
+
+    state = {"model.embed_tokens.weight": normal(c.vocab, c.hidden), "model.norm.weight": normal(c.hidden, std=0.1),
+             "lm_head.weight": linear(c.vocab, c.hidden, 0.5)}
+    for i in range(c.layers):
+        p = f"model.layers.{i}."
+        state[p + "input_layernorm.weight"] = normal(c.hidden, std=0.1)
+        state[p + "post_attention_layernorm.weight"] = normal(c.hidden, std=0.1)
+        state[p + "mlp.gate_proj.weight"] = linear(c.intermediate, c.hidden)
+        state[p + "mlp.up_proj.weight"] = linear(c.intermediate, c.hidden)
+        state[p + "mlp.down_proj.weight"] = linear(c.hidden, c.intermediate, 0.2)
+        if lin.layers[i]:
+            a = p + "linear_attn."
+            state[a + "in_proj_qkv.weight"] = linear(lin.conv_channels, c.hidden)
+            state[a + "in_proj_z.weight"] = linear(lin.value_heads * lin.value_dim, c.hidden)
+            state[a + "in_proj_b.weight"] = linear(lin.value_heads, c.hidden)
+            state[a + "in_proj_a.weight"] = linear(lin.value_heads, c.hidden)
+            state[a + "conv1d.weight"] = normal(lin.conv_channels, 1, lin.conv_kernel, std=0.5)
+            state[a + "A_log"] = torch.empty(lin.value_heads, device=device).uniform_(0.01, 16, generator=g).log()
+            state[a + "dt_bias"] = torch.ones(lin.value_heads, device=device)
+            state[a + "norm.weight"] = (1 + normal(lin.value_dim, std=0.1).float()).to(dtype)
+            state[a + "out_proj.weight"] = linear(c.hidden, lin.value_heads * lin.value_dim, 0.2)
+        else:
+            s = p + "self_attn."
+            state[s + "q_proj.weight"] = linear(2 * c.heads * c.head_dim, c.hidden)
+            state[s + "k_proj.weight"] = linear(c.kv_heads * c.head_dim, c.hidden)
+            state[s + "v_proj.weight"] = linear(c.kv_heads * c.head_dim, c.hidden)
+            state[s + "o_proj.weight"] = linear(c.hidden, c.heads * c.head_dim, 0.2)
+            state[s + "q_norm.weight"] = normal(c.head_dim, std=0.1)
+            state[s + "k_norm.weight"] = normal(c.head_dim, std=0.1)
+    return state
+
+
+def build(c: ModelConfig, name: str | None = None):
+    from spinfc.backend import reference, triton_ops
+    from spinfc.runtime.models import build_model
+    from spinfc.runtime.precision import Precision
+
+    dtype = torch.bfloat16 if on_cuda() else torch.float32
+    return build_model(c, random_state(c, DEVICE, dtype=dtype), ops=triton_ops if on_cuda() else reference,
+                       device=DEVICE, name=name, precision=Precision.uniform(dtype),
+                       weights_hash=f"random-qwen3_5-{c.layers}")
+
+
+def non_embedding_params(c: ModelConfig) -> int:
+    lin, per_full, per_linear = c.linear, 0, 0
+    mlp = 3 * c.hidden * c.intermediate
+    per_full = c.hidden * (2 * c.heads + 2 * c.kv_heads) * c.head_dim + c.heads * c.head_dim * c.hidden + mlp
+    per_linear = c.hidden * (lin.conv_channels + lin.value_heads * lin.value_dim + 2 * lin.value_heads)
+    per_linear += lin.value_heads * lin.value_dim * c.hidden + mlp
+    return sum(per_linear if linear else per_full for linear in lin.layers)
+
+
+def state_bytes_per_content(c: ModelConfig, dtype_bytes: int = 2) -> int:
+    """The recurrent states a content leaves for its questions: per linear layer Hv x Dk x Dv float32 and the conv
+    state (K - 1) x C in the compute dtype."""
+    lin = c.linear
+    per = lin.value_heads * lin.key_dim * lin.value_dim * 4 + (lin.conv_kernel - 1) * lin.conv_channels * dtype_bytes
+    return sum(lin.layers) * per
+
+
+def sync():
+    if on_cuda():
+        torch.cuda.synchronize()
+
+
+def timed(fn, reps: int = 3) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        sync()
+        began = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - began)
+    return best
+
+
+# ---- checks ------------------------------------------------------------------------------------------------------
+
+
+def check_kernel(failures: list) -> dict:
+    """fla's chunked and fused kernels against the PyTorch reference: 27B's heads, segments of 1 to 470 rows."""
+    from spinfc.backend.gated_delta import gated_delta, reference
+
+    g = torch.Generator(device=DEVICE).manual_seed(1)
+    lengths = [470, 20, 1, 1, 64, 129]
+    n, Hk, Hv, D = sum(lengths), 16, 48, 128
+    q, k = (torch.randn(n, Hk, D, generator=g, device=DEVICE).bfloat16() for _ in range(2))
+    v = torch.randn(n, Hv, D, generator=g, device=DEVICE).bfloat16()
+    gate = -torch.rand(n, Hv, generator=g, device=DEVICE) * 0.5
+    beta = torch.rand(n, Hv, generator=g, device=DEVICE)
+    initial = torch.randn(len(lengths), Hv, D, D, generator=g, device=DEVICE) * 0.1
+    cu = [0]
+    for length in lengths:
+        cu.append(cu[-1] + length)
+    out, final = gated_delta(q, k, v, gate, beta, cu, initial)
+    want, want_final = reference(q.float(), k.float(), v.float(), gate, beta, cu, initial)
+    rel = ((out.float() - want).abs().max() / want.abs().max()).item()
+    rel_state = ((final - want_final).abs().max() / want_final.abs().max()).item()
+    ones = [0, 1, 2, 3]  # four one-row segments: the fused recurrent kernel
+    o1, f1 = gated_delta(q[:4], k[:4], v[:4], gate[:4], beta[:4], ones, initial[:3].clone().repeat(2, 1, 1, 1)[:3])
+    w1, wf1 = reference(q[:4].float(), k[:4].float(), v[:4].float(), gate[:4], beta[:4], ones,
+                        initial[:3].clone().repeat(2, 1, 1, 1)[:3])
+    rel_fused = ((o1.float() - w1).abs().max() / w1.abs().max()).item()
+    ok = rel < 2e-2 and rel_state < 2e-2 and rel_fused < 2e-2
+    if not ok:
+        failures.append(f"fla gated delta rule vs reference: rel {rel:.2e}, state {rel_state:.2e}, fused {rel_fused:.2e}")
+    return {"rel_out": rel, "rel_state": rel_state, "rel_fused": rel_fused, "ok": ok}
+
+
+def check_parity(failures: list) -> dict:
+    """The stack (float32, Triton ops and fla) against transformers' Qwen3_5ForCausalLM on CUDA, tree launch."""
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    from spinfc.backend import reference, triton_ops
+    from spinfc.runtime.models import build_model
+    from spinfc.runtime.weights.config import from_hf
+    from tests.runtime.tree_launch import Case, Question, build_launch, transformers_logprobs
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    hf = Qwen3_5TextConfig(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
+                           num_attention_heads=6, num_key_value_heads=1, head_dim=64, linear_num_key_heads=2,
+                           linear_num_value_heads=6, linear_key_head_dim=64, linear_value_head_dim=64,
+                           tie_word_embeddings=False)
+    theirs = Qwen3_5ForCausalLM(hf).eval().to(DEVICE)
+    with torch.no_grad():
+        for name, parameter in theirs.named_parameters():
+            if "norm" in name:
+                parameter.normal_(0.0, 0.3)
+    ours = build_model(from_hf(hf.to_dict()), {k: v.detach().clone() for k, v in theirs.state_dict().items()},
+                       ops=triton_ops if on_cuda() else reference, device=DEVICE)
+    rng = torch.Generator().manual_seed(2)
+    draw = lambda n: tuple(torch.randint(1, 512, (n,), generator=rng).tolist())  # noqa: E731
+    cases = [Case(draw(L), tuple(Question(draw(6), (draw(1), draw(3))) for _ in range(4))) for L in (150, 40)]
+    launch, keys = build_launch([(0, cases[0]), (256, cases[1])], 512)
+    got = ours.forward(launch.to(DEVICE)).cpu()
+    want = {}
+    for index, case in enumerate(cases):
+        for key, value in zip(case.reads(), _hf_reads(theirs, case, transformers_logprobs)):
+            want[(index, *key)] = value
+    gap = (got - torch.stack([want[key] for key in keys]).cpu()).abs().max().item()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    if gap > 2e-3:
+        failures.append(f"stack vs transformers on CUDA (float32): max gap {gap:.2e}")
+    return {"max_gap": gap, "ok": gap <= 2e-3}
+
+
+def _hf_reads(theirs, case, score):
+    """transformers' reads of a case, its inputs on the model's device."""
+    real = theirs.model.forward
+
+    def on_device(input_ids=None, attention_mask=None, **kw):
+        return real(input_ids=input_ids.to(DEVICE), attention_mask=attention_mask.to(DEVICE), **kw)
+
+    theirs.model.forward = on_device
+    try:
+        return score(theirs, case).cpu()
+    finally:
+        theirs.model.forward = real
+
+
+def content_scores(job, outputs, content: str) -> dict:
+    return {k: v for k, v in job.scores(outputs).items() if k[0] == content}
+
+
+def check_invariance(model, c: ModelConfig, budget: int, failures: list) -> dict:
+    """Content c0's reads bit-identical: in the job, in the job in reverse order (another offset, pass and
+    neighbours), alone, and packed beside contents asked other questions."""
+    from gpu_job import compile_job, make_program, seed_job, seed_questions
+    from spinfc.backend.launch import lower
+    from spinfc.passes.layout import assemble
+    from spinfc.shapes import Shapes
+
+    def run(job):
+        with torch.inference_mode():
+            return [model.forward(padded(launch, T).to(DEVICE)).cpu() for launch in job.launches]
+
+    job = seed_job(c.vocab, max_budget=budget, **JOB)
+    T = job.shape[0]  # every launch at the job's row count, as a server's fixed launch size
+    reverse = seed_job(c.vocab, max_budget=budget, reverse=True, **JOB)
+    base = content_scores(job, run(job), "c0")
+    rev = content_scores(reverse, run(reverse), "c0")
+    program = job.program
+    alone = compile_job(attrs.evolve(make_program([program.contents[0]], list(program.questions), program.budget,
+                                                  program.block)), *job.shape[1:])
+    solo = content_scores(alone, run(alone), "c0")
+    # beside other questions: c0's segment, then segments of contents asked another question set, in one pass
+    rng = random.Random(5)
+    asked = seed_questions(rng, max(2, JOB["questions"] - 1), JOB["question_tokens"] + 3, c.vocab)
+    others = compile_job(make_program(list(program.contents[1:3]), asked, program.budget, program.block))
+    shapes = Shapes(program.budget, program.block)
+    mixed = assemble([program.segments[0], *others.program.segments], shapes, program.pad)
+    launch = lower(mixed, rows_padded_to=job.shape[1] + 200, reads_padded_to=job.shape[2] + 400)
+    with torch.inference_mode():
+        out = model.forward(padded(launch, T).to(DEVICE)).cpu()
+    beside = {("c0", r.question, r.option, r.step): out[i] for i, r in enumerate(mixed.reads) if r.content == 0
+              and i < len(program.segments[0].reads)}
+    same = {name: all(torch.equal(base[k], other[k]) for k in base)
+            for name, other in (("reverse order", rev), ("alone", solo), ("beside other questions", beside))}
+    for name, ok in same.items():
+        if not ok:
+            failures.append(f"invariance: c0's scores differ {name}")
+    return {"reads": len(base), **same}
+
+
+def padded(launch, T: int):
+    """The launch with padding rows up to T (each sees only itself)."""
+    import dataclasses
+
+    extra = T - launch.budget
+    if extra <= 0:
+        return launch
+    start = launch.budget
+    return dataclasses.replace(
+        launch, block=None, tokens=torch.cat((launch.tokens, torch.zeros(extra, dtype=torch.int64))),
+        positions=torch.cat((launch.positions, torch.zeros(extra, dtype=torch.int64))),
+        ends=torch.cat((launch.ends, torch.arange(start + 1, T + 1, dtype=torch.int32))))
+
+
+# ---- speed -------------------------------------------------------------------------------------------------------
+
+
+def matmul_rate() -> float:
+    """The bf16 matmul rate (float32 on the CPU), FLOP/s: an 8192^3 product (1024^3 on the CPU)."""
+    n = 8192 if on_cuda() else 1024
+    a = torch.randn(n, n, device=DEVICE, dtype=torch.bfloat16 if on_cuda() else torch.float32)
+    seconds = timed(lambda: [a @ a for _ in range(10)], 3) / 10
+    return 2 * n**3 / seconds
+
+
+def speed_prelowered(model, c: ModelConfig, budget: int) -> dict:
+    from gpu_job import seed_job
+
+    job = seed_job(c.vocab, max_budget=budget, **JOB)
+    launches = [launch.to(DEVICE) for launch in job.launches]
+    with torch.inference_mode():
+        model.forward(launches[0])
+        seconds = timed(lambda: [model.forward(launch) for launch in launches], 2)
+    return {"seconds": seconds, "passes": len(launches), "fill": job.fill, "budget": job.shape[0]}
+
+
+def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict:
+    """Every question as its own sequence (content + question, then its options): `sample` contents' questions
+    packed in passes of the same budget, timed and extrapolated to the 24 contents."""
+    from gpu_job import compile_job, make_program, seed_job
+    from spinfc.ir.nodes import Content
+
+    job = seed_job(c.vocab, max_budget=budget, **JOB)
+    program = job.program
+    contents = [Content(f"c{i}-q{j}", "", tokens=program.contents[i].tokens + q.tokens)
+                for i in range(sample) for j, q in enumerate(program.questions)]
+    questions = [attrs.evolve(q, tokens=()) for q in program.questions[:1]]
+    each = compile_job(make_program(contents, questions, budget, program.block))
+    launches = [launch.to(DEVICE) for launch in each.launches]
+    with torch.inference_mode():
+        model.forward(launches[0])
+        seconds = timed(lambda: [model.forward(launch) for launch in launches], 1)
+    return {"seconds": seconds * len(program.contents) / sample, "sampled_contents": sample,
+            "passes_sampled": len(launches)}
+
+
+def engine_and_http(c: ModelConfig, tokenizer_dir: Path, budget: int, port: int, skip_http: bool) -> dict:
+    from job import content, request_body
+    from spinfc.registry import load_tokenizer
+
+    folder = Path("/tmp/spinfc-qwen3_5-model")
+    folder.mkdir(parents=True, exist_ok=True)
+    for file in tokenizer_dir.iterdir():
+        shutil.copy(file, folder / file.name)
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5_text"}))
+    tokenizer = load_tokenizer(str(folder))
+    body = request_body([content(i, tokenizer, JOB["content_tokens"]) for i in range(JOB["contents"])])
+    body["scoring"]["queries"] = body["scoring"]["queries"][:JOB["questions"]]
+    questions = JOB["contents"] * len(body["scoring"]["queries"])
+    out = {"questions": questions}
+    out["engine"] = in_process_engine(c, str(folder), body, questions)
+    if not skip_http:
+        ctx = mp.get_context("spawn")
+        child = ctx.Process(target=serve_child, args=(c, str(folder), port, DEVICE), daemon=True)
+        child.start()
+        try:
+            from gpu_served import wait_ready
+
+            wait_ready(f"http://127.0.0.1:{port}", child, limit=600)
+            out["http"] = asyncio.run(http_job(f"http://127.0.0.1:{port}", body, questions))
+        finally:
+            child.terminate()
+            child.join(30)
+    return out
+
+
+def in_process_engine(c: ModelConfig, name: str, body: dict, questions: int) -> dict:
+    from spinfc.backend import serving
+    from spinfc.registry import load_tokenizer
+    from spinfc.runtime.engine import Engine
+    from spinfc.shapes import Shapes
+
+    model = build(c, name)
+    shapes = Shapes.for_device(DEVICE, 16384 if on_cuda() else 1024, 64, 4)  # the server's defaults on CUDA
+    if on_cuda():
+        model, shapes = serving.graph_model(model, shapes)
+    engine = Engine(model, shapes, device=DEVICE, tokenizer=load_tokenizer(name)).start()
+
+    async def score():
+        return await engine.score(await engine.compile_async(body))
+
+    try:
+        asyncio.run(score())
+        times = []
+        for _ in range(2):
+            began = time.perf_counter()
+            asyncio.run(score())
+            times.append(time.perf_counter() - began)
+        return {"seconds": min(times), "questions_per_s": questions / min(times)}
+    finally:
+        engine.close()
+        del engine, model
+        if on_cuda():
+            torch.cuda.empty_cache()
+
+
+def serve_child(c: ModelConfig, name: str, port: int, device: str) -> None:
+    import uvicorn
+
+    from spinfc.config import EngineSettings, ServerSettings, Settings
+    from spinfc.server.app import create_app
+
+    global DEVICE
+    DEVICE = device
+    settings = Settings(engine=EngineSettings(model=name, device=device, warmup="short"),
+                        server=ServerSettings(port=port))
+    app = create_app(settings, load_model=lambda n, dtype, d: build(c, name))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+async def http_job(base: str, body: dict, questions: int) -> dict:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base, timeout=900) as client:
+        warm = await client.post("/v1/score", json=body)
+        if warm.status_code != 200:
+            return {"status": warm.status_code, "error": warm.text[:300]}
+        times = []
+        for _ in range(2):
+            began = time.perf_counter()
+            response = await client.post("/v1/score", json=body)
+            times.append(time.perf_counter() - began)
+        return {"status": response.status_code, "seconds": min(times), "questions_per_s": questions / min(times)}
+
+
+def main() -> None:
+    global DEVICE
+    args = ARGS.parse_args()
+    failures: list[str] = []
+    if args.small:
+        DEVICE, args.budget, args.layers = "cpu", 512, 4
+        JOB.update(SMALL_SEED)
+    results: dict = {"torch": torch.__version__,
+                     "device": torch.cuda.get_device_name(0) if on_cuda() else "cpu"}
+    if on_cuda():
+        print("kernel: fla vs reference ...", flush=True)
+        results["kernel"] = check_kernel(failures)
+        print(results["kernel"], flush=True)
+    print("parity: stack vs transformers (float32) ...", flush=True)
+    results["parity"] = check_parity(failures)
+    print(results["parity"], flush=True)
+    from transformers import AutoTokenizer
+
+    vocab = len(AutoTokenizer.from_pretrained(str(args.tokenizer)))
+    c = tiny(vocab) if args.small else shape(args.layers, vocab)
+    print(f"building the 27B-shape model ({args.layers} layers, bf16) ...", flush=True)
+    model = build(c)
+    print("invariance ...", flush=True)
+    results["invariance"] = check_invariance(model, c, args.budget, failures)
+    print(results["invariance"], flush=True)
+    rate = matmul_rate()
+    floor = 2 * non_embedding_params(c) * job_tokens() / rate
+    results["floor"] = {"seconds": floor, "tflops": rate / 1e12, "questions_per_s": job_questions() / floor}
+    print("pre-lowered passes ...", flush=True)
+    results["prelowered"] = speed_prelowered(model, c, args.budget)
+    print(results["prelowered"], flush=True)
+    print("re-reading baseline ...", flush=True)
+    results["rereading"] = speed_rereading(model, c, args.budget)
+    print(results["rereading"], flush=True)
+    del model
+    if on_cuda():
+        torch.cuda.empty_cache()
+    print("engine and HTTP ...", flush=True)
+    results["served"] = engine_and_http(c, args.tokenizer, args.budget, args.port, args.skip_http)
+    results["state_bytes_per_content"] = state_bytes_per_content(c)
+    scale = 64 / args.layers
+    n = job_questions()
+    rows = [("pre-lowered passes", results["prelowered"]["seconds"]),
+            ("engine, in-process", results["served"]["engine"]["seconds"])]
+    if "http" in results["served"] and "seconds" in results["served"]["http"]:
+        rows.append(("over HTTP, default settings", results["served"]["http"]["seconds"]))
+    rows.append(("re-reading: each question its own sequence (extrapolated)", results["rereading"]["seconds"]))
+    print(f"\nQwen3.5-27B shape, {args.layers} of 64 layers (times x{scale:g} for the whole model), bf16, "
+          f"seed job ({n} questions)")
+    print(f"{'path':<60} {'seconds':>9} {'questions/s':>12} {'of floor':>9}")
+    for label, seconds in rows:
+        print(f"{label:<60} {seconds:>9.3f} {n / seconds:>12.1f} {floor / seconds:>8.1%}")
+    print(f"{'floor at ' + format(rate / 1e12, '.0f') + ' TFLOP/s':<60} {floor:>9.3f} {n / floor:>12.1f}")
+    print(f"state per content: {results['state_bytes_per_content'] / 2**20:.1f} MiB ({args.layers} layers); "
+          f"re-reading / branching: {results['rereading']['seconds'] / results['prelowered']['seconds']:.1f}x")
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1, default=str))
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Qwen3.5 (dense, text): a hybrid of Gated DeltaNet layers (linear attention: a gated delta-rule recurrence after a
+short depthwise causal convolution) and gated full-attention layers, three to one (`config.linear.layers`).
+
+Full-attention layers: q_proj writes each head's query and an output gate side by side ([T, H, 2 Dh]); q and k
+are RMS-normed per head; rope turns only the first `rotary_dim` dims of a head (partial rotary); the attention's
+output is multiplied by sigmoid(gate) before o_proj. Tree attention over the pass, as every stack.
+
+Gated DeltaNet layers: in_proj_qkv -> conv1d (per channel, kernel K, silu) -> q, k, v heads; beta = sigmoid(b),
+g = -exp(A_log) * softplus(a + dt_bias); the gated delta rule (backend/gated_delta.py) along each row's own chain
+of the question tree (a branch continues its parent's state: runtime/models/state_flow.py); an RMS norm per value
+head times silu(z) (weight w, not 1 + w); out_proj. Every other norm multiplies by (1 + w) (weights stored around
+0). The MLP is SiLU-gated.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from spinfc.backend.launch import Launch
+from spinfc.runtime.models.base import Model, _cat
+from spinfc.runtime.models.state_flow import TreeFlow
+from spinfc.runtime.weights.config import UnsupportedModel
+from spinfc.runtime.weights.qwen3_5 import text_weights
+
+_BLOCK = {"input_norm": "input_layernorm.weight", "post_attn_norm": "post_attention_layernorm.weight",
+          "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight", "down": "mlp.down_proj.weight"}
+FULL_WEIGHTS = {**_BLOCK, "q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight",
+                "v": "self_attn.v_proj.weight", "o": "self_attn.o_proj.weight",
+                "q_norm": "self_attn.q_norm.weight", "k_norm": "self_attn.k_norm.weight"}
+LINEAR_WEIGHTS = {**_BLOCK, "in_qkv": "linear_attn.in_proj_qkv.weight", "z": "linear_attn.in_proj_z.weight",
+                  "b": "linear_attn.in_proj_b.weight", "a": "linear_attn.in_proj_a.weight",
+                  "conv": "linear_attn.conv1d.weight", "A_log": "linear_attn.A_log",
+                  "dt_bias": "linear_attn.dt_bias", "gated_norm": "linear_attn.norm.weight",
+                  "o": "linear_attn.out_proj.weight"}
+
+
+class Qwen3_5Model(Model):
+    family = "qwen3_5"
+    NORM_UNIT_OFFSET = True
+    # The recurrence's segments are read off the pass on the host (backend/chains.py): no CUDA graph capture.
+    CAPTURABLE = False
+
+    def __init__(self, config, state_dict, **options):
+        super().__init__(config, text_weights(state_dict), **options)
+        self._flow: tuple[Launch, TreeFlow] | None = None
+
+    def layer_weight_names(self, index: int) -> dict[str, str]:
+        return LINEAR_WEIGHTS if self.config.linear.layers[index] else FULL_WEIGHTS
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers with keys and values (the full-attention ones)."""
+        return sum(not linear for linear in self.config.linear.layers)
+
+    def _check_shapes(self) -> None:
+        c, lin = self.config, self.config.linear
+        for index, w in enumerate(self.layers):
+            if lin.layers[index]:
+                want = {"in_qkv": (lin.conv_channels, c.hidden), "z": (lin.value_heads * lin.value_dim, c.hidden),
+                        "b": (lin.value_heads, c.hidden), "a": (lin.value_heads, c.hidden),
+                        "o": (c.hidden, lin.value_heads * lin.value_dim)}
+                if w["conv"].dim() == 3:  # [C, 1, K] as conv1d stores it -> [C, K]
+                    w["conv"] = w["conv"][:, 0].contiguous()
+                want["conv"] = (lin.conv_channels, lin.conv_kernel)
+            else:
+                want = {"q": (2 * c.heads * c.head_dim, c.hidden), "k": (c.kv_heads * c.head_dim, c.hidden),
+                        "v": (c.kv_heads * c.head_dim, c.hidden), "o": (c.hidden, c.heads * c.head_dim)}
+            want.update(gate=(c.intermediate, c.hidden), down=(c.hidden, c.intermediate))
+            for short, shape in want.items():
+                if tuple(w[short].shape) != shape:
+                    raise UnsupportedModel(f"layer {index} weight {short!r} has shape {tuple(w[short].shape)}; the "
+                                           f"config implies {shape}")
+
+    def fuse_projections(self) -> None:
+        """gate and up as one product (`gate_up`), and a linear layer's four input projections as one (`in_all`)."""
+        for w in self.layers:
+            if "gate_up" in w:
+                continue
+            w["gate_up"] = _cat((w["gate"], w["up"]))
+            w["gate"], w["up"] = w["gate_up"].split((w["gate"].shape[0], w["up"].shape[0]))
+            if "in_qkv" in w:
+                parts = (w["in_qkv"], w["z"], w["b"], w["a"])
+                w["in_all"] = _cat(parts)
+                w["in_qkv"], w["z"], w["b"], w["a"] = w["in_all"].split([p.shape[0] for p in parts])
+
+    # ---- the forward --------------------------------------------------------------------------------------------
+
+    def state_flow(self, launch: Launch):
+        """The flow of recurrent states through this forward: the ops' own (a decode's, a recording's), or the
+        pass's question tree (made once per launch)."""
+        made = getattr(self.ops, "state_flow", None)
+        if made is not None:
+            return made(self, launch)
+        if self._flow is None or self._flow[0] is not launch:
+            self._flow = (launch, TreeFlow(self.config, launch))
+        return self._flow[1]
+
+    def layer(self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None):
+        """h = x + residual; h += mix(norm(h)) (Gated DeltaNet or gated attention); h += mlp(norm(h)); with
+        `keep`, only those rows after the token mixing."""
+        w = self.layers[index]
+        h, residual = self.add_norm(x, residual, w["input_norm"])
+        if self.config.linear.layers[index]:
+            mixed = self.delta_net(index, w, h, launch, keep)
+        else:
+            mixed = self.gated_attention(w, h, launch, keep)
+        if keep is not None:
+            residual = residual[keep]  # [R, D]
+        x, residual = self.project(mixed, w["o"], residual)
+        h, residual = self.add_norm(x, residual, w["post_attn_norm"], self.answer_dtype(keep), into=w.get("gate_up"))
+        return self.project(self.mlp_hidden(w, h, "silu"), w["down"], residual)
+
+    def gated_attention(self, w: dict, h: torch.Tensor, launch: Launch, keep) -> torch.Tensor:
+        """h: [T, D] normed -> the heads' output times sigmoid(gate): [T or R, H * Dh] (before o_proj)."""
+        c, T = self.config, h.shape[0]
+        H, Hk, Dh = c.heads, c.kv_heads, c.head_dim
+        q_gate = self.linear(h, w["q"]).view(T, H, 2 * Dh)
+        q, gate = q_gate[..., :Dh], q_gate[..., Dh:]  # [T, H, Dh] each
+        q = self.norm(q.reshape(T * H, Dh), w["q_norm"]).view(T, H, Dh)
+        k = self.norm(self.linear(h, w["k"]).view(T * Hk, Dh), w["k_norm"]).view(T, Hk, Dh)
+        v = self.linear(h, w["v"]).view(T, Hk, Dh)
+        q, k = self.partial_rope(q, launch.positions), self.partial_rope(k, launch.positions)
+        out = self.ops.tree_attention(q, k, v, launch.ends, launch.positions, launch.spans, scale=Dh**-0.5,
+                                      window=None)  # [T, H, Dh]
+        if keep is not None:
+            out, gate = out[keep], gate[keep]
+        n = out.shape[0]
+        gated = out.reshape(n, H * Dh).float() * torch.sigmoid(gate.reshape(n, H * Dh).float())
+        return gated.to(self.answer_dtype(keep) or self.dtype)
+
+    def partial_rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rope on the first `rotary_dim` dims of each head (their own frequencies), the rest as they are."""
+        rd = self.config.rotary_dim
+        turned = self.ops.apply_rope(x[..., :rd].contiguous(), positions, self.config.rope_theta)
+        return torch.cat((turned, x[..., rd:]), dim=-1)
+
+    def delta_net(self, index: int, w: dict, h: torch.Tensor, launch: Launch, keep) -> torch.Tensor:
+        """h: [T, D] normed -> the Gated DeltaNet's gated-normed output [T or R, Hv * Dv] (before out_proj)."""
+        lin, T = self.config.linear, h.shape[0]
+        Hk, Hv, Dk, Dv = lin.key_heads, lin.value_heads, lin.key_dim, lin.value_dim
+        if "in_all" in w:
+            projected = self.linear(h, w["in_all"])  # [T, C + Hv Dv + 2 Hv]
+            qkv, z, b, a = projected.split((lin.conv_channels, Hv * Dv, Hv, Hv), dim=-1)
+        else:
+            qkv, z, b, a = (self.linear(h, w[name]) for name in ("in_qkv", "z", "b", "a"))
+        flow = self.state_flow(launch)
+        mixed = flow.conv(index, qkv, w["conv"])  # [T, C]
+        q, k, v = mixed.split((Hk * Dk, Hk * Dk, Hv * Dv), dim=-1)
+        beta = torch.sigmoid(b.float())  # [T, Hv]
+        g = -w["A_log"].float().exp() * F.softplus(a.float() + w["dt_bias"].float())  # [T, Hv], log decay
+        out = flow.delta(index, q.reshape(T, Hk, Dk), k.reshape(T, Hk, Dk), v.reshape(T, Hv, Dv), g, beta)
+        if keep is not None:
+            out, z = out[keep], z[keep]
+        n = out.shape[0]
+        return self.gated_norm(out.reshape(n * Hv, Dv), z.reshape(n * Hv, Dv), w["gated_norm"],
+                               self.answer_dtype(keep) or self.dtype).view(n, Hv * Dv)
+
+    def gated_norm(self, x, gate, weight, dtype) -> torch.Tensor:
+        """RMS norm of each value head times w, times silu(gate), in float32: [n, Dv] in `dtype`."""
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.config.norm_eps)
+        return (normed * weight.float() * F.silu(gate.float())).to(dtype)

@@ -1,0 +1,34 @@
+"""A small random-weight Qwen3.5 (the published 27B's ratios of heads and dims, 4 layers: three Gated DeltaNet
+layers to one full-attention layer), saved by transformers as a snapshot: what the Qwen3.5 tests load."""
+
+from __future__ import annotations
+
+import torch
+
+# Qwen3.5-27B: 24 heads of 256 (4 kv heads), 16 linear key heads and 48 value heads of 128, partial rotary 0.25,
+# conv kernel 4, a full-attention layer every 4. Here the same ratios, scaled down.
+SHAPE = dict(
+    vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=6,
+    num_key_value_heads=1, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=6, linear_key_head_dim=8,
+    linear_value_head_dim=8, linear_conv_kernel_dim=4, max_position_embeddings=256,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+)
+
+
+def random_qwen3_5(directory, vocab_size: int = 96, seed: int = 0, **overrides):
+    """transformers' Qwen3_5ForCausalLM on random weights (norms, A_log and dt_bias randomized too), saved in
+    `directory`; returns it (eval mode, eager attention)."""
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    torch.manual_seed(seed)
+    config = Qwen3_5TextConfig(**{**SHAPE, "vocab_size": vocab_size, **overrides}, tie_word_embeddings=False)
+    config._attn_implementation = "eager"
+    model = Qwen3_5ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name:
+                parameter.normal_(0.0, 0.3)
+            elif name.endswith("dt_bias"):
+                parameter.normal_(0.0, 1.0)
+    model.save_pretrained(directory)
+    return model
