@@ -39,7 +39,7 @@ def load_model(
 
             config, state, scheme = read_quantized(directory)
         else:
-            config, state = read_snapshot(directory)
+            config, state = read_snapshot(directory, towers=True)
         weights_hash = snapshot_hash(directory)
         towers = towers_of(json.loads((directory / "config.json").read_text()), state, directory, device=device,
                            dtype=precision.compute, load=media)

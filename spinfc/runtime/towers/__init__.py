@@ -68,13 +68,13 @@ def towers_of(hf_config: dict, state: dict, directory: Path | None, *, device="c
     and the language model's renamed to the text stack's names (`model.language_model.X` -> `model.X`), whether
     or not they are loaded (`load` False: --no-media, the towers' weights are dropped)."""
     model_type = hf_config.get("model_type")
+    if model_type not in ("gemma3", "gemma4"):
+        return None
     for key in list(state):
         for old, new in NAMES:
             if key.startswith(old):
                 state[new + key[len(old):]] = state.pop(key)
                 break
-    if model_type not in ("gemma3", "gemma4"):
-        return None
     if not load:
         for key in [k for k in state if k.startswith(TOWER_PREFIXES)]:
             del state[key]

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from spinfc.runtime.weights.config import ModelConfig, from_hf
-from spinfc.runtime.weights.gemma4_config import text_weights
+from spinfc.runtime.weights.gemma4_config import _MEDIA_PREFIXES as MEDIA_PREFIXES, text_weights
 
 
 def weight_files(directory: Path) -> list[Path]:
@@ -22,8 +22,9 @@ def weight_files(directory: Path) -> list[Path]:
     return files
 
 
-def read_snapshot(directory: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
-    """The config and every tensor of the snapshot, in the dtype they were saved in."""
+def read_snapshot(directory: Path, towers: bool = False) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    """The config and every tensor of the snapshot, in the dtype they were saved in; a multimodal checkpoint's
+    tower weights only with `towers` (the loader hands them to `runtime.towers.towers_of`)."""
     from safetensors.torch import load_file
 
     config = from_hf(json.loads((directory / "config.json").read_text()))
@@ -31,7 +32,8 @@ def read_snapshot(directory: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]
     for file in weight_files(directory):
         state.update(load_file(str(file)))
     if config.family == "gemma4":  # a multimodal checkpoint's text stack, named as the text-only one's
-        state = text_weights(state)
+        media = {k: v for k, v in state.items() if k.startswith(MEDIA_PREFIXES)} if towers else {}
+        state = {**text_weights(state), **media}
     return config, state
 
 
