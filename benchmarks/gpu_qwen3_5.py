@@ -184,15 +184,29 @@ def check_kernel(failures: list) -> dict:
     want, want_final = reference(q.float(), k.float(), v.float(), gate, beta, cu, initial)
     rel = ((out.float() - want).abs().max() / want.abs().max()).item()
     rel_state = ((final - want_final).abs().max() / want_final.abs().max()).item()
-    ones = [0, 1, 2, 3]  # four one-row segments: the fused recurrent kernel
-    o1, f1 = gated_delta(q[:4], k[:4], v[:4], gate[:4], beta[:4], ones, initial[:3].clone().repeat(2, 1, 1, 1)[:3])
-    w1, wf1 = reference(q[:4].float(), k[:4].float(), v[:4].float(), gate[:4], beta[:4], ones,
-                        initial[:3].clone().repeat(2, 1, 1, 1)[:3])
-    rel_fused = ((o1.float() - w1).abs().max() / w1.abs().max()).item()
+    ones = [0, 1, 2, 3]  # three one-row segments (a decode step): the fused recurrent kernel
+    o1, f1 = gated_delta(q[:3], k[:3], v[:3], gate[:3], beta[:3], ones, initial[:3])
+    w1, wf1 = reference(q[:3].float(), k[:3].float(), v[:3].float(), gate[:3], beta[:3], ones, initial[:3])
+    rel_fused = max(((o1.float() - w1).abs().max() / w1.abs().max()).item(),
+                    ((f1 - wf1).abs().max() / wf1.abs().max()).item())
+    # the branch kernel: the 470-row stem, then its five branches from its final state by index
+    from spinfc.backend.kernels.branch_delta import branch_delta
+
+    index = torch.zeros(5, dtype=torch.int64, device=DEVICE)
+    keep = torch.arange(5, device=DEVICE)
+    b_cu = [c - 470 for c in cu[1:]]
+    b_out, b_final = branch_delta(q[470:], k[470:], v[470:], gate[470:], beta[470:], b_cu, want_final[:1], index,
+                                  keep)
+    w_out, w_final = reference(q[470:].float(), k[470:].float(), v[470:].float(), gate[470:], beta[470:], b_cu,
+                               want_final[:1].expand(5, -1, -1, -1))
+    rel_branch = max(((b_out.float() - w_out).abs().max() / w_out.abs().max()).item(),
+                     ((b_final - w_final).abs().max() / w_final.abs().max()).item())
+    rel_fused = max(rel_fused, rel_branch)
     ok = rel < 2e-2 and rel_state < 2e-2 and rel_fused < 2e-2
     if not ok:
-        failures.append(f"fla gated delta rule vs reference: rel {rel:.2e}, state {rel_state:.2e}, fused {rel_fused:.2e}")
-    return {"rel_out": rel, "rel_state": rel_state, "rel_fused": rel_fused, "ok": ok}
+        failures.append(f"gated delta kernels vs reference: fla chunked rel {rel:.2e}, state {rel_state:.2e}, fla "
+                        f"fused and the branch kernel {rel_fused:.2e}")
+    return {"rel_out": rel, "rel_state": rel_state, "rel_fused_and_branch": rel_fused, "ok": ok}
 
 
 def check_parity(failures: list) -> dict:
@@ -324,7 +338,8 @@ def speed_prelowered(model, c: ModelConfig, budget: int) -> dict:
     with torch.inference_mode():
         model.forward(launches[0])
         seconds = timed(lambda: [model.forward(launch) for launch in launches], 2)
-    return {"seconds": seconds, "passes": len(launches), "fill": job.fill, "budget": job.shape[0]}
+        scores = job.scores([model.forward(launch).cpu() for launch in launches])
+    return {"seconds": seconds, "passes": len(launches), "fill": job.fill, "budget": job.shape[0], "scores": scores}
 
 
 def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict:
@@ -464,9 +479,22 @@ def main() -> None:
     rate = matmul_rate()
     floor = 2 * non_embedding_params(c) * job_tokens() / rate
     results["floor"] = {"seconds": floor, "tflops": rate / 1e12, "questions_per_s": job_questions() / floor}
-    print("pre-lowered passes ...", flush=True)
+    from spinfc.runtime.models import state_flow
+
+    print("pre-lowered passes (branches on the branch kernel) ...", flush=True)
     results["prelowered"] = speed_prelowered(model, c, args.budget)
-    print(results["prelowered"], flush=True)
+    if on_cuda():
+        print("pre-lowered passes (branches on fla's chunked kernel, initial states gathered) ...", flush=True)
+        rows, state_flow.BRANCH_ROWS = state_flow.BRANCH_ROWS, 0
+        results["prelowered_fla"] = speed_prelowered(model, c, args.budget)
+        state_flow.BRANCH_ROWS = rows
+        a, b = results["prelowered"]["scores"], results["prelowered_fla"].pop("scores")
+        gap = max(abs(float(a[key]) - float(b[key])) for key in a)
+        results["prelowered_fla"]["max_gap_to_branch_kernel"] = gap
+        if gap > 0.05:
+            failures.append(f"the branch kernel and fla disagree on the job's scores by {gap:.3f}")
+    results["prelowered"].pop("scores")
+    print({k: v for k, v in results.items() if k.startswith("prelowered")}, flush=True)
     print("re-reading baseline ...", flush=True)
     results["rereading"] = speed_rereading(model, c, args.budget)
     print(results["rereading"], flush=True)
@@ -478,8 +506,10 @@ def main() -> None:
     results["state_bytes_per_content"] = state_bytes_per_content(c)
     scale = 64 / args.layers
     n = job_questions()
-    rows = [("pre-lowered passes", results["prelowered"]["seconds"]),
-            ("engine, in-process", results["served"]["engine"]["seconds"])]
+    rows = [("pre-lowered passes (branch kernel)", results["prelowered"]["seconds"])]
+    if "prelowered_fla" in results:
+        rows.append(("pre-lowered passes (fla for the branches)", results["prelowered_fla"]["seconds"]))
+    rows.append(("engine, in-process", results["served"]["engine"]["seconds"]))
     if "http" in results["served"] and "seconds" in results["served"]["http"]:
         rows.append(("over HTTP, default settings", results["served"]["http"]["seconds"]))
     rows.append(("re-reading: each question its own sequence (extrapolated)", results["rereading"]["seconds"]))

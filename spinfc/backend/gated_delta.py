@@ -53,55 +53,62 @@ def _l2norm(x: torch.Tensor) -> torch.Tensor:
 
 
 def reference(q, k, v, g, beta, cu_seqlens: list[int], initial: torch.Tensor):
-    """The recurrence of each segment in the chunked form (float32), from its initial state."""
+    """The recurrence of every segment in the chunked form (float32), from its initial state: the segments side
+    by side, each padded to the longest with rows that neither decay nor write the state (g = 0, beta = 0), so a
+    padded segment's final state is its last real row's; chunks of 64 rows (of the longest, if shorter)."""
     Hk, Hv = q.shape[1], v.shape[1]
-    outs, finals = [], []
-    for s in range(len(cu_seqlens) - 1):
-        a, b = cu_seqlens[s], cu_seqlens[s + 1]
-        parts = [t[a:b].float() for t in (q, k, v, g, beta)]
-        if Hv != Hk:
-            parts[0], parts[1] = (t.repeat_interleave(Hv // Hk, dim=1) for t in parts[:2])
-        out, final = _chunked(*parts, initial[s].float())
-        outs.append(out)
-        finals.append(final)
-    out = torch.cat(outs) if outs else v.new_zeros((0, *v.shape[1:]), dtype=torch.float32)
-    final = torch.stack(finals) if finals else initial.float().clone()
-    return out.to(v.dtype), final
+    S = len(cu_seqlens) - 1
+    lengths = [cu_seqlens[s + 1] - cu_seqlens[s] for s in range(S)]
+    if S == 0 or max(lengths) == 0:
+        return v.new_zeros((0, *v.shape[1:])), initial.float().clone()
+    L = max(lengths)
+    index = torch.zeros((S, L), dtype=torch.int64, device=q.device)
+    real = torch.zeros((S, L), dtype=torch.bool, device=q.device)
+    for s, (a, n) in enumerate(zip(cu_seqlens, lengths)):
+        index[s, :n] = torch.arange(a, a + n, device=q.device)
+        real[s, :n] = True
+    q, k, v, g, beta = (t.float()[index] for t in (q, k, v, g, beta))  # [S, L, ...]
+    g, beta = g * real[..., None], beta * real[..., None]
+    if Hv != Hk:
+        q, k = (t.repeat_interleave(Hv // Hk, dim=2) for t in (q, k))
+    out, final = _chunked(q, k, v, g, beta, initial.float(), min(CHUNK, L))
+    return out[real].to(v.dtype), final
 
 
-def _chunked(q, k, v, g, beta, state):
-    """One segment: q, k: [L, H, Dk], v: [L, H, Dv], g, beta: [L, H], state: [H, Dk, Dv] -> ([L, H, Dv], state)."""
-    L = q.shape[0]
+def _chunked(q, k, v, g, beta, state, chunk: int):
+    """Segments side by side: q, k: [B, L, H, Dk], v: [B, L, H, Dv], g, beta: [B, L, H], state: [B, H, Dk, Dv]
+    -> ([B, L, H, Dv], state): transformers' `torch_chunk_gated_delta_rule`, from each segment's state."""
+    L = q.shape[1]
     q, k = _l2norm(q) * q.shape[-1] ** -0.5, _l2norm(k)
-    q, k, v = (t.transpose(0, 1) for t in (q, k, v))  # [H, L, D]
-    g, beta = g.transpose(0, 1), beta.transpose(0, 1)  # [H, L]
-    pad = (CHUNK - L % CHUNK) % CHUNK
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, L, D]
+    g, beta = g.transpose(1, 2), beta.transpose(1, 2)  # [B, H, L]
+    pad = (chunk - L % chunk) % chunk
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
     g, beta = (F.pad(t, (0, pad)) for t in (g, beta))
-    H, n = q.shape[0], (L + pad) // CHUNK
+    B, H, n = q.shape[0], q.shape[1], (L + pad) // chunk
     v_beta, k_beta = v * beta[..., None], k * beta[..., None]
-    q, k, k_beta, v_beta = (t.reshape(H, n, CHUNK, t.shape[-1]) for t in (q, k, k_beta, v_beta))
-    g = g.reshape(H, n, CHUNK).cumsum(-1)  # [H, n, C]: decay from the chunk's start
-    upper = torch.ones(CHUNK, CHUNK, dtype=torch.bool, device=q.device).triu(1)
-    decay = (g[..., :, None] - g[..., None, :]).masked_fill(upper, float("-inf")).exp()  # [H, n, C, C]
+    q, k, k_beta, v_beta = (t.reshape(B, H, n, chunk, t.shape[-1]) for t in (q, k, k_beta, v_beta))
+    g = g.reshape(B, H, n, chunk).cumsum(-1)  # decay from the chunk's start
+    upper = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).triu(1)
+    decay = (g[..., :, None] - g[..., None, :]).masked_fill(upper, float("-inf")).exp()  # [B, H, n, C, C]
     system = (k_beta @ k.transpose(-1, -2)) * decay
     intra = (q @ k.transpose(-1, -2)) * decay
     values = torch.linalg.solve_triangular(system, v_beta, upper=False, unitriangular=True)
     k_decayed = torch.linalg.solve_triangular(system, k_beta * g.exp()[..., None], upper=False, unitriangular=True)
     q = q * g.exp()[..., None]
     k = k * (g[..., -1:] - g).exp()[..., None]
-    chunk_decay = g[..., -1].exp()[..., None, None]  # [H, n, 1, 1]
+    chunk_decay = g[..., -1].exp()[..., None, None]  # [B, H, n, 1, 1]
     out = torch.zeros_like(values)
     for i in range(n):
-        v_new = values[:, i] - k_decayed[:, i] @ state
-        out[:, i] = q[:, i] @ state + intra[:, i] @ v_new
-        state = state * chunk_decay[:, i] + k[:, i].transpose(-1, -2) @ v_new
-    return out.reshape(H, -1, out.shape[-1])[:, :L].transpose(0, 1), state
+        v_new = values[:, :, i] - k_decayed[:, :, i] @ state
+        out[:, :, i] = q[:, :, i] @ state + intra[:, :, i] @ v_new
+        state = state * chunk_decay[:, :, i] + k[:, :, i].transpose(-1, -2) @ v_new
+    return out.reshape(B, H, -1, out.shape[-1])[:, :, :L].transpose(1, 2), state
 
 
 def recurrent_reference(q, k, v, g, beta, state):
-    """One segment token by token (the plain recurrence; the check on `reference`): shapes as `_chunked`, heads
-    already repeated."""
+    """One segment token by token (the plain recurrence; the check on `reference`): q, k: [L, H, Dk], v: [L, H, Dv],
+    g, beta: [L, H] (heads already repeated), state: [H, Dk, Dv] -> ([L, H, Dv], state)."""
     q, k = _l2norm(q.float()) * q.shape[-1] ** -0.5, _l2norm(k.float())
     outs = []
     for t in range(q.shape[0]):

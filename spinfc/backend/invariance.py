@@ -25,7 +25,8 @@ def _products(model):
     first, last = model.layers[0], model.layers[-1]
     compute, head = model.dtype, model.precision.head
     names = ("qkv", "o", "gate_up", "down") if "qkv" in first else ("q", "k", "v", "o", "gate", "up", "down")
-    names = [name for name in (*names, "in_all") if name in first]  # a Gated DeltaNet layer: its in-projections
+    # Qwen3.5: its first layer is a Gated DeltaNet layer (fused in-projections `in_all`), later ones attention
+    names = tuple(dict.fromkeys((*names, "gate_up", "in_all")))
 
     def run(name: str, weight, out_dtype=None):
         if name in ("o", "down") and getattr(model, "PROJECTS_INTO_RESIDUAL", False):

@@ -54,7 +54,8 @@ def test_greedy_generation_matches_transformers(pair, seed):
     prompt = torch.randint(1, 96, (11,), generator=generator).tolist()
     want = theirs.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False, eos_token_id=None,
                            pad_token_id=0)[0, len(prompt):].tolist()
-    got = generate(ours, _Tokens(), ChatPrompt(tokens=tuple(prompt), end_tokens=frozenset()), Sampling(max_tokens=8, temperature=0.0))
+    got = generate(ours, _Tokens(), ChatPrompt(tokens=tuple(prompt), end_tokens=frozenset()),
+                   Sampling(max_tokens=8, temperature=0.0))
     assert list(got.tokens) == want
 
 

@@ -87,8 +87,8 @@ def launch_rows(model) -> int:
 def pool_storage(model, rows: int, like: torch.Tensor) -> PoolStorage | None:
     """The stack's fixed pool buffers on CUDA (sized for a pass of `rows` rows and its contexts), else None."""
     stack, _ = stack_of(model)
-    if like.device.type != "cuda":
-        return None
+    if like.device.type != "cuda" or getattr(stack.config, "linear", None) is not None:
+        return None  # (a recurrent stack's decode runs eagerly, on the pass's own keys: extract/recurrent.py)
     shapes = kv_shapes(stack.config)
     storage = _STORAGE.get(stack)
     if storage is None or not storage.fits(shapes, like.dtype):

@@ -114,11 +114,6 @@ def gather_context(keys, values, tokens, positions, ends, row: int, start: int, 
     )
 
 
-def kv_shapes(config) -> tuple[tuple[int, int], ...]:
-    """Per layer, (kv heads, head dim) of its keys and values (`ModelConfig.kv_shape`: Gemma 4's differ by layer)."""
-    return tuple(config.kv_shape(layer) for layer in range(config.layers))
-
-
 def states_at(states: dict, row: int) -> dict:
     """{layer: (conv, state)} at pass row `row` of a pass's {layer: {row: (conv, state)}}."""
     try:
@@ -126,6 +121,11 @@ def states_at(states: dict, row: int) -> dict:
     except KeyError:
         raise ValueError(f"the pass kept no recurrent state at row {row}: an extraction prompt's state is kept "
                          "only where the engine asked for it (forward_keeping_kv's state_rows)") from None
+
+
+def kv_shapes(config) -> tuple[tuple[int, int], ...]:
+    """Per layer, (kv heads, head dim) of its keys and values (`ModelConfig.kv_shape`: Gemma 4's differ by layer)."""
+    return tuple(config.kv_shape(layer) for layer in range(config.layers))
 
 
 class PoolStorage:

@@ -22,5 +22,4 @@ def build_model(config: ModelConfig, state_dict: dict[str, torch.Tensor], **opti
     return STACKS[config.family](config, state_dict, **options)
 
 
-__all__ = ["Gemma3Model", "Gemma4Model", "LlamaModel", "Model", "Qwen3Model", "Qwen3_5Model", "STACKS",
-           "build_model"]
+__all__ = ["Gemma3Model", "Gemma4Model", "LlamaModel", "Model", "Qwen3Model", "Qwen3_5Model", "STACKS", "build_model"]

@@ -8,8 +8,9 @@ A flow has two methods a Gated DeltaNet layer calls, in this order per layer:
 
 In a pass, each row's convolution reads its own chain's earlier rows (its ancestors in the tree), and the delta
 rule runs level by level: the stems from a zero state, then every branch from the state its parent segment ended
-in, gathered (`Chains.levels`). `record` (a dict) asks the flow to keep, per layer, the states just before the rows
-`split_before` (the extraction decode starts there): {layer: {row: (conv [K - 1, C], state [Hv, Dk, Dv])}}.
+in (`Chains.levels`): gathered for fla's chunked kernel, or read by index by the branch kernel. `record` (a dict)
+asks the flow to keep, per layer, the states just before the rows `split_before` (the extraction decode starts
+there): {layer: {row: (conv [K - 1, C], state [Hv, Dk, Dv])}}.
 """
 
 from __future__ import annotations
@@ -18,6 +19,21 @@ import torch
 
 from spinfc.backend.chains import ancestor_taps, chains_of
 from spinfc.backend.gated_delta import causal_conv, gated_delta
+
+# On CUDA, levels below the stems run on the branch kernel (backend/kernels/branch_delta.py: every branch reads its
+# parent's state by index, no copy per branch) where their segments are at most this many rows; else fla's chunked
+# kernel with each segment's initial state gathered. 0 turns the branch kernel off (the benchmark compares both).
+BRANCH_ROWS = 64
+
+
+def _branches(device: torch.device, level) -> bool:
+    return device.type == "cuda" and max(level.lengths) <= BRANCH_ROWS
+
+
+def branch_delta(*args):
+    from spinfc.backend.kernels.branch_delta import branch_delta as kernel
+
+    return kernel(*args)
 
 
 class TreeFlow:
@@ -38,20 +54,29 @@ class TreeFlow:
         T, Hv, Dv = v.shape
         Dk = q.shape[-1]
         out = v.new_zeros((T, Hv, Dv))
-        finals = None
-        kept = {}
-        for level in self.chains.levels:
+        levels = self.chains.levels
+        states, index, kept = None, None, {}  # the states the next level starts from, and which each segment reads
+        for depth, level in enumerate(levels):
             rows = level.rows
-            if finals is None:
-                initial = torch.zeros((len(level.lengths), Hv, Dk, Dv), dtype=torch.float32, device=v.device)
+            below = levels[depth + 1].parents.tolist() if depth + 1 < len(levels) else []
+            wanted = ([i for i, last in enumerate(level.last_rows) if last in self.wanted]
+                      if self.record is not None else [])
+            needed = sorted(set(below) | set(wanted))  # this level's final states that are read again
+            compact = {segment: i for i, segment in enumerate(needed)}
+            parts = (q[rows], k[rows], v[rows], g[rows], beta[rows])
+            if states is not None and _branches(v.device, level):
+                keep = torch.tensor([compact.get(i, -1) for i in range(len(level.lengths))], device=v.device)
+                got, finals = branch_delta(*parts, level.cu_seqlens, states, index, keep)
             else:
-                initial = finals.index_select(0, level.parents)  # each segment from its parent's last state
-            got, finals = gated_delta(q[rows], k[rows], v[rows], g[rows], beta[rows], level.cu_seqlens, initial)
+                initial = (states.index_select(0, index) if states is not None else
+                           torch.zeros((len(level.lengths), Hv, Dk, Dv), dtype=torch.float32, device=v.device))
+                got, finals = gated_delta(*parts, level.cu_seqlens, initial)
+                finals = finals[torch.tensor(needed, dtype=torch.int64, device=v.device)]
             out[rows] = got
-            if self.record is not None:
-                for index, last in enumerate(level.last_rows):
-                    if last in self.wanted:
-                        kept[last] = finals[index].clone()
+            for i in wanted:
+                kept[level.last_rows[i]] = finals[compact[i]].clone()
+            states = finals
+            index = torch.tensor([compact[p] for p in below], dtype=torch.int64, device=v.device)
         if self.record is not None:
             self._keep(layer, kept)
         return out

@@ -43,7 +43,6 @@ class ModelConfig:
     query_pre_attn_scalar: float | None = None
     # Gemma 4: per-layer head shapes, shared K/V, PLE, MoE, ... (weights/gemma4_config.py); None for the others.
     gemma4: "Gemma4Options | None" = None
-
     # Qwen3.5: the Gated DeltaNet layers' shape (None in other families) and the rotated dims of a head (partial rope)
     linear: "LinearAttention | None" = None
     rotary_dim: int | None = None
@@ -68,10 +67,10 @@ class ModelConfig:
     def from_json(cls, text: str) -> "ModelConfig":
         fields = json.loads(text)
         fields["sliding_layers"] = tuple(fields.get("sliding_layers", ()))
-        if fields.get("gemma4") is not None:
-            fields["gemma4"] = Gemma4Options.from_dict(fields["gemma4"])
         if fields.get("linear") is not None:
             fields["linear"] = LinearAttention(**{**fields["linear"], "layers": tuple(fields["linear"]["layers"])})
+        if fields.get("gemma4") is not None:
+            fields["gemma4"] = Gemma4Options.from_dict(fields["gemma4"])
         return cls(**fields)
 
 
@@ -123,12 +122,12 @@ def _require(hf: dict[str, Any], key: str, allowed: tuple, what: str) -> None:
 def from_hf(hf: dict[str, Any]) -> ModelConfig:
     """Read a Hugging Face `config.json` dictionary of a llama, qwen3, gemma3_text or gemma4(_text) model."""
     model_type = hf.get("model_type")
-    if model_type in ("gemma4", "gemma4_text"):
-        return from_hf_gemma4(hf, UnsupportedModel)
     if model_type in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
         from spinfc.runtime.weights.qwen3_5 import qwen3_5_config
 
         return qwen3_5_config(hf)
+    if model_type in ("gemma4", "gemma4_text"):
+        return from_hf_gemma4(hf, UnsupportedModel)
     if model_type == "gemma3" and isinstance(hf.get("text_config"), dict):  # multimodal: its towers are separate
         hf = {"tie_word_embeddings": hf.get("tie_word_embeddings", True), **hf["text_config"],
               "model_type": "gemma3_text"}
