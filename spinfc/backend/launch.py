@@ -29,6 +29,11 @@ class Launch:
     # where some contents' keys and values come from the content cache: `runtime.cached_rows.CachedRows`, which
     # `Model.hidden` runs the pass through (None: every row is computed)
     cached: object | None = None
+    # a pass holding media: the rows whose embeddings are the towers' (`MediaRows`), and `firsts` [T] int32, the
+    # first row that sees each key (j, or the start of the key's image block, whose rows see each other both
+    # ways): query i sees key j iff firsts[j] <= i < ends[j]. None for text only (firsts[j] = j).
+    media: "MediaRows | None" = None
+    firsts: torch.Tensor | None = None
 
     @property
     def budget(self) -> int:
@@ -40,12 +45,29 @@ class Launch:
                                        cached=self.cached.to(device))
         if self.block is not None:  # one copy, then the same views of the copy
             T, R, N = self.budget, int(self.rows.shape[0]), int(self.read_row.shape[0])
-            return packed(self.block.to(device, non_blocking=True), T, R, N, self.spans)
+            return packed(self.block.to(device, non_blocking=True), T, R, N, self.spans)._with_media_of(self, device)
         move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
         return Launch(
             move(self.tokens), move(self.positions), move(self.ends), self.spans,
             move(self.rows), move(self.read_row), move(self.read_token),
-        )
+        )._with_media_of(self, device)
+
+    def _with_media_of(self, other: "Launch", device) -> "Launch":
+        if other.media is None and other.firsts is None:
+            return self
+        media = other.media and MediaRows(other.media.rows.to(device, non_blocking=True), other.media.reads)
+        firsts = None if other.firsts is None else other.firsts.to(device, non_blocking=True)
+        return dataclasses.replace(self, media=media, firsts=firsts)
+
+
+@dataclass(frozen=True)
+class MediaRows:
+    """The rows of a pass that take the towers' embeddings instead of their tokens' (a content's images, audio,
+    video frames), and the tower inputs: the embeddings of `reads` (`towers.MediaRead`, in row order),
+    concatenated, are the rows' [M, D]."""
+
+    rows: torch.Tensor  # [M] int64
+    reads: tuple
 
 
 # `packed`'s layout: the int64 fields first (so each starts 8-byte aligned), then `ends`

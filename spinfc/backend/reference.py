@@ -108,9 +108,13 @@ def tree_attention(
     scale: float,
     window: int | None,
     quant: ActivationQuant | None = None,
+    firsts: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q: [T, H, D], k, v: [T, Hk, D] (H a multiple of Hk), ends: [T] int32, positions: [T] int64 -> [T, H, D];
     with `quant`, the float32 result quantized for the output projection (`ActivationQuant.reference`).
+
+    `firsts` ([T] int32, a pass with image blocks): key j is seen from row firsts[j] on rather than from j, so
+    the rows of an image block (firsts = the block's first row) see each other both ways; None means firsts[j] = j.
 
     Query i attends key j iff j <= i < ends[j], both lie in the same span, and (with a window)
     positions[i] - positions[j] < window: the rule of transformers' sliding-window mask
@@ -129,23 +133,55 @@ def tree_attention(
         raise ValueError(f"tree_attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree")
     group = H // Hk
     dtype = torch.float32 if quant is not None else q.dtype
-    out = torch.empty((T, H, D), dtype=dtype, device=q.device)
-    plan = _attention_plan(ends, positions, spans, window, group)
-    if plan.padding.numel():  # a softmax over the row's own key alone is 1, so the output is that row's value
-        out[plan.padding] = v[plan.padding].repeat_interleave(group, dim=1).to(dtype)
-    for (start, stop), blocks in zip(spans, plan.blocks):
-        S = stop - start
-        q_span = q[start:stop].float().reshape(S, Hk, group, D).transpose(0, 1).contiguous()  # [Hk, S, G, D]
-        k_span = k[start:stop].float().transpose(0, 1).contiguous()  # [Hk, S, D]
-        v_span = v[start:stop].float().transpose(0, 1).contiguous()  # [Hk, S, D]
-        out_span = torch.empty((Hk, S, group, D), dtype=torch.float32, device=q.device)
-        for lo, hi, keys, bias in blocks:  # offsets in the span; bias [B * G, K]
-            q_block = q_span[:, lo:hi].reshape(Hk, (hi - lo) * group, D)  # rows: query-major, then group
-            k_block, v_block = k_span.index_select(1, keys), v_span.index_select(1, keys)  # [Hk, K, D]
-            scores = torch.baddbmm(bias, q_block, k_block.transpose(1, 2), alpha=scale)  # [Hk, B * G, K]
-            weights = torch.softmax(scores, dim=-1)  # [Hk, B * G, K]
-            out_span[:, lo:hi] = torch.bmm(weights, v_block).view(Hk, hi - lo, group, D)
-        out[start:stop] = out_span.transpose(0, 1).reshape(S, H, D).to(dtype)
+    if firsts is None:  # text only: the launch's plan, made once for every layer
+        out = torch.empty((T, H, D), dtype=dtype, device=q.device)
+        plan = _attention_plan(ends, positions, spans, window, group)
+        if plan.padding.numel():  # a softmax over the row's own key alone is 1, so the output is that row's value
+            out[plan.padding] = v[plan.padding].repeat_interleave(group, dim=1).to(dtype)
+        for (start, stop), blocks in zip(spans, plan.blocks):
+            S = stop - start
+            q_span = q[start:stop].float().reshape(S, Hk, group, D).transpose(0, 1).contiguous()  # [Hk, S, G, D]
+            k_span = k[start:stop].float().transpose(0, 1).contiguous()  # [Hk, S, D]
+            v_span = v[start:stop].float().transpose(0, 1).contiguous()  # [Hk, S, D]
+            out_span = torch.empty((Hk, S, group, D), dtype=torch.float32, device=q.device)
+            for lo, hi, keys, bias in blocks:  # offsets in the span; bias [B * G, K]
+                q_block = q_span[:, lo:hi].reshape(Hk, (hi - lo) * group, D)  # rows: query-major, then group
+                k_block, v_block = k_span.index_select(1, keys), v_span.index_select(1, keys)  # [Hk, K, D]
+                scores = torch.baddbmm(bias, q_block, k_block.transpose(1, 2), alpha=scale)  # [Hk, B * G, K]
+                weights = torch.softmax(scores, dim=-1)  # [Hk, B * G, K]
+                out_span[:, lo:hi] = torch.bmm(weights, v_block).view(Hk, hi - lo, group, D)
+            out[start:stop] = out_span.transpose(0, 1).reshape(S, H, D).to(dtype)
+    else:  # image blocks (firsts): each block's visible keys found per layer
+        out = v.repeat_interleave(group, dim=1).to(dtype).clone()  # [T, H, D]
+        for start, stop in spans:
+            k_span = k[start:stop].float()  # [S, Hk, D]
+            v_span = v[start:stop].float()  # [S, Hk, D]
+            key_end = ends[start:stop].long()  # [S]
+            key_first = None if firsts is None else firsts[start:stop].long()  # [S]
+            for q_start in range(start, stop, QUERY_BLOCK):
+                q_stop = min(q_start + QUERY_BLOCK, stop)
+                query_index = torch.arange(q_start, q_stop, device=q.device)[:, None]  # [B, 1]
+                if key_first is None:
+                    # keys after the block's last query, or whose subtree ends before its first, are never visible
+                    keys = torch.nonzero(key_end[: q_stop - start] > q_start).squeeze(1)  # [K] offsets in the span
+                    first = (keys + start)[None, :]  # [1, K]
+                else:  # keys first seen after the block's last query, or whose subtree ends before its first
+                    keys = torch.nonzero((key_end > q_start) & (key_first < q_stop)).squeeze(1)  # [K]
+                    first = key_first[keys][None, :]
+                key_index = keys + start  # [K]
+                visible = (first <= query_index) & (query_index < key_end[keys][None, :])  # [B, K]
+                if window is not None:
+                    distance = positions[q_start:q_stop, None] - positions[key_index][None, :]
+                    visible &= distance < window
+                q_block = q[q_start:q_stop].float().reshape(q_stop - q_start, Hk, group, D)
+                q_block = q_block.permute(1, 2, 0, 3)  # [Hk, G, B, D]
+                k_block = k_span[keys].permute(1, 0, 2)[:, None]  # [Hk, 1, K, D]
+                v_block = v_span[keys].permute(1, 0, 2)[:, None]  # [Hk, 1, K, D]
+                scores = torch.matmul(q_block, k_block.transpose(-1, -2)) * scale  # [Hk, G, B, K]
+                scores = scores.masked_fill(~visible, float("-inf"))
+                weights = torch.softmax(scores, dim=-1)
+                block_out = torch.matmul(weights, v_block)  # [Hk, G, B, D]
+                out[q_start:q_stop] = block_out.permute(2, 0, 1, 3).reshape(q_stop - q_start, H, D).to(dtype)
     return quant.reference(out) if quant is not None else out
 
 

@@ -77,13 +77,16 @@ def tree_attention(
     scale: float,
     window: int | None,
     quant: ActivationQuant | None = None,
+    firsts: torch.Tensor | None = None,
 ) -> torch.Tensor:
     if not _on_triton(q):
-        return reference.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, quant=quant)
+        return reference.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, quant=quant,
+                                        firsts=firsts)
     if not _converts(q, quant):
         return quant.reference(_tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale,
-                                                              window=window))
-    return _tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, quant=quant)
+                                                              window=window, firsts=firsts))
+    return _tree_attention.tree_attention(q, k, v, ends, positions, spans, scale=scale, window=window, quant=quant,
+                                          firsts=firsts)
 
 
 def decode_attention(q: torch.Tensor, *args, scale: float, window: int | None) -> torch.Tensor:

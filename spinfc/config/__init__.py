@@ -143,6 +143,29 @@ class FeatureSettings:
     packs_allow_namespace: tuple[str, ...] = setting([], "let --packs sources define packs in a reserved namespace "
                                                      "(spinfc), e.g. for an edited copy of a bundled pack",
                                                      "list", flag="--packs-allow-namespace", metavar="NAMESPACE")
+    media: tuple[str, ...] = setting(["image", "audio", "video"], "which media requests may send, of those the "
+                                     "model reads: image, audio, video (comma-separated or repeated), or none",
+                                     "list", flag="--media", metavar="KINDS")
+    no_media: bool = setting(False, "text only, and the model's vision and audio towers are not loaded (less "
+                             "memory)", "bool")
+    media_fetch_hosts: tuple[str, ...] = setting([], "hosts whose http(s) media URLs are fetched, repeatable "
+                                                 "(unset: media URLs are refused; send data URLs)", "list",
+                                                 flag="--media-fetch-hosts", metavar="HOST")
+
+    @property
+    def towers_loaded(self) -> bool:
+        return not self.no_media
+
+    def media_kinds(self) -> tuple[str, ...]:
+        """The kinds --media names (none with --no-media or --media none)."""
+        kinds = tuple(k.strip() for value in self.media for k in value.split(",") if k.strip())
+        if self.no_media or kinds == ("none",):
+            return ()
+        unknown = [k for k in kinds if k not in ("image", "audio", "video")]
+        if unknown:
+            raise ConfigError(f"--media {','.join(kinds)}: unknown kind {unknown[0]!r}; the kinds are image, audio, "
+                              "video, or none")
+        return kinds
 
 
 @attrs.frozen

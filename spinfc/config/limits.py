@@ -35,6 +35,10 @@ class Limits:
     max_body_bytes: int = limit_field(2_000_000, "bytes in one request body")
     max_options: int = limit_field(1000, "options of one query")
     max_option_tokens: int = limit_field(5, "tokens in one option")
+    max_frames: int = limit_field(1024, "frames of one video")
+    max_audio_seconds: int = limit_field(600, "seconds of one audio clip")
+    max_image_pixels: int = limit_field(50_000_000, "pixels of one image (or video frame)")
+    max_fetch_bytes: int = limit_field(20_000_000, "bytes of one media file fetched from a URL")
 
     def check(self, name: str, value: int, param: str | None = None) -> None:
         """Raise `LimitExceeded` (a 400 with code `<name>_exceeded`) when `value` is over the limit `name`.

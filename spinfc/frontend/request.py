@@ -26,7 +26,8 @@ from spinfc.frontend.fields import Fields, JsonWhere
 from spinfc.frontend.json_body import convert_body
 from spinfc.frontend.query import read_query
 from spinfc.frontend.request_schema import ScoreRequest
-from spinfc.ir.nodes import Content, Program, Query
+from spinfc.frontend.content_parts import join, read_parts
+from spinfc.ir.nodes import Content, MediaPiece, Program, Query
 
 QUERY_SETS_REMEMBERED = 64  # the last query sets read, by their encoding (MessagePack: every float kept as it is)
 QUERY_SET_BYTES = 256 * 1024  # a larger `scoring` is read every time (the remembered sets stay a few MB at most)
@@ -69,7 +70,7 @@ def _contents(f: Fields) -> tuple[Content, ...]:
             hint="send one content as `messages`, or several as `inputs: [{messages: [...]}, ...]`",
         )
     if f.has("messages"):
-        return (Content("input-0", _text(f, "messages")),)
+        return (_content("input-0", f, "messages"),)
     if not f.has("inputs"):
         f.fail(
             None,
@@ -84,39 +85,27 @@ def _contents(f: Fields) -> tuple[Content, ...]:
     for i, item in enumerate(inputs):
         item.check_keys(("messages",))
         item.require("messages", "the input's messages", MESSAGE_EXAMPLE)
-        contents.append(Content(f"input-{i}", _text(item, "messages")))
+        contents.append(_content(f"input-{i}", item, "messages"))
     return tuple(contents)
 
 
-def _text(f: Fields, key: str) -> str:
-    """The messages' texts joined with a blank line."""
+def _content(content_id: str, f: Fields, key: str) -> Content:
+    """The messages' texts joined with a blank line, and their media where their parts hold any
+    (content_parts.py: image_url, input_audio, video_url, video)."""
     messages = f.tables(key, "a message object", '{"role": "user", "content": "..."}')
     if not messages:
         f.fail(key, f"`{key}` is empty", code="empty_list", hint=f"give at least one message: {MESSAGE_EXAMPLE}")
-    texts = []
+    pieces = []
     for m in messages:
         m.check_keys(("role", "content", "name"))
         m.string("role", "role", '"user"')
         content = m.value("content", (str, list), "message content", '"the text to score"')
-        texts.append(content if isinstance(content, str) else _parts(m))
-    return "\n\n".join(texts)
-
-
-def _parts(m: Fields) -> str:
-    """OpenAI-style content parts: text parts joined with a blank line; other kinds are refused."""
-    texts = []
-    for part in m.tables("content", "a content part", '{"type": "text", "text": "..."}'):
-        kind = part.string("type", "part type", '"text"')
-        if kind != "text":
-            part.fail(
-                "type",
-                f"content parts of type {kind!r} are not supported",
-                code="unsupported_content",
-                hint='send the content as text: {"type": "text", "text": "..."}',
-            )
-        part.check_keys(("type", "text"))
-        texts.append(part.string("text", "text", '"the text to score"'))
-    return "\n\n".join(texts)
+        if isinstance(content, str):
+            pieces.append(content)
+        else:  # a message's text parts are joined with a blank line, like messages
+            pieces.extend(read_parts(m))
+    text, placed = join(pieces)
+    return Content(content_id, text, media=tuple(MediaPiece(at, source) for at, source in placed))
 
 
 def _queries(f: Fields) -> tuple[Query, ...]:

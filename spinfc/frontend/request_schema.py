@@ -16,13 +16,16 @@ Seed = Annotated[int, msgspec.Meta(ge=SEED_RANGE[0], le=SEED_RANGE[1])]  # a 64-
 
 
 class ContentPart(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """OpenAI's content part. Only text is read; an image, audio or file part has the shape OpenAI gives it, so
-    that it is refused as `unsupported_content` (by the frontend) rather than as a misspelt field."""
+    """OpenAI's content part: text, image_url, input_audio, video_url or video (frames); a file part has the shape
+    OpenAI gives it, so that it is refused as `unsupported_content` (by the frontend) rather than as a misspelt
+    field."""
 
-    type: str  # "text"; other kinds are refused by the frontend with `unsupported_content`
+    type: str  # "text", "image_url", "input_audio", "video_url", "video"; others are `unsupported_content`
     text: str | None = None  # the text of a "text" part (required there)
-    image_url: Any = None
-    input_audio: Any = None
+    image_url: Any = None  # {"url": "data:image/png;base64,..."} (content_parts.py reads the media parts)
+    input_audio: Any = None  # {"data": "<base64>", "format": "wav"}
+    video_url: Any = None  # {"url": "data:video/mp4;base64,..."}
+    video: Any = None  # a video as its frames: ["data:image/jpeg;base64,...", ...]
     file: Any = None
 
 

@@ -5,7 +5,8 @@ A `Program` moves through the passes in `spinfc.passes.PIPELINE`; each pass fill
     frontend            -> contents, queries          (templates parsed, nothing expanded)
     expand-placeholders -> questions                  (one per combination of placeholder values)
     add-floor           -> contents gains the floor   (the same questions on empty content)
-    tokenize            -> tokens on contents, questions and options
+    read-media          -> each media piece's `read`     (decoded and processed by the model's tower)
+    tokenize            -> tokens on contents, questions and options (a media piece: its placeholders)
     dedupe-prefixes     -> trie                       (the question tree shared by every content)
     segment             -> segments                   (each content with its tree as rows from 0: what the
                                                         engine's scheduler packs, across requests)
@@ -170,13 +171,28 @@ class Question:
 
 
 @frozen
+class MediaPiece:
+    """An image, audio clip or video in a content: `at` is where it goes in the content's text (a character
+    offset), `source` what the request sent (`spinfc.media.MediaSource`); the read-media pass adds `read` (the
+    tower's `towers.MediaRead`: its placeholder tokens, which of them take embeddings, the processed tensors),
+    tokenize `start` (the row of its first placeholder among the content's tokens)."""
+
+    at: int
+    source: object
+    read: object = field(default=None, eq=False, repr=False)
+    start: int = 0
+
+
+@frozen
 class Content:
-    """One content read once; `is_floor` marks the empty content that gives `floor_p`."""
+    """One content read once; `is_floor` marks the empty content that gives `floor_p`. `media`: its images, audio
+    and video, in text order (their embeddings overwrite their placeholder rows: part of the content's prefix)."""
 
     id: str
     text: str
     is_floor: bool = False
     tokens: tuple[int, ...] = ()
+    media: tuple[MediaPiece, ...] = ()
 
 
 # ---- the question tree ----------------------------------------------------------------------------------------
@@ -353,6 +369,7 @@ class Segment:
     content_tokens: tuple[int, ...]
     tree: TreeRows
     read_contents: bool = False  # `content_rows` lists every content row (`Program.read_contents`)
+    media: tuple[MediaPiece, ...] = ()  # the content's media, each placed at its `start` row
 
     @property
     def length(self) -> int:

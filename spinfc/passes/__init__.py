@@ -12,6 +12,7 @@ from spinfc.passes.dedupe_prefixes import dedupe_prefixes
 from spinfc.passes.expand_placeholders import expand_placeholders
 from spinfc.passes.layout import layout
 from spinfc.passes.plan_packing import plan_packing
+from spinfc.passes.read_media import read_media
 from spinfc.passes.segment import segment
 from spinfc.passes.tokenize import tokenize
 
@@ -20,6 +21,7 @@ Transform = Callable[[Program, PassContext], Program]
 PIPELINE: tuple[tuple[str, Transform], ...] = (
     ("expand-placeholders", lambda program, ctx: expand_placeholders(program, ctx.memo)),
     ("add-floor", lambda program, ctx: add_floor(program)),
+    ("read-media", read_media),
     ("tokenize", tokenize),
     ("dedupe-prefixes", lambda program, ctx: dedupe_prefixes(program, ctx.memo)),
     ("segment", segment),
@@ -28,7 +30,7 @@ PIPELINE: tuple[tuple[str, Transform], ...] = (
 )
 
 __all__ = ["PIPELINE", "PASS_NAMES", "PassContext", "run", "add_floor", "dedupe_prefixes",
-           "expand_placeholders", "layout", "plan_packing", "segment", "tokenize"]
+           "expand_placeholders", "layout", "plan_packing", "read_media", "segment", "tokenize"]
 
 PASS_NAMES = tuple(name for name, _ in PIPELINE)
 

@@ -16,6 +16,9 @@ class PassContext:
 
     tokenizer: object = None
     shapes: Shapes = attrs.field(factory=Shapes)
+    # what reads a content's media (`towers.MediaReader`: the model's towers and the server's media policy); None
+    # refuses media
+    media: object = attrs.field(default=None, eq=False, repr=False)
     # kept between compiles by the context's owner (the engine: the same questions and options come in request
     # after request); bounded by MEMO_ENTRIES
     memo: dict = attrs.field(factory=dict, eq=False, repr=False)

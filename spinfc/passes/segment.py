@@ -20,7 +20,7 @@ def segment(program: Program, ctx: PassContext) -> Program:
     reaches past the segment. Stats: segment_rows (all segments' rows).
     """
     tree = _tree_rows(program, ctx.memo)
-    segments = tuple(Segment(index, content.tokens, tree, program.read_contents)
+    segments = tuple(Segment(index, content.tokens, tree, program.read_contents, content.media)
                      for index, content in enumerate(program.contents))
     program = attrs.evolve(program, segments=segments)
     return program.with_stat("segment_rows", sum(s.length for s in segments))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from spinfc.errors import CompileError
-from spinfc.ir.nodes import OptionSlot, Program, Question
+from spinfc.ir.nodes import Content, OptionSlot, Program, Question
 from spinfc.passes.context import MEMO_ENTRIES, PassContext, recalled, remember
 
 
@@ -45,9 +45,11 @@ def tokenize_with(program: Program, tokenizer, memo: dict | None = None) -> Prog
             memo[key] = encode_text(tokenizer, text, bos=special)
         return memo[key]
 
-    texts = [program.present_before + c.text + program.present_after for c in program.contents]
-    encoded = tokenizer(texts, add_special_tokens=True, split_special_tokens=True)["input_ids"] if texts else []
-    contents = tuple(attrs.evolve(c, tokens=tuple(ids)) for c, ids in zip(program.contents, encoded))  # one batch
+    texts = [program.present_before + c.text + program.present_after for c in program.contents if not c.media]
+    encoded = iter(tokenizer(texts, add_special_tokens=True, split_special_tokens=True)["input_ids"] if texts else [])
+    contents = tuple(  # the text-only contents encoded in one batch
+        _with_media_tokens(c, program, tokenizer) if c.media else attrs.evolve(c, tokens=tuple(next(encoded)))
+        for c in program.contents)
     questions = _tokenize_questions(program, encode, memo)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = attrs.evolve(program, contents=contents, questions=questions, pad=pad)
@@ -61,6 +63,22 @@ def tokenize_with(program: Program, tokenizer, memo: dict | None = None) -> Prog
     ):
         out = out.with_stat(name, value)
     return out
+
+
+def _with_media_tokens(content: Content, program: Program, tokenizer) -> Content:
+    """A content with media: its text encoded piece by piece around each piece's placeholder tokens (its
+    `read.tokens`, from the tower), the tokenizer's special tokens (Gemma's BOS) before the first piece; each
+    piece's `start` is the row of its first placeholder."""
+    text = program.present_before + content.text + program.present_after
+    shift, tokens, media, cut = len(program.present_before), [], [], 0
+    for piece in content.media:
+        at = piece.at + shift
+        tokens.extend(encode_text(tokenizer, text[cut:at], bos=not media))
+        media.append(attrs.evolve(piece, start=len(tokens)))
+        tokens.extend(piece.read.tokens)
+        cut = at
+    tokens.extend(encode_text(tokenizer, text[cut:], bos=False))
+    return attrs.evolve(content, tokens=tuple(tokens), media=tuple(media))
 
 
 def _tokenize_questions(program: Program, encode, memo: dict) -> tuple[Question, ...]:

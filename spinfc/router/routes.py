@@ -24,12 +24,13 @@ from spinfc.router.router import ModelSlot, Router
 from spinfc.server.auth import PUBLIC
 from spinfc.server.errors import ApiError
 from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS
+from spinfc.server.routes.models import media_card
 from spinfc.server.schemas import Health, ModelCard
 
 KEEPALIVE_S = 5.0
 
 
-class RoutedModelCard(ModelCard):
+class RoutedModelCard(ModelCard, kw_only=True):
     status: str  # unloaded | loading | ready | unloading | failed
 
 
@@ -63,6 +64,7 @@ def card(slot: ModelSlot, created: int) -> RoutedModelCard:
                   "generation": settings.features.generation},
         limits={"token_budget": budget or settings.engine.resolved_budget(), **settings.limits.as_dict(),
                 "max_completion_tokens": MAX_COMPLETION_TOKENS},
+        media=media_card(service) if service is not None else {},
     )
 
 

@@ -116,9 +116,11 @@ class PassCache:
 
     def key(self, unit) -> str | None:
         """The cache key of a unit's content, or None where it is not cached (a floor, a content whose rows are
-        answer rows, a short one)."""
+        answer rows, a short one, one with media: its placeholder tokens do not say which image they hold)."""
         length = len(unit.segment.content_tokens)
         if not self.cache.enabled or unit.floor_key is not None or unit.segment.read_contents or length < MIN_TOKENS:
+            return None
+        if getattr(unit.arrays, "media", ()):
             return None
         return self.cache.key(unit.arrays.tokens[:length])
 

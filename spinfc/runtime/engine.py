@@ -83,7 +83,8 @@ _NONE = object()  # `_admit` was handed no job
 
 class Engine:
     def __init__(self, model, shapes: Shapes, *, device: str = "cpu", tokenizer=None, floor_cache_size: int = 256,
-                 on_pass: Callable[[int, int, float], None] | None = None, content_cache_tokens: int | None = None):
+                 on_pass: Callable[[int, int, float], None] | None = None, content_cache_tokens: int | None = None,
+                 media=None):
         """`model.forward(launch) -> [N] logprobs` (a stack, or a GraphedModel of `shapes` on CUDA); `shapes` the
         pass shapes chosen at start-up (`Shapes.for_device`); `tokenizer` the model's (default: `model.tokenizer`);
         `on_pass(tokens_used, rows_launched, seconds)` is called after each pass (metrics); `content_cache_tokens`
@@ -92,7 +93,8 @@ class Engine:
         self.shapes = shapes
         self.device = device
         self.tokenizer = tokenizer if tokenizer is not None else model.tokenizer
-        self.context = PassContext(tokenizer=self.tokenizer, shapes=shapes)
+        # `media`: what reads a content's media (towers.MediaReader); None refuses media
+        self.context = PassContext(tokenizer=self.tokenizer, shapes=shapes, media=media)
         self.runner = Runner(model, shapes, device, pad=self.tokenizer.pad_token_id or 0)
         self.on_pass = on_pass
         self.stats = EngineStats()

@@ -9,12 +9,13 @@ import torch
 from spinfc import registry
 from spinfc.runtime.models import Model, build_model
 from spinfc.runtime.precision import Precision
+from spinfc.runtime.towers import towers_of
 from spinfc.runtime.weights import load_gguf, read_snapshot, snapshot_hash
 
 
 def load_model(
     name: str | None, *, dtype: "torch.dtype | Precision" = torch.float32, device: torch.device | str = "cpu",
-    ops=None, precision: Precision | None = None,
+    ops=None, precision: Precision | None = None, media: bool = True,
 ) -> Model:
     """Load the named model (None: the default), from its GGUF file (dequantized; cached as safetensors after the
     first load), its safetensors snapshot (a directory, or a Hub id through the offline cache), or a quantized
@@ -24,7 +25,8 @@ def load_model(
     `precision` (default: `dtype` for everything, or `dtype` itself when it is a `Precision`) places each part
     of the stack (runtime/precision.py). `ops` is the op backend (default: the PyTorch reference,
     `spinfc.backend.reference`). Raises `registry.ModelNotFound` for a name that resolves to nothing and
-    `UnsupportedModel` for an architecture or feature the stacks do not implement, each saying what to do."""
+    `UnsupportedModel` for an architecture or feature the stacks do not implement, each saying what to do.
+    A multimodal snapshot's towers load beside the stack (`model.towers`) unless `media` is False (--no-media)."""
     precision = precision or Precision.of(dtype)
     source = registry.resolve(name)
     scheme = None
@@ -37,10 +39,15 @@ def load_model(
 
             config, state, scheme = read_quantized(directory)
         else:
-            config, state = read_snapshot(directory)
+            config, state = read_snapshot(directory, towers=True)
         weights_hash = snapshot_hash(directory)
-    return build_model(config, state, ops=ops, name=source.name, weights_hash=weights_hash, precision=precision,
-                       device=device, quant_scheme=scheme)
+        towers = towers_of(json.loads((directory / "config.json").read_text()), state, directory, device=device,
+                           dtype=precision.compute, load=media)
+    model = build_model(config, state, ops=ops, name=source.name, weights_hash=weights_hash, precision=precision,
+                        device=device, quant_scheme=scheme)
+    if source.gguf is None and towers is not None:
+        model.towers = towers
+    return model
 
 
 def _is_quantized(directory) -> bool:

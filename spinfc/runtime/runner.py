@@ -66,6 +66,10 @@ class SegmentArrays:
     answer_rows: np.ndarray  # [r] int64 distinct answer rows, ascending
     read_row: np.ndarray  # [n] int64 index into answer_rows, one per read in the segment's read order
     read_token: np.ndarray  # [n] int64
+    # a content with media: (row of the first placeholder, towers.MediaRead) per piece, and `firsts` [L] int32 from
+    # 0 (the first row that sees each key: its image block's start inside a block, else the key itself)
+    media: tuple = ()
+    firsts: np.ndarray | None = None
 
     @classmethod
     def of(cls, segment: Segment, tree: TreeArrays | None = None) -> "SegmentArrays":
@@ -77,7 +81,19 @@ class SegmentArrays:
             positions=np.concatenate((np.arange(length, dtype=np.int64), tree.depths + length)),
             ends=np.concatenate((np.full(length, segment.length, np.int32), tree.ends + np.int32(length))),
             answer_rows=tree.answer_rows + length, read_row=tree.read_row, read_token=tree.read_token,
+            media=tuple((piece.start, piece.read) for piece in segment.media), firsts=_firsts(segment),
         )
+
+
+def _firsts(segment: Segment) -> np.ndarray | None:
+    """The segment's `firsts` where a media piece has blocks that attend both ways, else None."""
+    blocks = [(piece.start + a, piece.start + b) for piece in segment.media for a, b in piece.read.blocks]
+    if not blocks:
+        return None
+    firsts = np.arange(segment.length, dtype=np.int32)
+    for a, b in blocks:
+        firsts[a:b] = a
+    return firsts
 
 
 @attrs.define(eq=False)
@@ -185,13 +201,16 @@ class Runner:
             launch = dataclasses.replace(staged, spans=spans)
         else:
             launch = Launch(spans=spans, **{name: torch.from_numpy(views[name]) for name in FIELDS})
+        if any(a.media for a in arrays):
+            launch = dataclasses.replace(launch, **_media_of(arrays, starts, T))
         return launch, Pending(output=output, reads=n, starts=starts, rows=T, slot=slot)
 
     def launch(self, arrays: Sequence[SegmentArrays], cached: Sequence | None = None, record: bool = False) -> Pending:
         """Stage and run one pass; on CUDA returns once the pass and the copy back are queued. With `cached` (per
         segment a `content_cache.CachedContent` or None) or `record` the pass runs eagerly on the plain stack,
         the contents given read from the cache (`cached_rows`), every layer's keys and values kept in
-        `Pending.recorded` with `record`."""
+        `Pending.recorded` with `record`. A pass holding media runs eagerly on the plain stack too
+        (GraphedModel.forward: its towers' forward is not captured)."""
         if record or (cached is not None and any(e is not None for e in cached)):
             return self.launch_keeping_kv(arrays, cached=cached, extraction=False)
         launch, pending = self.stage(arrays)
@@ -242,6 +261,23 @@ class Runner:
         if pending.event is not None:
             pending.event.synchronize()
         return pending.output[:pending.reads].numpy().copy()
+
+
+def _media_of(arrays: Sequence[SegmentArrays], starts: Sequence[int], T: int) -> dict:
+    """A pass's `Launch.media` and `Launch.firsts` from its segments' media (placed at `starts`)."""
+    from spinfc.backend.launch import MediaRows
+
+    rows, reads, firsts = [], [], None
+    for a, start in zip(arrays, starts):
+        for first, read in a.media:
+            rows.extend(start + first + offset for offset in read.embedded)
+            reads.append(read)
+        if a.firsts is not None:
+            if firsts is None:
+                firsts = np.arange(T, dtype=np.int32)
+            firsts[start:start + len(a.firsts)] = a.firsts + start
+    return {"media": MediaRows(torch.tensor(rows, dtype=torch.int64), tuple(reads)),
+            "firsts": None if firsts is None else torch.from_numpy(firsts)}
 
 
 @attrs.frozen

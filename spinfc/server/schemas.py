@@ -80,6 +80,7 @@ class ModelCard(msgspec.Struct):
     ready: bool
     features: dict[str, bool]
     limits: dict[str, int]
+    media: dict[str, Any] = {}  # kinds requests may send, what the model's towers read, the fetch allow-list
 
 
 class ModelList(msgspec.Struct):

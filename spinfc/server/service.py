@@ -56,16 +56,17 @@ EXTRACTION_WARMUP = {"messages": [{"role": "user", "content": "Order 12 shipped 
     {"id": "order", "template": "\n\nQ: Which order?\nA: <n>", "max_tokens": 2, "beam_width": 1}]}}
 
 
-def load_default(name: str, dtype, device: str):
+def load_default(name: str, dtype, device: str, media: bool = True):
     """The named model on `device` with `dtype` (a torch dtype, or a `Precision` placing each part): with the
-    Triton ops on CUDA (what `serving.graph_model` captures), with the PyTorch reference ops elsewhere."""
+    Triton ops on CUDA (what `serving.graph_model` captures), with the PyTorch reference ops elsewhere; its
+    towers unless `media` is False (--no-media)."""
     from spinfc.runtime.loader import load_model
 
     if device.startswith("cuda"):
         from spinfc.backend import triton_ops
 
-        return load_model(name, dtype=dtype, device=device, ops=triton_ops)
-    return load_model(name, dtype=dtype, device=device)
+        return load_model(name, dtype=dtype, device=device, ops=triton_ops, media=media)
+    return load_model(name, dtype=dtype, device=device, media=media)
 
 
 class Service:
@@ -85,8 +86,19 @@ class Service:
         self.fingerprint = ""
         self.longest_token: int | None = None  # characters one token covers at most (server/prechecks.py)
         self._load_model = load_model
+        self.media = None  # towers.MediaReader, once the model is loaded
         self._task: asyncio.Task | None = None
         self.on_failed: Callable[[], None] | None = None  # `spinfc serve`: stop the server (it exits 2)
+
+    def media_reader(self, model, tokenizer):
+        """What the engine reads a content's media with: the model's towers (None for a text-only model, or with
+        --no-media) under the server's media policy (--media and the media limits)."""
+        from spinfc.media import MediaPolicy
+        from spinfc.runtime.towers import MediaReader
+
+        policy = MediaPolicy.of(self.settings.features, self.settings.limits)
+        self.media = MediaReader(getattr(model, "towers", None), policy, tokenizer, self.model_name)
+        return self.media
 
     # ---- what routes ask ----------------------------------------------------------------------------------------
 
@@ -176,7 +188,8 @@ class Service:
             log.info("loading %s on %s (%s; on a first start the weights are unpacked and converted, which can "
                      "take a minute on a CPU)", config.model, device, precision.name())
             self.source = await asyncio.to_thread(resolve, config.model)
-            model = await asyncio.to_thread(self._load_model, config.model, precision, device)
+            towers = {} if self.settings.features.towers_loaded else {"media": False}  # --no-media
+            model = await asyncio.to_thread(self._load_model, config.model, precision, device, **towers)
             self.fingerprint = fingerprint(model, device)
             log.info("loaded %s on %s (%s) in %.1f s", self.source.name, device, self.fingerprint,
                      time.perf_counter() - started)
@@ -205,7 +218,7 @@ class Service:
             self.generator = Generator(model)  # the engine gets the guarded model: passes and generation take turns
             tokenizer = await asyncio.to_thread(lambda: model.tokenizer)
             self.engine = Engine(self.generator.guarded, shapes, device=device, tokenizer=tokenizer,
-                                 on_pass=self.metrics.observe_pass,
+                                 on_pass=self.metrics.observe_pass, media=self.media_reader(model, tokenizer),
                                  content_cache_tokens=config.content_cache_tokens).start()
             self.metrics.watch_content_cache(self.engine.contents.cache)
             self.admission.bind(self.work_ahead, shapes.budget)

@@ -14,6 +14,8 @@ DEFAULTS = {
     "max_beam_width": 16, "max_slot_tokens": 256,
     # the decode work one request may ask for (issue 24)
     "max_decode_tokens": 65_536,
+    # media (the operator's guide), and one not in it: the bytes of a fetched media file
+    "max_frames": 1024, "max_audio_seconds": 600, "max_image_pixels": 50_000_000, "max_fetch_bytes": 20_000_000,
 }
 
 

@@ -147,9 +147,14 @@ def test_a_request_naming_packs_may_have_no_queries():
         ({"inputs": [], "scoring": SEED["scoring"]}, "empty_list", "inputs"),
         (body(messages=[{"role": "user", "content": 3}]), "wrong_type", "messages[0].content"),
         (
-            body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]),
+            body(messages=[{"role": "user", "content": [{"type": "file", "file": {}}]}]),
             "unsupported_content",
             "messages[0].content[0].type",
+        ),
+        (
+            body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]),
+            "missing_field",
+            "messages[0].content[0].image_url",
         ),
         (body(messages="hello"), "wrong_type", "messages"),
         (body(scoring={"queries": [3]}), "wrong_type", "scoring.queries[0]"),

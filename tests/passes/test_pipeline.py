@@ -24,7 +24,8 @@ def program() -> Program:
 
 def test_pipeline_order():
     assert [name for name, _ in PIPELINE] == [
-        "expand-placeholders", "add-floor", "tokenize", "dedupe-prefixes", "segment", "plan-packing", "layout",
+        "expand-placeholders", "add-floor", "read-media", "tokenize", "dedupe-prefixes", "segment", "plan-packing",
+        "layout",
     ]
 
 

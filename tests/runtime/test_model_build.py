@@ -38,7 +38,7 @@ def random_state(config: ModelConfig, generator) -> dict[str, torch.Tensor]:
     "change, message",
     [
         (dict(model_type="gpt2"), "model_type 'gpt2' is not supported"),
-        (dict(model_type="gemma3"), "text-only checkpoint"),
+        (dict(model_type="gemma3"), "without its text_config"),
         (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "rope scaling of type 'llama3'"),
         (dict(hidden_act="gelu"), "hidden_act='gelu'"),
         (dict(attention_bias=True), "attention_bias=True"),

@@ -39,14 +39,14 @@ ALIGNMENT = 64
 
 @triton.jit
 def _tree_attention_kernel(
-    Q, K, V, O, ENDS, POS,  # q: [T, H, D], k, v: [T, Hk, D], o: [T, H, D], ends, pos: [T]
+    Q, K, V, O, ENDS, POS, FIRSTS,  # q: [T, H, D], k, v: [T, Hk, D], o: [T, H, D], ends, pos, firsts: [T]
     INV_SCALE, q_min, q_max,  # QUANT: o = clamp(out * inv_scale) in O's 8-bit dtype (INV_SCALE: [] float32)
     BLOCK_LIST, BLOCK_COUNT,  # block_list: [T/BM, T/BN] visible key blocks first, ascending; block_count: [T/BM]
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_list,
     qk_scale, window,  # qk_scale = scale * log2(e): the softmax runs in base 2
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, QUANT: tl.constexpr,
-    IS_INT: tl.constexpr, HEADS: tl.constexpr,
+    IS_INT: tl.constexpr, HEADS: tl.constexpr, HAS_FIRSTS: tl.constexpr,
 ):
     # A program computes BLOCK_M query rows of HEADS query heads that share one key/value head (HEADS is 1, or
     # divides the group): its tile has HEADS * BLOCK_M rows, the block's rows once per head, so each key and value
@@ -79,7 +79,11 @@ def _tree_attention_kernel(
         v = tl.load(V + keys[:, None] * stride_vt + kv_head * stride_vh + dims[None, :],
                     mask=dim_ok[None, :], other=0.0)  # [BN, BD]
         s = tl.dot(q, tl.trans(k)) * qk_scale  # [BM, BN]
-        seen = (keys[None, :] <= rows[:, None]) & (rows[:, None] < key_end[None, :])
+        if HAS_FIRSTS:  # image blocks: key j is seen from row firsts[j] (its block's start) on
+            key_first = tl.load(FIRSTS + keys)
+        else:
+            key_first = keys
+        seen = (key_first[None, :] <= rows[:, None]) & (rows[:, None] < key_end[None, :])
         if HAS_WINDOW:
             key_pos = tl.load(POS + keys)
             seen = seen & ((q_pos[:, None] - key_pos[None, :]) < window)
@@ -136,17 +140,22 @@ def blocks_for(head_dim: int, rows: int, group: int = 1, itemsize: int = 2) -> t
 
 @triton.jit
 def _block_list_kernel(
-    MAX_END, K_MAX_POS, Q_MIN_POS,  # max_end, k_max_pos: [NB] per key block; q_min_pos: [NQ] per query block
+    MAX_END, K_MAX_POS, Q_MIN_POS, MIN_FIRST,  # max_end, k_max_pos, min_first: [NB] per key block; q_min_pos: [NQ]
     LIST, COUNT,  # list: [NQ, NB] int32 (the first count[q] entries written), count: [NQ] int32
     stride_list, window, NB,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NB_P2: tl.constexpr, HAS_WINDOW: tl.constexpr,
+    HAS_FIRSTS: tl.constexpr,
 ):
     query_block = tl.program_id(0)
     key_block = tl.arange(0, NB_P2)
     ok = key_block < NB
     q_first = query_block * BLOCK_M
     max_end = tl.load(MAX_END + key_block, mask=ok, other=0)
-    visible = ok & (max_end > q_first) & (key_block * BLOCK_N <= q_first + BLOCK_M - 1)
+    if HAS_FIRSTS:  # a key block after the query block is visible when one of its keys is first seen in it
+        first = tl.load(MIN_FIRST + key_block, mask=ok, other=0)
+    else:
+        first = key_block * BLOCK_N
+    visible = ok & (max_end > q_first) & (first <= q_first + BLOCK_M - 1)
     if HAS_WINDOW:
         k_max_pos = tl.load(K_MAX_POS + key_block, mask=ok, other=0)
         visible = visible & ((tl.load(Q_MIN_POS + query_block) - k_max_pos) < window)
@@ -157,13 +166,15 @@ def _block_list_kernel(
 
 
 def visible_key_blocks(
-    ends: torch.Tensor, positions: torch.Tensor, window: int | None, block_m: int, block_n: int
+    ends: torch.Tensor, positions: torch.Tensor, window: int | None, block_m: int, block_n: int,
+    firsts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """ends: [T] int32, positions: [T] -> (list [NQ, NB] int32, count [NQ] int32): per query block of `block_m`
     rows, the key blocks of `block_n` rows that some row of it may see, ascending, in the first count[q] places
     (the places after them are not written).
 
-    A key block is left out when it lies past the query block's last row, when its largest `end` is at most the
+    A key block is left out when it lies past the query block's last row (with `firsts`: when every key of it is
+    first seen past that row), when its largest `end` is at most the
     query block's first row (every key's subtree ended before it), or, with a window, when the query block's
     smallest position is at least `window` past the key block's largest. Device ops only (graph-capturable): a
     per-block reduction and one small kernel (the list is built once per layer, so it must cost little next to
@@ -176,19 +187,21 @@ def visible_key_blocks(
         q_min_pos = positions.view(nq, block_m).amin(dim=1)  # [NQ]
     else:
         k_max_pos = q_min_pos = max_end  # not read
+    min_first = firsts.view(nb, block_n).amin(dim=1) if firsts is not None else max_end  # [NB]
     block_list = torch.empty((nq, nb), dtype=torch.int32, device=ends.device)
     count = torch.empty(nq, dtype=torch.int32, device=ends.device)
     _block_list_kernel[(nq,)](
-        max_end, k_max_pos, q_min_pos, block_list, count, block_list.stride(0),
+        max_end, k_max_pos, q_min_pos, min_first, block_list, count, block_list.stride(0),
         window if window is not None else 0, nb,
         BLOCK_M=block_m, BLOCK_N=block_n, NB_P2=triton.next_power_of_2(nb), HAS_WINDOW=window is not None,
-        num_warps=4,
+        HAS_FIRSTS=firsts is not None, num_warps=4,
     )
     return block_list, count
 
 
 def visible_key_blocks_reference(
-    ends: torch.Tensor, positions: torch.Tensor, window: int | None, block_m: int, block_n: int
+    ends: torch.Tensor, positions: torch.Tensor, window: int | None, block_m: int, block_n: int,
+    firsts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`visible_key_blocks` in plain torch (a stable sort puts the visible blocks first): what the kernel must
     match on every place it writes."""
@@ -197,7 +210,8 @@ def visible_key_blocks_reference(
     q_first = torch.arange(0, T, block_m, device=ends.device)  # [NQ]
     key_block = torch.arange(nb, device=ends.device)  # [NB]
     max_end = ends.view(nb, block_n).amax(dim=1)  # [NB]
-    visible = (max_end[None, :] > q_first[:, None]) & (key_block[None, :] * block_n <= q_first[:, None] + block_m - 1)
+    first = firsts.view(nb, block_n).amin(dim=1) if firsts is not None else key_block * block_n  # [NB]
+    visible = (max_end[None, :] > q_first[:, None]) & (first[None, :] <= q_first[:, None] + block_m - 1)
     if window is not None:
         q_min_pos = positions.view(nq, block_m).amin(dim=1)  # [NQ]
         k_max_pos = positions.view(nb, block_n).amax(dim=1)  # [NB]
@@ -219,12 +233,14 @@ def tree_attention(
     window: int | None,
     blocks: tuple[int, ...] | None = None,
     quant=None,
+    firsts: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q: [T, H, D], k, v: [T, Hk, D] (rows of each with a unit last stride), ends: [T] int32, positions: [T] int64
     -> [T, H, D] in q.dtype, equal to `reference.tree_attention` under the layout invariants above; with `quant`
     (an `ActivationQuant`: the output projection's static input scale) in its 8-bit storage dtype, quantized from
     the float32 result. `spans` is accepted for the ops signature and not read. `blocks` overrides (BLOCK_M,
-    BLOCK_N, num_warps[, num_stages[, pack_heads]]) (tests, tuning)."""
+    BLOCK_N, num_warps[, num_stages[, pack_heads]]) (tests, tuning). `firsts` ([T] int32, a pass with image
+    blocks): key j is seen from row firsts[j] on, as in the reference."""
     T, H, D = q.shape
     Hk = k.shape[1]
     if k.shape != (T, Hk, D) or v.shape != (T, Hk, D) or H % Hk:
@@ -254,14 +270,15 @@ def tree_attention(
         raise ValueError(f"tree_attention: T={T} rows is not a multiple of the blocks ({block_m}, {block_n})")
     out = torch.empty((T, H, D), dtype=quant.storage if quant is not None else q.dtype, device=q.device)
     inv_scale, q_min, q_max = (quant.inv_scale, quant.q_min, quant.q_max) if quant is not None else (q, 0.0, 0.0)
-    block_list, block_count = visible_key_blocks(ends, positions, window, block_m, block_n)
+    block_list, block_count = visible_key_blocks(ends, positions, window, block_m, block_n, firsts)
     _tree_attention_kernel[(T // block_m, H // heads)](
-        q, k, v, out, ends, positions, inv_scale, q_min, q_max, block_list, block_count,
+        q, k, v, out, ends, positions, firsts if firsts is not None else ends, inv_scale, q_min, q_max, block_list, block_count,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
         block_list.stride(0), scale * 1.4426950408889634, window if window is not None else 0,
         GROUP=H // Hk, HEAD_DIM=D, BLOCK_D=triton.next_power_of_2(D),
         BLOCK_M=block_m, BLOCK_N=block_n, HAS_WINDOW=window is not None, QUANT=quant is not None,
-        IS_INT=quant is not None and not quant.storage.is_floating_point, HEADS=heads, num_warps=num_warps,
+        IS_INT=quant is not None and not quant.storage.is_floating_point, HEADS=heads, HAS_FIRSTS=firsts is not None,
+        num_warps=num_warps,
         num_stages=rest[0] if rest else 3,
     )
     return out

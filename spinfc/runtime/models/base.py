@@ -338,6 +338,8 @@ class Model:
         k = self.ops.apply_rope(k, launch.positions, theta)
         reader = self.quantized_reader(w["o"]) if keep is None else None
         quant = {"quant": reader.activation_quant} if reader is not None else {}
+        if launch.firsts is not None:  # image blocks attend both ways
+            quant["firsts"] = launch.firsts
         out = self.ops.tree_attention(
             q, k, v, launch.ends, launch.positions, launch.spans, scale=c.attention_scale, window=window, **quant
         )  # [T, H, Dh]
@@ -384,6 +386,8 @@ class Model:
         if launch.cached is not None:  # some contents' rows come from the content cache (runtime/cached_rows.py)
             return launch.cached.hidden(self)
         x, residual = self.embed(launch.tokens), None  # [T, D]
+        if launch.media is not None:
+            x = self.place_media(x, launch.media, launch.tokens)
         last = self.config.layers - 1
         for index in range(last):
             x, residual = self.layer(index, x, residual, launch)
@@ -392,6 +396,17 @@ class Model:
         return final
 
     __call__ = forward
+
+    # the model's vision and audio towers (`towers.Towers`), attached by the loader; None: text only
+    towers = None
+
+    def place_media(self, x: torch.Tensor, media, tokens: torch.Tensor) -> torch.Tensor:
+        """x: [T, D] embedded `tokens` ([T]) -> x with the rows `media.rows` overwritten by the towers' embeddings of
+        `media.reads` (one batched forward per tower), cast to x's dtype as transformers casts them."""
+        if self.towers is None:
+            raise ValueError("a pass holds media, and this model has no towers")
+        embeddings = self.towers.embed(media.reads, device=x.device)  # [M, D]
+        return x.index_copy(0, media.rows, embeddings.to(x.dtype))
 
     def head_logits(self, final: torch.Tensor) -> torch.Tensor:
         """final: [R, D] final-normed rows -> [R, V] float32 logits (what the decode paths take a softmax of)."""

@@ -118,6 +118,15 @@ class Gemma4Model(Model):
         self._state = _Forward(blocks.per_layer_inputs(self, tokens, x) if self.ple else None)
         return x
 
+    def place_media(self, x: torch.Tensor, media, tokens: torch.Tensor) -> torch.Tensor:
+        """The towers' embeddings placed; the PLE inputs made again as transformers makes them for media rows
+        (their token read as the pad token, their projection from the placed embeddings)."""
+        x = super().place_media(x, media, tokens)
+        if self.ple:
+            ids = tokens.index_fill(0, media.rows, self.towers.pad_token_id)
+            self._state = _Forward(blocks.per_layer_inputs(self, ids, x))
+        return x
+
     def head_logits(self, final: torch.Tensor) -> torch.Tensor:
         return reference.soft_cap(super().head_logits(final), self.config.gemma4.logit_softcap)
 
@@ -174,8 +183,11 @@ class Gemma4Model(Model):
                 self._state.kv[index] = (k, v)
         else:
             k, v = self._state.kv[source]
+        # image blocks attend both ways on sliding layers only (transformers' create_masks_for_vision_model: full
+        # layers stay causal)
+        firsts = {"firsts": launch.firsts} if launch.firsts is not None and sliding else {}
         out = self.ops.tree_attention(q, k, v, launch.ends, launch.positions, launch.spans,
-                                      scale=c.attention_scale, window=c.sliding_window if sliding else None)
+                                      scale=c.attention_scale, window=c.sliding_window if sliding else None, **firsts)
         if keep is not None:
             out = out[keep]  # [R, H, Dh]
         return out.reshape(out.shape[0], H * Dh)

@@ -128,11 +128,17 @@ def from_hf(hf: dict[str, Any]) -> ModelConfig:
         return qwen3_5_config(hf)
     if model_type in ("gemma4", "gemma4_text"):
         return from_hf_gemma4(hf, UnsupportedModel)
+    if model_type == "gemma3" and isinstance(hf.get("text_config"), dict):  # multimodal: its towers are separate
+        hf = {"tie_word_embeddings": hf.get("tie_word_embeddings", True), **hf["text_config"],
+              "model_type": "gemma3_text"}
+        model_type = "gemma3_text"
     family = {"llama": "llama", "qwen3": "qwen3", "gemma3_text": "gemma3"}.get(model_type)
+    if model_type == "gemma3":
+        raise UnsupportedModel("a multimodal Gemma 3 config.json without its text_config: use the checkpoint's own "
+                               "config.json")
     if family is None:
-        hint = " (a multimodal Gemma 3: use its text-only checkpoint)" if model_type == "gemma3" else ""
         raise UnsupportedModel(
-            f"model_type {model_type!r}{hint} is not supported; spinfc runs llama, qwen3, gemma3_text, gemma4 and "
+            f"model_type {model_type!r} is not supported; spinfc runs llama, qwen3, gemma3_text, gemma3, gemma4 and "
             "qwen3_5"
         )
     heads = hf["num_attention_heads"]

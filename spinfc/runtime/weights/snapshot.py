@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from spinfc.runtime.weights.config import ModelConfig, from_hf
-from spinfc.runtime.weights.gemma4_config import text_weights
+from spinfc.runtime.weights.gemma4_config import _MEDIA_PREFIXES as MEDIA_PREFIXES, text_weights
 from spinfc.runtime.weights.whole import check_safetensors
 
 
@@ -23,8 +23,9 @@ def weight_files(directory: Path) -> list[Path]:
     return files
 
 
-def read_snapshot(directory: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
-    """The config and every tensor of the snapshot, in the dtype they were saved in."""
+def read_snapshot(directory: Path, towers: bool = False) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    """The config and every tensor of the snapshot, in the dtype they were saved in; a multimodal checkpoint's
+    tower weights only with `towers` (the loader hands them to `runtime.towers.towers_of`)."""
     from safetensors.torch import load_file
 
     config = from_hf(json.loads((directory / "config.json").read_text()))
@@ -33,7 +34,8 @@ def read_snapshot(directory: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]
         check_safetensors(file)  # a truncated download: one located line, not the library's error
         state.update(load_file(str(file)))
     if config.family == "gemma4":  # a multimodal checkpoint's text stack, named as the text-only one's
-        state = text_weights(state)
+        media = {k: v for k, v in state.items() if k.startswith(MEDIA_PREFIXES)} if towers else {}
+        state = {**text_weights(state), **media}
     return config, state
 
 

@@ -43,6 +43,7 @@ def model_card(service) -> ModelCard:
                   "generation": generation_available(service)},
         limits={"token_budget": service.engine.shapes.budget if service.engine else settings.engine.resolved_budget(),
                 **settings.limits.as_dict(), "max_completion_tokens": MAX_COMPLETION_TOKENS},
+        media=media_card(service),
     )
 
 
@@ -50,3 +51,14 @@ def generation_available(service) -> bool:
     """Whether /v1/chat/completions generates: --generation is on and the model can (once loaded)."""
     generator = service.generator
     return service.settings.features.generation and (generator is None or generator.available)
+
+
+def media_card(service) -> dict:
+    """The media requests may send (on the server and read by the model: `kinds`), what the model's towers read
+    (`model_reads`), whether they are loaded, and the media limits."""
+    features, reader = service.settings.features, service.media
+    towers = reader.towers if reader is not None else None
+    return {"kinds": sorted(reader.kinds) if reader is not None else [],
+            "model_reads": sorted(towers.kinds) if towers is not None else [],
+            "towers_loaded": towers is not None, "enabled": list(features.media_kinds()),
+            "fetch_hosts": list(features.media_fetch_hosts)}

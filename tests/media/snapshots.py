@@ -1,0 +1,137 @@
+"""Tiny random-weight multimodal snapshots (real architectures, small shapes) with a byte-level tokenizer that has
+the models' media tokens, saved as a Hugging Face snapshot directory: what the media tests load through spinfc's
+loader and compare with transformers on."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import torch
+
+VOCAB = 300
+SPECIALS = ["<pad>", "<bos>", "<eos>", "<start_of_image>", "<end_of_image>", "<image_soft_token>",
+            "<video_soft_token>", "<start_of_audio>", "<end_of_audio>", "<audio_soft_token>"]
+
+
+def byte_tokenizer(directory: Path):
+    """A byte-level BPE tokenizer without merges: ids 0..255 are the bytes, then the special tokens (Gemma's
+    names), a BOS before every encoding."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {symbol: i for i, symbol in enumerate(sorted(alphabet))}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    core.add_special_tokens(SPECIALS)
+    bos = core.token_to_id("<bos>")
+    core.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", bos)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>",
+                                        pad_token="<pad>", boi_token="<start_of_image>",
+                                        eoi_token="<end_of_image>", image_token="<image_soft_token>")
+    tokenizer.save_pretrained(str(directory))
+    return tokenizer
+
+
+def gemma3_snapshot(directory: Path):
+    """Gemma3ForConditionalGeneration of a tiny real-shaped config (SigLIP 2 layers at 28 x 28 pixels in 7 x 7
+    patches, 4 soft tokens an image; a 3-layer text stack with sliding and global layers), random weights with
+    norms randomized, saved with its tokenizer in `directory`. Returns (transformers' model, tokenizer)."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = byte_tokenizer(directory)
+    ids = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIALS}
+    config = Gemma3Config(
+        text_config=dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+                         sliding_window=64, query_pre_attn_scalar=24, rope_theta=20000.0,
+                         rope_local_base_freq=300.0, pad_token_id=ids["<pad>"], bos_token_id=ids["<bos>"],
+                         eos_token_id=ids["<eos>"],
+                         layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
+        vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=28, patch_size=7, vision_use_head=False),
+        mm_tokens_per_image=4, boi_token_index=ids["<start_of_image>"], eoi_token_index=ids["<end_of_image>"],
+        image_token_index=ids["<image_soft_token>"],
+    )
+    config.text_config._attn_implementation = "eager"
+    config.vision_config._attn_implementation = "eager"
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name and "vision" not in name:
+                parameter.normal_(0.0, 0.3)
+            elif "multi_modal_projector" in name:  # transformers initializes the projection to zeros
+                parameter.normal_(0.0, 0.3)
+    model.save_pretrained(directory)
+    return model, tokenizer
+
+
+def png(width: int, height: int, seed: int = 0, mode: str = "RGB") -> bytes:
+    """A PNG of random pixels."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).convert(mode).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def gemma4_snapshot(directory: Path):
+    """Gemma4ForConditionalGeneration: the E2B feature set's text stack (tests/runtime/gemma4_shapes.py: PLE, shared
+    K/V, soft-capping) reading vision both ways, a 1-layer vision encoder (4-pixel patches pooled 3 x 3) and a
+    1-layer audio conformer, random weights (norms and the embedders' projections randomized), saved with the
+    byte tokenizer. Returns (transformers' model, tokenizer)."""
+    from transformers import Gemma4Config, Gemma4ForConditionalGeneration
+
+    from tests.runtime.gemma4_shapes import gemma4_config, randomize
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = byte_tokenizer(directory)
+    ids = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIALS}
+    text = gemma4_config("gemma4-e2b", vocab=VOCAB).to_dict()
+    text.update(use_bidirectional_attention="vision", sliding_window=512, pad_token_id=ids["<pad>"],
+                bos_token_id=ids["<bos>"], eos_token_id=ids["<eos>"])
+    config = Gemma4Config(
+        text_config=text,
+        vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=2,
+                           num_key_value_heads=2, head_dim=16, patch_size=4, pooling_kernel_size=3,
+                           position_embedding_size=256),
+        audio_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, output_proj_dims=48),
+        boi_token_id=ids["<start_of_image>"], eoi_token_id=ids["<end_of_image>"],
+        image_token_id=ids["<image_soft_token>"], video_token_id=ids["<video_soft_token>"],
+        boa_token_id=ids["<start_of_audio>"], eoa_token_index=ids["<end_of_audio>"],
+        audio_token_id=ids["<audio_soft_token>"],
+    )
+    for sub in (config, config.text_config, config.vision_config, config.audio_config):
+        sub._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = Gemma4ForConditionalGeneration(config).eval()
+    randomize(model.model.language_model)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "embedding_projection" in name:
+                parameter.normal_(0.0, 0.3)
+    model.save_pretrained(directory)
+    return model, tokenizer
+
+
+def wav(seconds: float, rate: int = 16000, seed: int = 0) -> bytes:
+    """A mono 16-bit WAV of noise."""
+    import wave
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        noise = np.random.default_rng(seed).normal(0, 3000, int(seconds * rate)).clip(-32000, 32000)
+        out.writeframes(noise.astype("<i2").tobytes())
+    return buffer.getvalue()

@@ -1,0 +1,80 @@
+"""Media over HTTP: a random-weight Gemma 4 snapshot with its towers, served on the CPU (the app in-process),
+answers chat requests holding an image, an audio clip and four frames with scores; /v1/models says what it reads;
+a hostile file is a 4xx that leaves the next request's answer as it was."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from litestar.testing import TestClient
+
+from spinfc.config import EngineSettings, FeatureSettings, Limits, Settings
+from spinfc.server.app import create_app
+
+from .snapshots import gemma4_snapshot, png, wav
+
+pytestmark = pytest.mark.slow  # starts the app (~20 s on a shared CPU)
+
+QUERY = {"queries": [{"id": "shown", "template": "\nAnswer:<?>", "options": [" yes", " no"]}]}
+
+
+def url(data: bytes, mime: str = "image/png") -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+PARTS = {
+    "image": {"type": "image_url", "image_url": {"url": url(png(40, 28))}},
+    "audio": {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav(0.5)).decode(), "format": "wav"}},
+    "frames": {"type": "video", "video": [url(png(24, 24, k)) for k in range(4)]},
+}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("gemma4-served")
+    gemma4_snapshot(directory)
+    settings = Settings(engine=EngineSettings(model=str(directory), device="cpu", token_budget=1024, block=64,
+                                              warmup="none"),
+                        features=FeatureSettings(media=("image,video,audio",)), limits=Limits(max_frames=8))
+    with TestClient(create_app(settings), timeout=600) as client:
+        for _ in range(600):
+            if client.get("/readyz").status_code == 200:
+                break
+            import time
+
+            time.sleep(0.1)
+        yield client
+
+
+def chat(client, part: dict, status: int = 200) -> dict:
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "Here:"}, part]}], "scoring": QUERY}
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+@pytest.mark.parametrize("kind", sorted(PARTS))
+def test_a_chat_request_with_media_is_scored(client, kind):
+    answer = chat(client, PARTS[kind])
+    options = answer["scoring"][0]["combinations"][0]["options"]
+    assert [o["text"] for o in options] == [" yes", " no"]
+    assert abs(sum(o["p"] for o in options) - 1.0) < 1e-5
+
+
+def test_models_reports_the_media(client):
+    card = client.get("/v1/models").json()["data"][0]
+    assert card["media"]["kinds"] == ["audio", "image", "video"] and card["media"]["towers_loaded"]
+    assert card["limits"]["max_frames"] == 8 and card["limits"]["max_image_pixels"] == 50_000_000
+
+
+def test_hostile_media_is_refused_and_disturbs_nothing(client):
+    before = chat(client, PARTS["image"])["scoring"]
+    bomb = {"type": "image_url", "image_url": {"url": url(png(8, 8)[:40])}}
+    error = chat(client, bomb, 400)["error"]
+    assert error["code"] == "corrupt_media" and error["param"] == "messages[0].content[1].image_url"
+    many = {"type": "video", "video": [PARTS["image"]["image_url"]["url"]] * 9}
+    assert chat(client, many, 413)["error"]["code"] == "max_frames_exceeded"
+    wrong = {"type": "image_url", "image_url": {"url": url(png(8, 8), "image/jpeg")}}
+    assert chat(client, wrong, 415)["error"]["code"] == "media_type_mismatch"
+    assert chat(client, PARTS["image"])["scoring"] == before
