@@ -178,9 +178,11 @@ class _StepOps:
 def warm_up(model, pass_rows: int, slot_rows: tuple[int, ...] = SLOT_TOKENS[:3]) -> None:
     """On CUDA, before serving: make the fixed pool for passes of `pass_rows` rows and capture the decode launch of
     each `slot_rows` shape, so that no request pays for a capture (a shape first met later is captured then)."""
+    from spinfc.runtime.extract.recurrent import is_recurrent
+
     stack, _ = stack_of(model)
-    if stack.device.type != "cuda":
-        return
+    if stack.device.type != "cuda" or is_recurrent(model):  # a recurrent stack decodes eagerly (decode.py): nothing
+        return  # to capture
     c = stack.config
     like = torch.empty(0, c.kv_heads, c.head_dim, dtype=stack.dtype, device=stack.device)
     pool = KeyPool([], [], torch.zeros(0, dtype=torch.int64), pool_storage(model, pass_rows, like))
