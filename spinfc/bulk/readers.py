@@ -96,7 +96,7 @@ class ParquetInput:
             for batch in self.dataset.to_batches(columns=self.columns, batch_size=size):
                 ids, texts = (batch.column(k).to_pylist() for k in range(2))
                 yield [check_row(index + k, ids[k], texts[k]) for k in range(len(ids))]
-            index += len(ids)
+                index += len(ids)
 
 
 class CsvInput:

@@ -23,6 +23,7 @@ def test_parquet_in_batches_with_empty_and_non_text_rows(tmp_path):
     assert [len(b) for b in batches] == [3, 1]
     rows = [row for batch in batches for row in batch]
     assert [r.id for r in rows] == ["1", "2", "3", "4"]
+    assert [r.index for r in rows] == [0, 1, 2, 3]  # positions in the file, across batches
     assert [r.problem and r.problem.code for r in rows] == [None, "empty_content", "empty_content", None]
 
 
