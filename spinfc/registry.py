@@ -79,6 +79,8 @@ EMBEDDED = {
 def resolve(name: str | None) -> ModelSource:
     """Turn a model name, alias, path or Hub id into a `ModelSource`."""
     name = name or DEFAULT_MODEL
+    if name in _SERVED_FOLDERS:  # a quantized checkpoint's served name, once its folder was resolved
+        return _folder_source(str(_SERVED_FOLDERS[name]), _SERVED_FOLDERS[name])
     for served, (aliases, locate) in EMBEDDED.items():
         if name == served or name in aliases:
             return ModelSource(served, aliases, gguf=locate())
@@ -148,13 +150,20 @@ def base_model(name: str) -> str:
     return made[0] if made else name
 
 
+# The folders of checkpoints served under a name of their own (`<base>-<scheme>`), by that name, as resolved in this
+# process: a model built from one is named by it, and its tokenizer is looked up by the model's name.
+_SERVED_FOLDERS: dict[str, Path] = {}
+
+
 def _folder_source(name: str, path: Path) -> ModelSource:
     """A model folder: a snapshot (config.json), or a folder holding exactly one .gguf file. A checkpoint that
     `spinfc quantize` wrote is served as `<base model>-<scheme>` (`smollm2-135m-fp8-static`), its path an alias."""
     if _has_config(path):
         made = quantized_from(path)
         if made is not None:
-            return ModelSource(f"{made[0]}-{made[1]}", (name,), directory=path)
+            served = f"{made[0]}-{made[1]}"
+            _SERVED_FOLDERS[served] = path  # so the served name resolves too (the tokenizer is looked up by it)
+            return ModelSource(served, (name,), directory=path)
         return ModelSource(name, (), directory=path)
     ggufs = sorted(path.glob("*.gguf"))
     if len(ggufs) == 1:

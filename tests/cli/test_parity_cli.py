@@ -92,10 +92,10 @@ def served_with_its_base_models_name_and_packs(checkpoint: Path) -> None:
         wait_ready(client)
         (card,) = client.get("/v1/models").json()["data"]
         assert card["id"] == "smollm2-135m-fp8-static" and str(checkpoint) in card["aliases"]
-        assert client.get(f"/v1/models/{checkpoint}").json()["id"] == "smollm2-135m-fp8-static"
+        assert client.get("/v1/models/smollm2-135m-fp8-static").json()["id"] == "smollm2-135m-fp8-static"
         packs = client.get("/v1/packs").json()
         assert "spinfc/support-triage" in [p["id"] for p in packs["data"]], packs
-        body = {"model": str(checkpoint), "packs": ["spinfc/support-triage"],
+        body = {"model": str(checkpoint), "packs": [{"id": "spinfc/support-triage"}],
                 "messages": [{"role": "user", "content": "I was charged twice, please refund one."}]}
         response = client.post("/v1/score", json=body)
         assert response.status_code == 200 and response.json()["model"] == "smollm2-135m-fp8-static", response.text
