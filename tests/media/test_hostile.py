@@ -137,3 +137,37 @@ def test_bad_data_urls_are_refused():
         with pytest.raises(MediaError) as caught:
             from_url("image", url, "p")
         assert caught.value.code == code, url
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_fetched_file_over_its_bound_is_refused(declared):
+    """An allowed host's file of 5,000 bytes against a bound of 1,000: refused from its Content-Length, or (without
+    one) after reading one byte more than the bound, never the whole file."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            if declared:
+                self.send_header("Content-Length", "5000")
+            self.end_headers()
+            self.wfile.write(b"\0" * 5000)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/big.png"
+        policy = MediaPolicy(max_fetch_bytes=1000, fetch_hosts=("127.0.0.1",))
+        with pytest.raises(MediaError) as caught:
+            fetched(from_url("image", url, "messages[0].content[1].image_url"), policy)
+        error = caught.value
+        assert (error.code, error.status, error.param) == ("max_fetch_bytes_exceeded", 413,
+                                                           "messages[0].content[1].image_url")
+        assert "--max-fetch-bytes" in error.hint
+    finally:
+        server.shutdown()

@@ -42,6 +42,8 @@ def checkout(tmp_path):
         (stubs / name).chmod(0o755)
     (stubs / "spinfc").write_text("#!/usr/bin/env bash\necho \"ran spinfc $*\"\n")
     (stubs / "spinfc").chmod(0o755)
+    (stubs / "chromium").write_text("#!/usr/bin/env bash\n")  # present: the setup installs nothing from Debian here
+    (stubs / "chromium").chmod(0o755)
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUBS": str(stubs)}
     return tmp_path, env
 
@@ -62,7 +64,7 @@ def test_the_readme_commands_say_what_they_do_from_the_first_second(checkout, sc
     assert status == 0, lines
     assert lines[0][0] < 1.0 and "installing" in lines[0][1], lines[0]
     steps = [text for _, text in lines if text.startswith("[setup ")]
-    assert [s.split()[2] for s in steps] == ["1/5", "2/5", "3/5", "4/5", "5/5", "done:"], steps
+    assert [s.split()[2] for s in steps] == ["1/6", "2/6", "3/6", "4/6", "5/6", "6/6", "done:"], steps
     gaps = [later[0] - earlier[0] for earlier, later in zip(lines, lines[1:])]
     assert max(gaps) < 2.5, f"a silence of {max(gaps):.1f} s: {lines}"  # each stand-in pip call takes 1 s
     texts = [text for _, text in lines]

@@ -7,6 +7,7 @@ check runs before any pass, so these tests cost no forward pass but the one that
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 from litestar.testing import TestClient
@@ -53,12 +54,26 @@ def refused(client, limit: str, body: dict, param: str | None, path: str = "/v1/
     return error
 
 
+def refused_input(client, limit: str, body: dict, index: int, param: str, **limits) -> dict:
+    """POST `body` (several inputs) with the per-call `limits`; assert a 200 whose input `index` alone is the
+    `<limit>_exceeded` error at `param` (per-input errors: the other inputs are answered) and return that error."""
+    COVERED.add(limit)
+    response = client.post("/v1/score", json={**body, "limits": limits}, headers=TRUSTED)
+    assert response.status_code == 200, response.text
+    inputs = response.json()["inputs"]
+    assert all("results" in answer for k, answer in enumerate(inputs) if k != index), inputs
+    error = inputs[index]["error"]
+    assert error["code"] == f"{limit}_exceeded" and error["param"] == param, error
+    assert error["type"] == "invalid_request_error" and f"--{limit.replace('_', '-')}" in error["message"]
+    return error
+
+
 def test_max_content_tokens(client) -> None:
     error = refused(client, "max_content_tokens", BODY, "messages", max_content_tokens=8)
     assert "over the server's limit of 8 (max_content_tokens)" in error["message"]
     many = {"inputs": [{"messages": [{"role": "user", "content": "short"}]}, {"messages": BODY["messages"]}],
             "scoring": BODY["scoring"]}
-    refused(client, "max_content_tokens", many, "inputs[1].messages", max_content_tokens=8)
+    refused_input(client, "max_content_tokens", many, 1, "inputs[1].messages", max_content_tokens=8)
     refused(client, "max_content_tokens", DECISION, "state", "/v1/decisions", max_content_tokens=8)
 
 
@@ -169,5 +184,21 @@ def test_per_call_limits_are_checked(client) -> None:
     assert untrusted.status_code == 403 and untrusted.json()["error"]["code"] == "trusted_token_required"
 
 
+def test_max_decode_tokens(client) -> None:
+    """Two `<*>` slots of beam 4 and 16 tokens: 128 decoded tokens asked for, over a per-call bound of 100."""
+    searched = {"template": "\n\nQ: Which month?\nA: \"<*>\"", "beam_width": 4, "max_tokens": 16}
+    body = {**BODY, "scoring": {"queries": [{**searched, "id": "a"}, {**searched, "id": "b"}]}}
+    refused(client, "max_decode_tokens", body, "scoring.queries", max_decode_tokens=100)
+
+
+# The media limits are refused with 413 from the media's header, on a model with a tower: tested with the media
+# (their code in each file named here, read below, so this list cannot name a test that is not there).
+MEDIA_LIMITS = {"max_image_pixels": "media/test_hostile.py", "max_audio_seconds": "media/test_hostile.py",
+                "max_frames": "media/test_http.py", "max_fetch_bytes": "media/test_hostile.py"}
+
+
 def test_every_limit_has_a_test_above() -> None:
-    assert COVERED == set(LIMIT_NAMES)
+    tests = Path(__file__).resolve().parents[1]
+    for limit, where in MEDIA_LIMITS.items():
+        assert f"{limit}_exceeded" in (tests / where).read_text(), (limit, where)
+    assert COVERED | set(MEDIA_LIMITS) == set(LIMIT_NAMES) and not COVERED & set(MEDIA_LIMITS)
