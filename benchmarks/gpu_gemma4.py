@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing as mp
 import shutil
@@ -281,8 +282,11 @@ def in_process(name: str, hf: dict, scheme: str, smoke: bool, device: str, job: 
     finally:
         engine.close()
         del engine, model
+        gc.collect()  # the graphs' pools and the stack sit in reference cycles: freed only by a collection
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
+            print(f"in-process model freed: {torch.cuda.memory_allocated() / 2**30:.1f} GiB still allocated",
+                  flush=True)
 
 
 def served(name: str, hf: dict, scheme: str, smoke: bool, device: str, port: int, job: dict) -> dict:

@@ -124,7 +124,7 @@ def test_a_bundled_pack_writes_every_column_for_every_row(uninterrupted):
     (meta,) = metadata(uninterrupted)  # every part carries the same metadata
     meta = {k.decode(): v.decode() for k, v in meta}
     assert meta["spinfc.model"] == MODEL
-    assert re.fullmatch(r"spinfc-[\w.]+-gemma3-[0-9a-f]{12}-float32-\w+-cpu", meta["spinfc.system_fingerprint"]), meta
+    assert re.fullmatch(r"spinfc-[\w.]+-llama-[0-9a-f]{12}-float32-\w+-cpu", meta["spinfc.system_fingerprint"]), meta
     assert [c["name"] for c in json.loads(meta["spinfc.columns"])] == names
 
 

@@ -111,7 +111,9 @@ class Poisoned:
 
 def test_a_failing_pass_fails_only_the_request_that_caused_it(model) -> None:
     poison = load_tokenizer("gemma3-270m")(" zebra", add_special_tokens=False)["input_ids"][-1]
-    engine = Engine(Poisoned(model, poison), Shapes.for_device("cpu", BUDGET))
+    # the content cache off: a pass that records its contents' keys and values runs the stack directly, not the
+    # stand-in's forward
+    engine = Engine(Poisoned(model, poison), Shapes.for_device("cpu", BUDGET), content_cache_tokens=0)
     try:
         (_, cgood), (bad, good) = run(engine, body("A zebra escaped from the zoo."), body(TICKET))
         assert isinstance(bad, PassFailed) and "poisoned pass" in str(bad)

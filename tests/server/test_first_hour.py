@@ -10,6 +10,7 @@ import pytest
 from litestar.testing import TestClient
 
 from spinfc.config import EngineSettings, Settings
+from spinfc.runtime.extract import grammars
 from spinfc.server.app import create_app
 from .live import wait_ready
 
@@ -30,7 +31,9 @@ class Recorded(logging.Handler):
 
 @pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
 def started(request):
-    """A ready app on each packaged model, and what spinfc logged while it started."""
+    """A ready app on each packaged model, and what spinfc logged while it started (as a fresh process: the
+    grammars' tables an earlier test built for this tokenizer are dropped, so the start builds them again)."""
+    grammars._BY_TOKENIZER.clear()
     settings = Settings(engine=EngineSettings(model=request.param, device="cpu", warmup="short"))
     recorded, logger = Recorded(), logging.getLogger("spinfc")
     logger.addHandler(recorded)
