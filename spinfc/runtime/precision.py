@@ -37,7 +37,11 @@ _NORM = re.compile(r"(norm\.weight$)|(layernorm\.weight$)|(\.A_log$)|(\.dt_bias$
 _HEAD = ("model.embed_tokens.weight", "lm_head.weight", "model.norm.weight")
 _READ_ONLY = ("model.embed_tokens.weight", "model.norm.weight")  # of the head's: read, never multiplied
 _ANSWER_ROW_WEIGHTS = ("self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-                       "mlp.down_proj.weight")
+                       "mlp.down_proj.weight",
+                       # Qwen3.5-MoE's sparse block: the shared expert, its gate, the router and the routed experts
+                       "mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight",
+                       "mlp.shared_expert.down_proj.weight", "mlp.shared_expert_gate.weight", "mlp.gate.weight",
+                       "mlp.experts.gate_up_proj", "mlp.experts.down_proj")
 
 
 @attrs.frozen

@@ -1,4 +1,4 @@
-"""The extraction decode of Qwen3.5 (random weights, three Gated DeltaNet layers to one full-attention layer): a
+"""The extraction decode of Qwen3.5, dense and MoE (random weights, three Gated DeltaNet layers to one full-attention layer): a
 beam continues the recurrent state its prompt had in the scoring pass (kept just before the prompt's last token),
 so an option read by decode steps has the tree forward's log-probability, and greedy steps of several prompts on
 two contents, batched, are transformers' greedy generate of each content + prompt."""
@@ -19,10 +19,10 @@ from tests.runtime.qwen3_5_random import random_qwen3_5
 from tests.runtime.tree_launch import build_launch
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("qwen3_5")
-    theirs = random_qwen3_5(directory)
+@pytest.fixture(scope="module", params=["dense", "moe"])
+def pair(tmp_path_factory, request):
+    directory = tmp_path_factory.mktemp(f"qwen3_5_{request.param}")
+    theirs = random_qwen3_5(directory, moe=request.param == "moe")
     return load_model(str(directory)), theirs
 
 

@@ -1,5 +1,6 @@
 """A small random-weight Qwen3.5 (the published 27B's ratios of heads and dims, 4 layers: three Gated DeltaNet
-layers to one full-attention layer), saved by transformers as a snapshot: what the Qwen3.5 tests load."""
+layers to one full-attention layer), dense or with Qwen3.5-MoE's sparse blocks (the 35B-A3B's 256 experts, 8 chosen,
+scaled to 8 and 2), saved by transformers as a snapshot: what the Qwen3.5 tests load."""
 
 from __future__ import annotations
 
@@ -14,21 +15,28 @@ SHAPE = dict(
     rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
 )
 
+# Qwen3.5-35B-A3B: 256 experts of width 512, 8 chosen per token, a shared expert of 512; here 8 of 32, 2 chosen.
+MOE = dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48)
 
-def random_qwen3_5(directory, vocab_size: int = 96, seed: int = 0, **overrides):
-    """transformers' Qwen3_5ForCausalLM on random weights (norms, A_log and dt_bias randomized too), saved in
-    `directory`; returns it (eval mode, eager attention)."""
-    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+def random_qwen3_5(directory, vocab_size: int = 96, seed: int = 0, moe: bool = False, **overrides):
+    """transformers' Qwen3_5ForCausalLM (Qwen3_5MoeForCausalLM with `moe`) on random weights (norms, A_log,
+    dt_bias and the experts randomized too), saved in `directory`; returns it (eval mode, eager attention)."""
+    import transformers
 
     torch.manual_seed(seed)
-    config = Qwen3_5TextConfig(**{**SHAPE, "vocab_size": vocab_size, **overrides}, tie_word_embeddings=False)
+    kind = "Qwen3_5Moe" if moe else "Qwen3_5"
+    shape = {**SHAPE, **(MOE if moe else {}), "vocab_size": vocab_size, **overrides}
+    config = getattr(transformers, f"{kind}TextConfig")(**shape, tie_word_embeddings=False)
     config._attn_implementation = "eager"
-    model = Qwen3_5ForCausalLM(config).eval()
+    model = getattr(transformers, f"{kind}ForCausalLM")(config).eval()
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "norm" in name:
                 parameter.normal_(0.0, 0.3)
             elif name.endswith("dt_bias"):
                 parameter.normal_(0.0, 1.0)
+            elif "experts" in name or name.endswith("mlp.gate.weight"):  # created empty / zero by transformers
+                parameter.normal_(0.0, 0.2)
     model.save_pretrained(directory)
     return model

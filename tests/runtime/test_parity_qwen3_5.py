@@ -1,5 +1,5 @@
-"""Qwen3.5 on random weights of its real config's ratios (three Gated DeltaNet layers to one full-attention layer)
-against transformers' Qwen3_5ForCausalLM on the same weights: every option's logprob, each question branching
+"""Qwen3.5, dense and MoE, on random weights of its real config's ratios (three Gated DeltaNet layers to one
+full-attention layer) against transformers' Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM on the same weights: every option's logprob, each question branching
 off its content's recurrent state in one pass, within 1e-4 of transformers running each question as its own full
 sequence; greedy generation from the model's cache of states equal to transformers' greedy generate."""
 
@@ -20,10 +20,10 @@ from .tree_launch import Case, Question, build_launch, transformers_logprobs
 TOLERANCE = 1e-4
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("qwen3_5")
-    theirs = random_qwen3_5(directory)
+@pytest.fixture(scope="module", params=["dense", "moe"])
+def pair(tmp_path_factory, request):
+    directory = tmp_path_factory.mktemp(f"qwen3_5_{request.param}")
+    theirs = random_qwen3_5(directory, moe=request.param == "moe")
     return load_model(str(directory)), theirs
 
 
@@ -104,8 +104,10 @@ def test_the_text_part_of_a_multimodal_checkpoint_loads(pair, tmp_path):
 
     ours, theirs = pair
     text = theirs.config.to_dict()
-    config = {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": text,
-              "tie_word_embeddings": False}
+    kind = "qwen3_5_moe" if ours.config.experts is not None else "qwen3_5"
+    architecture = "Qwen3_5MoeForConditionalGeneration" if ours.config.experts is not None else \
+        "Qwen3_5ForConditionalGeneration"
+    config = {"model_type": kind, "architectures": [architecture], "text_config": text, "tie_word_embeddings": False}
     (tmp_path / "config.json").write_text(json.dumps(config))
     state = {("model.language_model." + k[len("model."):] if k.startswith("model.") else k): v.contiguous()
              for k, v in theirs.state_dict().items()}

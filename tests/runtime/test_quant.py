@@ -169,3 +169,29 @@ def test_the_command_line_names_every_scheme():
     from spinfc.runtime.quant.schemes import SCHEMES
 
     assert tuple(SCHEMES) == SCHEME_NAMES
+
+
+def test_a_moe_checkpoint_keeps_its_routed_experts_in_float(tmp_path):
+    """Qwen3.5-MoE: the shared expert and the attention are quantized and calibrated, the routed experts (stored
+    per expert in the checkpoint) stay float and are named under `ignore`; the checkpoint loads and scores close to
+    the float model."""
+    from tests.runtime.qwen3_5_random import random_qwen3_5
+
+    source = tmp_path / "moe"
+    random_qwen3_5(source, moe=True)
+    config, state = read_snapshot(source)
+    float_model = build_model(config, state, weights_hash="x", fuse=False)
+    found = Calibration(maxima=input_maxima(float_model, launches(1)), texts=4, tokens=0, source_sha256="")
+    quantized = quantize_state(config, state, found, SCHEMES["fp8-static"])
+    assert isinstance(quantized["model.layers.0.mlp.shared_expert.gate_proj.weight"], QuantizedLinear)
+    assert isinstance(quantized["model.layers.0.mlp.experts.0.gate_proj.weight"], torch.Tensor)  # as stored
+    out = tmp_path / "moe-fp8"
+    write_checkpoint(out, json.loads((source / "config.json").read_text()), config, quantized, SCHEMES["fp8-static"],
+                     found)
+    assert "re:.*mlp[.]experts[.].*" in json.loads((out / "config.json").read_text())["quantization_config"]["ignore"]
+    loaded = load_model(str(out))
+    assert isinstance(loaded.layers[0]["up"], QuantizedLinear) and isinstance(loaded.layers[0]["experts_down"],
+                                                                               torch.Tensor)
+    for launch in launches(2):
+        gap = (all_logprobs(loaded, launch) - all_logprobs(float_model, launch)).abs().max()
+        assert 0 < float(gap) < 0.5

@@ -1,4 +1,4 @@
-"""`spinfc serve DIR` on a random-weight Qwen3.5 snapshot (a real tokenizer: SmolLM2's, carried in the snapshot),
+"""`spinfc serve DIR` on a random-weight Qwen3.5 snapshot, dense and MoE (a real tokenizer: SmolLM2's, carried in the snapshot),
 over HTTP: the seed README's example request, all three queries (the extraction one decodes from the recurrent
 state its prompt had in the pass), and /v1/completions prompt logprobs."""
 
@@ -29,13 +29,13 @@ README = {
 }
 
 
-@pytest.fixture(scope="module")
-def snapshot(tmp_path_factory):
+@pytest.fixture(scope="module", params=["dense", "moe"])
+def snapshot(tmp_path_factory, request):
     from spinfc.registry import load_tokenizer
 
-    directory = tmp_path_factory.mktemp("qwen3_5-serve")
+    directory = tmp_path_factory.mktemp(f"qwen3_5-{request.param}-serve")
     tokenizer = load_tokenizer("smollm2-135m")
-    random_qwen3_5(directory, vocab_size=len(tokenizer))
+    random_qwen3_5(directory, vocab_size=len(tokenizer), moe=request.param == "moe")
     tokenizer.save_pretrained(directory)
     return directory
 

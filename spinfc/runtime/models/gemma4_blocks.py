@@ -1,16 +1,14 @@
 """The parts of a Gemma 4 layer beyond attention and the dense MLP: per-layer input embeddings (PLE) and the MoE
 block (router and experts). Each follows transformers' modeling_gemma4.py step by step.
 
-The experts run two ways with the same arithmetic per row: on the CPU, each expert on the rows routed to it
-(transformers' loop); on CUDA, each expert on every row with a zero weight where it was not chosen, so that every
-product has the pass's fixed row count (no host synchronisation, capturable in a CUDA graph, and a row's bits do
-not depend on how many other rows chose the same expert). That costs num_experts / top_k times the experts'
-FLOPs of a sparse dispatch (16x on 26B-A4B): correct and batch-invariant first; a grouped GEMM is the next step.
+The experts themselves are `experts.weighted_sum` (shared with Qwen3.5-MoE).
 """
 
 from __future__ import annotations
 
 import torch
+
+from spinfc.runtime.models import experts
 
 MOE_WEIGHTS = {
     "router": "router.proj.weight",  # [E, D]
@@ -79,34 +77,8 @@ def moe(model, w: dict, ff: torch.Tensor, residual: torch.Tensor, dtype) -> torc
     pre_norm_2(residual))), [T, D] in the residual's dtype."""
     weights, index = route(model, w, residual)
     x = model.norm(residual, w["pre_ff_norm_2"], dtype)  # [T, D]
-    experts = _experts_dense if x.is_cuda else _experts_routed
-    out = experts(model, w, x, weights, index)  # [T, D] float32
+    out = experts.weighted_sum(model, w["experts_gate_up"], w["experts_down"], x, weights, index,
+                               "gelu_tanh")  # [T, D] float32
     rdtype = residual.dtype
     return model.norm(ff, w["post_ff_norm_1"], rdtype) + model.norm(out.to(x.dtype), w["post_ff_norm_2"], rdtype)
 
-
-def _expert(model, w: dict, e: int, x: torch.Tensor) -> torch.Tensor:
-    """x: [M, D] -> expert e's output [M, D]: down(gelu_tanh(gate(x)) * up(x))."""
-    gate, up = model.linear(x, w["experts_gate_up"][e]).chunk(2, dim=-1)
-    return model.linear(model.ops.gated_act(gate, up, "gelu_tanh"), w["experts_down"][e])
-
-
-def _experts_routed(model, w, x, weights, index) -> torch.Tensor:
-    """Each expert on the rows that chose it, weighted and added per row in expert order."""
-    out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-    for e in torch.unique(index).tolist():
-        rows, slot = torch.where(index == e)
-        contribution = _expert(model, w, e, x[rows]).float() * weights[rows, slot, None]
-        out.index_add_(0, rows, contribution)
-    return out
-
-
-def _experts_dense(model, w, x, weights, index) -> torch.Tensor:
-    """Each expert on every row, weighted by its routing weight (0 where not chosen), added in expert order: the
-    same sum per row as `_experts_routed` at a fixed row count."""
-    T, E = x.shape[0], w["experts_gate_up"].shape[0]
-    dense = torch.zeros((T, E), dtype=torch.float32, device=x.device).scatter_(1, index, weights)  # [T, E]
-    out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-    for e in range(E):
-        out += _expert(model, w, e, x).float() * dense[:, e:e + 1]
-    return out

@@ -10,6 +10,10 @@ g = -exp(A_log) * softplus(a + dt_bias); the gated delta rule (backend/gated_del
 of the question tree (a branch continues its parent's state: runtime/models/state_flow.py); an RMS norm per value
 head times silu(z) (weight w, not 1 + w); out_proj. Every other norm multiplies by (1 + w) (weights stored around
 0). The MLP is SiLU-gated.
+
+Qwen3.5-MoE (`config.experts`): every layer's MLP is a sparse block instead: a router (softmax over the experts,
+the top k renormalised) picks each token's experts, whose weighted sum (models/experts.py) is added to a shared
+expert (a SiLU-gated MLP of width `config.intermediate`) times sigmoid(shared_gate . h).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from spinfc.backend.launch import Launch
+from spinfc.runtime.models import experts
 from spinfc.runtime.models.base import Model, _cat
 from spinfc.runtime.models.state_flow import TreeFlow
 from spinfc.runtime.weights.config import UnsupportedModel
@@ -28,6 +33,11 @@ _BLOCK = {"input_norm": "input_layernorm.weight", "post_attn_norm": "post_attent
 FULL_WEIGHTS = {**_BLOCK, "q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight",
                 "v": "self_attn.v_proj.weight", "o": "self_attn.o_proj.weight",
                 "q_norm": "self_attn.q_norm.weight", "k_norm": "self_attn.k_norm.weight"}
+# Qwen3.5-MoE: the shared expert under the dense MLP's short names, the router and the routed experts beside it
+_MOE = {"gate": "mlp.shared_expert.gate_proj.weight", "up": "mlp.shared_expert.up_proj.weight",
+        "down": "mlp.shared_expert.down_proj.weight", "shared_gate": "mlp.shared_expert_gate.weight",
+        "router": "mlp.gate.weight", "experts_gate_up": "mlp.experts.gate_up_proj",
+        "experts_down": "mlp.experts.down_proj"}
 LINEAR_WEIGHTS = {**_BLOCK, "in_qkv": "linear_attn.in_proj_qkv.weight", "z": "linear_attn.in_proj_z.weight",
                   "b": "linear_attn.in_proj_b.weight", "a": "linear_attn.in_proj_a.weight",
                   "conv": "linear_attn.conv1d.weight", "A_log": "linear_attn.A_log",
@@ -46,7 +56,8 @@ class Qwen3_5Model(Model):
         self._flow: tuple[Launch, TreeFlow] | None = None
 
     def layer_weight_names(self, index: int) -> dict[str, str]:
-        return LINEAR_WEIGHTS if self.config.linear.layers[index] else FULL_WEIGHTS
+        names = LINEAR_WEIGHTS if self.config.linear.layers[index] else FULL_WEIGHTS
+        return {**names, **_MOE} if self.config.experts is not None else names
 
     @property
     def attention_layers(self) -> int:
@@ -67,6 +78,10 @@ class Qwen3_5Model(Model):
                 want = {"q": (2 * c.heads * c.head_dim, c.hidden), "k": (c.kv_heads * c.head_dim, c.hidden),
                         "v": (c.kv_heads * c.head_dim, c.hidden), "o": (c.hidden, c.heads * c.head_dim)}
             want.update(gate=(c.intermediate, c.hidden), down=(c.hidden, c.intermediate))
+            if c.experts is not None:
+                E, I = c.experts.count, c.experts.intermediate
+                want.update(shared_gate=(1, c.hidden), router=(E, c.hidden), experts_gate_up=(E, 2 * I, c.hidden),
+                            experts_down=(E, c.hidden, I))
             for short, shape in want.items():
                 if tuple(w[short].shape) != shape:
                     raise UnsupportedModel(f"layer {index} weight {short!r} has shape {tuple(w[short].shape)}; the "
@@ -108,8 +123,24 @@ class Qwen3_5Model(Model):
         if keep is not None:
             residual = residual[keep]  # [R, D]
         x, residual = self.project(mixed, w["o"], residual)
+        if self.config.experts is not None:
+            h, residual = self.add_norm(x, residual, w["post_attn_norm"], self.answer_dtype(keep))
+            return self.sparse_mlp(w, h, residual.dtype), residual
         h, residual = self.add_norm(x, residual, w["post_attn_norm"], self.answer_dtype(keep), into=w.get("gate_up"))
         return self.project(self.mlp_hidden(w, h, "silu"), w["down"], residual)
+
+    def sparse_mlp(self, w: dict, h: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """h: [T, D] normed -> the MoE block's output [T, D] in `dtype` (the residual's): the routed experts'
+        weighted sum plus the shared expert times sigmoid(shared_gate . h) (transformers' Qwen3_5MoeSparseMoeBlock).
+        The router runs in float32 (a split product of half weights), so the experts chosen are float32's but for
+        near ties."""
+        shared = self.linear(self.mlp_hidden(w, h, "silu"), w["down"], torch.float32)  # [T, D]
+        shared = shared.float() * torch.sigmoid(self.linear(h, w["shared_gate"], torch.float32).float())
+        scores = self.linear(h, w["router"], torch.float32).float()  # [T, E]
+        weights, index = torch.topk(torch.softmax(scores, dim=-1), k=self.config.experts.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        routed = experts.weighted_sum(self, w["experts_gate_up"], w["experts_down"], h, weights, index, "silu")
+        return (routed + shared).to(dtype)
 
     def gated_attention(self, w: dict, h: torch.Tensor, launch: Launch, keep) -> torch.Tensor:
         """h: [T, D] normed -> the heads' output times sigmoid(gate): [T or R, H * Dh] (before o_proj)."""

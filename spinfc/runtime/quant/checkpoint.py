@@ -31,25 +31,34 @@ LINEAR_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.we
                    "up_proj.weight", "down_proj.weight")
 
 
+# A MoE block's routed experts stay in the half dtype: each runs on a few rows of a pass, where an 8-bit GEMM saves
+# little (and on CUDA every expert runs on every row, so its input scale would have to cover all of them)
+ROUTED_EXPERTS = "re:.*mlp[.]experts[.].*"
+
+
 def kept_in_float(config: ModelConfig, kept: tuple[str, ...] = ()) -> list[str]:
     """Linear modules spinfc leaves unquantized: the LM head and the last layer's o/gate/up/down (they run on
-    answer rows only, so 8 bits would save nothing and cost precision where every score is read), then `kept`
-    (the layers a gap budget keeps in the half dtype, `sensitivity.choose`)."""
+    answer rows only, so 8 bits would save nothing and cost precision where every score is read), a MoE block's
+    routed experts (`ROUTED_EXPERTS`), then `kept` (the layers a gap budget keeps in the half dtype,
+    `sensitivity.choose`)."""
     last = config.layers - 1
-    return ["lm_head"] + [f"model.layers.{last}.{name}" for name in
-                          ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")] + list(kept)
+    mlp = ("mlp.shared_expert.gate_proj", "mlp.shared_expert.up_proj", "mlp.shared_expert.down_proj") \
+        if config.experts is not None else ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+    experts = [ROUTED_EXPERTS] if config.experts is not None else []
+    return ["lm_head"] + [f"model.layers.{last}.{name}" for name in ("self_attn.o_proj", *mlp)] + experts + list(kept)
 
 
 # Layers that read one input (the same norm's output): they get one input scale, the largest of theirs, so the
 # producing kernel can write that input in 8 bits once for all of them (and the fused q/k/v and gate/up GEMMs of
 # a CUDA stack read it as it is). vLLM does the same when it fuses them.
 SHARED_INPUTS = (("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
-                 ("mlp.gate_proj.weight", "mlp.up_proj.weight"))
+                 ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
+                 ("mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight"))
 
 
 def is_quantized_linear(key: str, config: ModelConfig) -> bool:
     """Whether `spinfc quantize` quantizes this checkpoint weight (a layer's linear, not `kept_in_float`)."""
-    return (key.endswith(LINEAR_SUFFIXES) and key.startswith("model.layers.")
+    return (key.endswith(LINEAR_SUFFIXES) and key.startswith("model.layers.") and ".mlp.experts." not in key
             and role(key, config.layers - 1) != "answer")
 
 

@@ -46,6 +46,9 @@ class ModelConfig:
     # Qwen3.5: the Gated DeltaNet layers' shape (None in other families) and the rotated dims of a head (partial rope)
     linear: "LinearAttention | None" = None
     rotary_dim: int | None = None
+    # Qwen3.5-MoE: every layer's MLP is a sparse block of routed experts beside a gated shared expert (whose width
+    # is `intermediate`); None for dense models (Gemma 4's MoE block is in `gemma4`)
+    experts: "Experts | None" = None
 
     def kv_shape(self, layer: int) -> tuple[int, int]:
         """(kv heads, head dim) of a layer's keys and values (Gemma 4's full layers differ from its sliding ones)."""
@@ -71,6 +74,8 @@ class ModelConfig:
             fields["linear"] = LinearAttention(**{**fields["linear"], "layers": tuple(fields["linear"]["layers"])})
         if fields.get("gemma4") is not None:
             fields["gemma4"] = Gemma4Options.from_dict(fields["gemma4"])
+        if fields.get("experts") is not None:
+            fields["experts"] = Experts(**fields["experts"])
         return cls(**fields)
 
 
@@ -90,6 +95,16 @@ class LinearAttention:
     def conv_channels(self) -> int:
         """The channels of the convolution: q, k and v of every head (2 Hk Dk + Hv Dv)."""
         return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+
+
+@attrs.frozen
+class Experts:
+    """A sparse MoE block's shape: `count` experts of width `intermediate`, `top_k` chosen per token (their softmax
+    weights renormalised over the chosen), beside one shared expert gated per token by sigmoid(w . x)."""
+
+    count: int
+    top_k: int
+    intermediate: int
 
 
 def _rope_theta(hf: dict[str, Any], layer_type: str | None = None, default: float = 10000.0) -> float:

@@ -5,22 +5,27 @@ left out)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
 
-from spinfc.runtime.weights.config import LinearAttention, ModelConfig, UnsupportedModel, _refuse_rope_scaling
+from spinfc.runtime.weights.config import Experts, LinearAttention, ModelConfig, UnsupportedModel, _refuse_rope_scaling
 
 _MULTIMODAL_PREFIX = "model.language_model."
 _LEFT_OUT = ("model.visual.", "mtp.")
 
 
 def qwen3_5_config(hf: dict[str, Any]) -> ModelConfig:
-    """The `ModelConfig` of a Qwen3.5 config.json (dense; the MoE variant is refused with a message)."""
-    if hf.get("model_type", "").startswith("qwen3_5_moe"):
-        raise UnsupportedModel("qwen3_5_moe (Qwen3.5's mixture of experts) is not implemented yet; spinfc runs the "
-                               "dense Qwen3.5 (model_type qwen3_5 or qwen3_5_text)")
-    text = hf["text_config"] if hf.get("model_type") == "qwen3_5" and hf.get("text_config") else hf
+    """The `ModelConfig` of a Qwen3.5 config.json: dense (`qwen3_5`, `qwen3_5_text`) or mixture of experts
+    (`qwen3_5_moe`, `qwen3_5_moe_text`: every layer's MLP a sparse block, `config.experts`)."""
+    multimodal = hf.get("model_type") in ("qwen3_5", "qwen3_5_moe")
+    text = hf["text_config"] if multimodal and hf.get("text_config") else hf
+    moe = hf.get("model_type", "").startswith("qwen3_5_moe")
+    experts = None
+    if moe:
+        experts = Experts(count=text.get("num_experts", 256), top_k=text.get("num_experts_per_tok", 8),
+                          intermediate=text.get("moe_intermediate_size", 512))
     layers = text["num_hidden_layers"]
     kinds = text.get("layer_types")
     if kinds is None:
@@ -45,7 +50,8 @@ def qwen3_5_config(hf: dict[str, Any]) -> ModelConfig:
         heads=heads,
         kv_heads=text.get("num_key_value_heads") or heads,
         head_dim=head_dim,
-        intermediate=text["intermediate_size"],
+        # a MoE layer's dense part is its shared expert
+        intermediate=text.get("shared_expert_intermediate_size", 512) if moe else text["intermediate_size"],
         vocab=text["vocab_size"],
         rope_theta=float(rope["rope_theta"]),
         norm_eps=float(text.get("rms_norm_eps", 1e-6)),
@@ -59,15 +65,39 @@ def qwen3_5_config(hf: dict[str, Any]) -> ModelConfig:
             conv_kernel=text.get("linear_conv_kernel_dim", 4),
         ),
         rotary_dim=int(head_dim * partial),
+        experts=experts,
     )
 
 
 def text_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A checkpoint's weights in the text model's naming: `model.language_model.X` -> `model.X`, the vision tower
-    and the multi-token-prediction layers left out (a text checkpoint comes back as it is, less `mtp.`)."""
+    and the multi-token-prediction layers left out (a text checkpoint comes back as it is, less `mtp.`); a MoE
+    checkpoint's per-expert weights stacked as transformers holds them (`fused_experts`)."""
     out = {}
     for name, tensor in state.items():
         if name.startswith(_LEFT_OUT):
             continue
         out["model." + name[len(_MULTIMODAL_PREFIX):] if name.startswith(_MULTIMODAL_PREFIX) else name] = tensor
-    return out
+    return fused_experts(out)
+
+
+_EXPERT = re.compile(r"(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight")
+
+
+def fused_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Qwen3.5-MoE checkpoints store each expert's `experts.E.{gate,up,down}_proj.weight`; transformers (and the
+    stack) hold a layer's experts as `experts.gate_up_proj` [E, 2 I, D] (each expert's gate above its up) and
+    `experts.down_proj` [E, D, I]. A state already in that layout comes back as it is."""
+    parts: dict[str, dict[int, dict[str, torch.Tensor]]] = {}
+    for name in [n for n in state if _EXPERT.fullmatch(n)]:
+        prefix, expert, kind = _EXPERT.fullmatch(name).groups()
+        parts.setdefault(prefix, {}).setdefault(int(expert), {})[kind] = state.pop(name)
+    for prefix, by_expert in parts.items():
+        count = len(by_expert)
+        if sorted(by_expert) != list(range(count)) or any(len(p) != 3 for p in by_expert.values()):
+            raise UnsupportedModel(f"{prefix}: the checkpoint's experts are incomplete (every expert 0..E-1 needs "
+                                   "gate_proj, up_proj and down_proj)")
+        experts = [by_expert[e] for e in range(count)]
+        state[f"{prefix}.gate_up_proj"] = torch.stack([torch.cat((p["gate"], p["up"])) for p in experts])
+        state[f"{prefix}.down_proj"] = torch.stack([p["down"] for p in experts])
+    return state
