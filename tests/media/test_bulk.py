@@ -92,3 +92,24 @@ def test_the_same_job_through_a_server_gives_the_same_numbers(in_process, job, g
     for row_id, row in rows.items():
         if not row["error_code"]:
             assert row[P] == pytest.approx(in_process[row_id][P], abs=1e-5), row_id
+
+
+def test_a_url_of_an_allowed_host_is_fetched(in_process, job, gemma4_directory, tmp_path):
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(job))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/media/a.png"
+        row = {"id": "fetched", "text": "Look:", "photo": url, "clip": None, "frames": None}
+        (tmp_path / "in.jsonl").write_text(json.dumps(row) + "\n")
+        (tmp_path / "queries.json").write_text(json.dumps(QUERIES))
+        refused = score(tmp_path, gemma4_directory, "refused")["fetched"]
+        fetched = score(tmp_path, gemma4_directory, "fetched", "--media-fetch-hosts", "127.0.0.1")["fetched"]
+    finally:
+        server.shutdown()
+    assert refused["error_code"] == "media_url_refused"
+    assert fetched["error_code"] is None and fetched[P] == pytest.approx(in_process["a"][P], abs=1e-5)
