@@ -70,7 +70,7 @@ def client():
 @pytest.mark.slow
 def test_the_good_inputs_are_answered_and_the_bad_ones_named(client) -> None:
     inputs = [good(k) for k in range(20)]
-    inputs[7] = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}
+    inputs[7] = {"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "x"}}]}]}
     inputs[12] = {"messages": [{"role": "user", "content": "word " * 3000}]}  # too long for a pass of 1,024
     response = client.post("/v1/score", json={"inputs": inputs, "scoring": {"queries": [QUERY]}})
     assert response.status_code == 200, response.text
