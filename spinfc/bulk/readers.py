@@ -1,7 +1,7 @@
 """Input files, read in batches of rows: Parquet (a file or a dataset folder), CSV and JSONL.
 
     source = open_input(path, text_column="text", id_column="id",     checks the columns; BulkError if one is missing
-                        media_columns=("photo",))                     (--image-column ...: read as they are)
+                        media_columns={"photo": "--image-column"})    media columns: their values read as they are
     source.total                                                       rows in the file when cheap to know, else None
     for rows in source.batches(256): ...                               lists of `Row`, in file order
 
