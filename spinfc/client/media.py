@@ -43,7 +43,7 @@ def is_url(media: Media) -> bool:
     return isinstance(media, str) and media.startswith(("http://", "https://"))
 
 
-def read_media(media: Media) -> tuple[bytes, str | None]:
+def file_bytes(media: Media) -> tuple[bytes, str | None]:
     """(the bytes, the MIME type: sniffed, else guessed from the path's suffix, else None)."""
     if isinstance(media, (bytes, bytearray)):
         data, name = bytes(media), None
@@ -68,7 +68,7 @@ def data_url(data: bytes, mime: str | None) -> str:
 def _url(media: Media, kind: str) -> str:
     if is_url(media):
         return media
-    data, mime = read_media(media)
+    data, mime = file_bytes(media)
     found = (mime or "").split("/")[0]
     if mime is not None and found != kind:
         use = f"use {found}_part" if found in ("image", "audio", "video") else "spinfc reads images, audio and video"
@@ -100,7 +100,7 @@ def audio_part(media: Media, format: str | None = None) -> dict:
     if is_url(media):
         raise ValueError("an audio part holds the clip's bytes (OpenAI's input_audio has no URL): read the file "
                          "and pass its path or bytes")
-    data, mime = read_media(media)
+    data, mime = file_bytes(media)
     if format is None:
         format = mime.split("/")[1] if mime and mime.startswith("audio/") else None
         format = {"mpeg": "mp3", "x-wav": "wav", "x-flac": "flac"}.get(format, format)
