@@ -42,8 +42,8 @@ class Transport(Protocol):
     async def start(self) -> None: ...
 
     async def score(self, texts: list[str | RowContent]) -> list[ContentResult]:
-        """Score every question of the question set on each text (and its media); raise `Rejected` when the engine or the server
-        refuses the batch (the caller then scores each text alone to find the one at fault)."""
+        """Score every question of the question set on each text (and its media); raise `Rejected` when the engine
+        or the server refuses the batch (the caller then scores each text alone to find the one at fault)."""
         ...
 
     async def close(self) -> None: ...

@@ -48,7 +48,8 @@ def test_media_parts_are_built_without_torch_or_pil():
         sys.modules["PIL"] = None  # no image library either: the parts are the file's bytes, typed from them
         from spinfc.client import image_part, user_message
         message = user_message("Look:", image_part(bytes.fromhex("89504e470d0a1a0a") + b"rest"))
-        print(message["content"][1]["image_url"]["url"][:21], sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
+        url = message["content"][1]["image_url"]["url"]
+        print(url[:21], sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
     """)
     assert result.returncode == 0, result.stderr
     assert "data:image/png;base64 []" in result.stdout

@@ -1,7 +1,8 @@
 """`spinfc score` with media columns (spinfc/bulk/media.py) on the random-weight Gemma 4 snapshot with its towers:
 image, audio and video (frames) columns of paths are read after the text and change the scores; a path outside the
-allowed folders (or a link out of them), a missing file, a URL of a host not allowed and an image over --max-image-pixels are error rows,
-the others scored; the same job through --server gives the same numbers."""
+allowed folders (or a link out of them), a missing file, a URL of a host not allowed and an image over
+--max-image-pixels are error rows, the others scored; the same job through --server gives the same numbers; a URL
+of an allowed host is fetched."""
 
 from __future__ import annotations
 
@@ -70,8 +71,8 @@ def in_process(job, gemma4_directory):
 def test_media_columns_are_read_and_bad_media_are_error_rows(in_process):
     rows = in_process
     failed = {row_id: row["error_code"] for row_id, row in rows.items() if row["error_code"]}
-    assert failed == {"outside": "media_path_refused", "link": "media_path_refused", "url": "media_url_refused", "missing": "media_not_found",
-                      "big": "max_image_pixels_exceeded"}
+    assert failed == {"outside": "media_path_refused", "link": "media_path_refused", "url": "media_url_refused",
+                      "missing": "media_not_found", "big": "max_image_pixels_exceeded"}
     assert "--media-root" in rows["outside"]["error"] and "--media-fetch-hosts" in rows["url"]["error"]
     assert rows["a"][P] == pytest.approx(rows["a-again"][P], abs=1e-5)  # a relative and an absolute path
     assert len({round(rows[k][P], 6) for k in ("a", "b", "clip", "frames", "text")}) == 5  # each read: its own score

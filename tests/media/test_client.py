@@ -37,7 +37,8 @@ def test_parts_from_paths_and_bytes_score_as_the_parts_written_by_hand(client, t
     built = user_message("Here:", image_part(tmp_path / "photo.png"), audio_part(wav(0.5)),
                          frames_part([tmp_path / f"frame{k}.png" for k in range(4)]))
     hand = {"role": "user", "content": [
-        {"type": "text", "text": "Here:"}, {"type": "image_url", "image_url": {"url": by_hand(png(40, 28), "image/png")}},
+        {"type": "text", "text": "Here:"},
+        {"type": "image_url", "image_url": {"url": by_hand(png(40, 28), "image/png")}},
         {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav(0.5)).decode(), "format": "wav"}},
         {"type": "video", "video": [by_hand(png(24, 24, k), "image/png") for k in range(4)]}]}
     assert built == hand
