@@ -2,6 +2,8 @@
 
     readers.py           Parquet / CSV / JSONL, a batch of rows at a time; rows that cannot be scored are marked
     questions.py         --queries and --pack -> the question set, checked before any model is loaded
+    media.py             --image-column, --audio-column, --video-column: each row's files read (paths inside
+                         --media-root, URLs of --media-fetch-hosts), or the row's error
     columns.py           the question set -> the output's typed columns, and one content's results -> one row
     transport.py         the interface between the job and an engine: start, score(texts), close
     engine_transport.py  the engine in this process (the one place that touches spinfc.runtime.engine)

@@ -12,6 +12,7 @@ import asyncio
 import sys
 
 from spinfc.bulk.errors import BulkError
+from spinfc.config import Limits
 from spinfc.registry import DEFAULT_MODEL
 
 
@@ -31,6 +32,20 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queries", metavar="FILE", help="a JSON file with the scoring.queries of a /v1/score request")
     parser.add_argument("--text-column", default="text", metavar="NAME", help="the column to score (default: text)")
     parser.add_argument("--id-column", default="id", metavar="NAME", help="the column of unique ids (default: id)")
+    media = parser.add_argument_group("media columns (docs/bulk.md, \"Media columns\")")
+    for kind in ("image", "audio", "video"):
+        media.add_argument(f"--{kind}-column", metavar="NAME", help=f"a column of {kind} file paths or http(s) URLs, "
+                           "read after the text" + (" (or lists of frames)" if kind == "video" else ""))
+    media.add_argument("--media-root", action="append", default=[], metavar="DIR",
+                       help="a folder media paths may point into, repeatable (default: the INPUT's folder)")
+    media.add_argument("--media-fetch-hosts", action="append", default=[], metavar="HOST",
+                       help="a host whose http(s) media URLs are fetched, repeatable (default: none, URLs refused)")
+    defaults = Limits()
+    for name, what in (("max_image_pixels", "pixels of one image"), ("max_frames", "frames of one video"),
+                       ("max_audio_seconds", "seconds of one clip"),
+                       ("max_fetch_bytes", "bytes of one media file, read or fetched")):
+        media.add_argument("--" + name.replace("_", "-"), type=_positive, default=getattr(defaults, name),
+                           help=f"{what}, as `spinfc serve` (default: {getattr(defaults, name):,})")
     parser.add_argument("--errors", metavar="FILE",
                         help="write one JSON line per row not scored (row, id, code, reason)")
     parser.add_argument("--resume", action="store_true", help="skip the rows whose id OUTPUT already holds")
@@ -69,6 +84,9 @@ def main(args: argparse.Namespace) -> int:
               "for --ray)", file=sys.stderr)
         return 2
     try:
+        if args.ray is not None and media_columns(args).columns:
+            raise BulkError("--ray does not read media columns (--image-column, --audio-column, --video-column): "
+                            "run the job without --ray, or with --server")
         if args.ray is not None:
             from spinfc.bulk.ray_job import run_ray
 
@@ -90,7 +108,8 @@ async def _run(args: argparse.Namespace, make=None):
     from spinfc.bulk.readers import open_input
     from spinfc.bulk.writers import ErrorLog, check_output, open_output
 
-    source = open_input(args.input, args.text_column, args.id_column)  # a missing column stops here, before work
+    media = media_columns(args)
+    source = open_input(args.input, args.text_column, args.id_column, media.flags)  # a missing column stops here
     check_output(args.output, args.resume)
     questions = load_questions(args.pack, args.queries, args.model)
     layout = Layout(questions)
@@ -109,7 +128,7 @@ async def _run(args: argparse.Namespace, make=None):
             summary = await runner.run(source, transport, layout, output, errors, progress,
                                        batch_size=args.batch_size, group_size=args.group_size,
                                        group_seconds=args.group_seconds,
-                                       in_flight=args.in_flight)
+                                       in_flight=args.in_flight, media=media if media.columns else None)
         finally:
             output.close()
             errors.close()
@@ -128,7 +147,21 @@ def make_transport(args: argparse.Namespace, questions):
         return HttpTransport(questions, args.server, token=args.token or os.environ.get("SPINFC_TOKEN"))
     from spinfc.bulk.engine_transport import EngineTransport
 
-    return EngineTransport(questions, device=args.device, dtype=args.dtype, token_budget=args.token_budget)
+    return EngineTransport(questions, device=args.device, dtype=args.dtype, token_budget=args.token_budget,
+                           media_policy=media_columns(args).policy)
+
+
+def media_columns(args: argparse.Namespace):
+    """The job's media columns and the policy they are read under (the server's, from the flags)."""
+    from spinfc.bulk.media import MediaColumns
+    from spinfc.media import MediaPolicy
+
+    columns = [(kind, getattr(args, f"{kind}_column")) for kind in ("image", "audio", "video")
+               if getattr(args, f"{kind}_column", None)]
+    policy = MediaPolicy(max_frames=args.max_frames, max_audio_seconds=args.max_audio_seconds,
+                         max_image_pixels=args.max_image_pixels, max_fetch_bytes=args.max_fetch_bytes,
+                         fetch_hosts=tuple(host.lower() for host in args.media_fetch_hosts))
+    return MediaColumns.of(columns, args.input, args.media_root, policy)
 
 
 def metadata(transport) -> dict[str, str]:

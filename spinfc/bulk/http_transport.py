@@ -4,9 +4,10 @@
 429 and 503 are retried after the server's Retry-After (each wait capped at 60 s) for as long as `patience`
 allows (default an hour a request): a 429 is the server's admission at work, and a bulk job's requests wait their
 turn (on a CPU server one 32-row request is over the default bound of four passes of queued tokens by itself, so
-with --in-flight 4 a request waits until the work queued before it drops under the bound). A 400 or 413 is the
-batch's fault (Rejected: the runner splits the batch to find the rows at fault); anything else stops the job
-(BulkError): what was written stays, and --resume continues once the server is back.
+with --in-flight 4 a request waits until the work queued before it drops under the bound). A 400, 413 or 415 (a
+file that is no image, or not the type it says) is the batch's fault (Rejected: the runner splits the batch to find
+the rows at fault); anything else stops the job (BulkError): what was written stays, and --resume continues once
+the server is back. A row's media (read by bulk/media.py) are sent inline as content parts after its text.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import httpx
 
 from spinfc.bulk.errors import BulkError, Rejected
 from spinfc.bulk.questions import QuestionSet
-from spinfc.bulk.transport import ContentResult
+from spinfc.bulk.transport import ContentResult, RowContent, text_and_media
+from spinfc.client.media import data_url
 from spinfc.runtime.results import QueryResult
 
 
@@ -49,8 +51,8 @@ class HttpTransport:
             raise BulkError(f"the server at {self.url} refuses these questions: {error.code}: "
                             f"{error.message}") from None
 
-    async def score(self, texts: list[str]) -> list[ContentResult]:
-        body: dict = {"inputs": [{"messages": [{"role": "user", "content": text}]} for text in texts]}
+    async def score(self, texts: list[str | RowContent]) -> list[ContentResult]:
+        body: dict = {"inputs": [{"messages": [{"role": "user", "content": _content(item)}]} for item in texts]}
         if self.questions.queries:
             body["scoring"] = {"queries": list(self.questions.queries)}
         if self.questions.packs:
@@ -95,10 +97,31 @@ class HttpTransport:
                                 f"{error.get('message', response.text[:300])}; the server stayed busy for "
                                 f"{time.monotonic() - began:.0f} s ({attempt + 1} tries): what was written is kept, "
                                 "run again with --resume")
-            if response.status_code in (400, 413):  # a content over a limit, or a batch over --max-body-bytes
+            if response.status_code in (400, 413, 415):  # a content over a limit, a batch over --max-body-bytes
                 raise Rejected(error.get("code") or "invalid_request", error.get("message", response.text[:300]))
             raise BulkError(f"POST {self.url}{route}: {response.status_code} {error.get('code')}: "
                             f"{error.get('message', response.text[:300])}; run again with --resume when it is fixed")
+
+
+def _content(item: str | RowContent) -> str | list[dict]:
+    """A row's message content: its text, or its text and its media as content parts (the files inline)."""
+    text, media = text_and_media(item)
+    if not media:
+        return text
+    return [{"type": "text", "text": text}, *(_part(source) for source in media)]
+
+
+def _part(source) -> dict:
+    if source.kind == "image":
+        return {"type": "image_url", "image_url": {"url": data_url(source.data, source.mime)}}
+    if source.kind == "audio":
+        import base64
+
+        return {"type": "input_audio", "input_audio": {"data": base64.b64encode(source.data).decode("ascii"),
+                                                       "format": source.mime.removeprefix("audio/")}}
+    if source.frames:
+        return {"type": "video", "video": [data_url(frame.data, frame.mime) for frame in source.frames]}
+    return {"type": "video_url", "video_url": {"url": data_url(source.data, source.mime)}}
 
 
 def _error(response: httpx.Response) -> dict:

@@ -1,10 +1,11 @@
 """Input files, read in batches of rows: Parquet (a file or a dataset folder), CSV and JSONL.
 
-    source = open_input(path, text_column="text", id_column="id")     checks the columns; BulkError if one is missing
+    source = open_input(path, text_column="text", id_column="id",     checks the columns; BulkError if one is missing
+                        media_columns={"photo": "--image-column"})    media columns: their values read as they are
     source.total                                                       rows in the file when cheap to know, else None
     for rows in source.batches(256): ...                               lists of `Row`, in file order
 
-Only the id and text columns are read, a batch at a time: memory holds one batch, never the file. A row that
+Only the id, text and media columns are read, a batch at a time: memory holds one batch, never the file. A row that
 cannot be scored (a malformed JSON line, a missing or non-text value, empty text) comes as a `Row` with its
 `problem` set, in its place, and the job goes on.
 """
@@ -36,6 +37,8 @@ class Row:
     id: str | None  # the id column's value as text
     text: object
     problem: RowError | None = None
+    media: tuple = ()  # the media columns' values (a path or URL, a list of them, or None), in their order
+    sources: tuple = ()  # those media, read (spinfc.media.MediaSource, by spinfc/bulk/media.py)
 
 
 def input_format(path: str) -> str:
@@ -47,29 +50,44 @@ def input_format(path: str) -> str:
     return "parquet"
 
 
-def open_input(path: str, text_column: str = "text", id_column: str = "id"):
+def open_input(path: str, text_column: str = "text", id_column: str = "id",
+               media_columns: dict[str, str] | None = None):
+    """`media_columns`: column name -> its flag (--image-column ...), read beside the text (spinfc/bulk/media.py)."""
     if not Path(path).exists():
         raise BulkError(f"input {path}: no such file or folder")
     kind = input_format(path)
     reader = {"jsonl": JsonlInput, "csv": CsvInput, "parquet": ParquetInput}[kind]
-    return reader(path, text_column, id_column)
+    return reader(path, text_column, id_column, dict(media_columns or {}))
 
 
-def check_row(index: int, row_id, text) -> Row:
-    """A row with its problem, if any: no id, text that is not a string, or text that is empty."""
+def has_media(media: tuple) -> bool:
+    return any(value not in (None, "", []) for value in media)
+
+
+def check_row(index: int, row_id, text, media: tuple = ()) -> Row:
+    """A row with its problem, if any: no id, text that is not a string, or text that is empty (a row with media
+    may have no text: its content is the media)."""
     row_id = None if row_id is None else str(row_id)
     if row_id is None or row_id == "":
-        return Row(index, None, text, RowError("missing_id", "the row has no id"))
+        return Row(index, None, text, RowError("missing_id", "the row has no id"), media)
+    if has_media(media) and (text is None or (isinstance(text, str) and not text.strip())):
+        return Row(index, row_id, "", None, media)
     if not isinstance(text, str):
         kind = "nothing (null)" if text is None else f"a {type(text).__name__}"
-        return Row(index, row_id, text, RowError("not_text", f"the text column holds {kind}, not text"))
+        return Row(index, row_id, text, RowError("not_text", f"the text column holds {kind}, not text"), media)
     if len(text) > MAX_TEXT_CHARS:
         return Row(index, row_id, None, RowError("content_too_long", f"the text has {len(text):,} characters, more "
                                                  f"than any content a pass holds (at most {MAX_TEXT_CHARS:,} are "
-                                                 "read): shorten it or split it into several rows"))
+                                                 "read): shorten it or split it into several rows"), media)
     if not text.strip():
-        return Row(index, row_id, text, RowError("empty_content", "the text is empty"))
-    return Row(index, row_id, text)
+        return Row(index, row_id, text, RowError("empty_content", "the text is empty"), media)
+    return Row(index, row_id, text, None, media)
+
+
+def _checked(path: str, found: list[str], text_column: str, id_column: str, media: dict[str, str]) -> None:
+    for column, flag in ((text_column, "--text-column"), (id_column, "--id-column"), *media.items()):
+        if column not in found:
+            raise _missing(path, column, flag, found)
 
 
 def _missing(path: str, column: str, flag: str, found: list[str]) -> BulkError:
@@ -78,32 +96,29 @@ def _missing(path: str, column: str, flag: str, found: list[str]) -> BulkError:
 
 
 class ParquetInput:
-    def __init__(self, path: str, text_column: str, id_column: str):
+    def __init__(self, path: str, text_column: str, id_column: str, media: dict[str, str]):
         import pyarrow.dataset as ds
 
-        self.path, self.columns = path, [id_column, text_column]
+        self.path, self.columns = path, [id_column, text_column, *media]
         with _unreadable(path):
             self.dataset = ds.dataset(path, format="parquet")
-            found = self.dataset.schema.names
-            for column, flag in ((text_column, "--text-column"), (id_column, "--id-column")):
-                if column not in found:
-                    raise _missing(path, column, flag, found)
+            _checked(path, self.dataset.schema.names, text_column, id_column, media)
             self.total = self.dataset.count_rows()
 
     def batches(self, size: int) -> Iterator[list[Row]]:
         index = 0
         with _unreadable(self.path):
             for batch in self.dataset.to_batches(columns=self.columns, batch_size=size):
-                ids, texts = (batch.column(k).to_pylist() for k in range(2))
-                yield [check_row(index + k, ids[k], texts[k]) for k in range(len(ids))]
+                ids, texts, *media = (batch.column(k).to_pylist() for k in range(len(self.columns)))
+                yield [check_row(index + k, ids[k], texts[k], tuple(m[k] for m in media)) for k in range(len(ids))]
                 index += len(ids)
 
 
 class CsvInput:
-    def __init__(self, path: str, text_column: str, id_column: str):
+    def __init__(self, path: str, text_column: str, id_column: str, media: dict[str, str]):
         import pyarrow.csv as csv
 
-        self.path, self.columns, self.total = path, [id_column, text_column], None
+        self.path, self.columns, self.total = path, [id_column, text_column, *media], None
         self.invalid: list[tuple[int | None, str]] = []
         delimiter = "\t" if path.lower().endswith(".tsv") else ","
         self.parse = csv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
@@ -113,9 +128,7 @@ class CsvInput:
             found = csv.open_csv(path, parse_options=skip).schema.names
         except pa.ArrowInvalid as error:
             raise BulkError(f"input {path}: not a CSV file with a header line: {error}") from None
-        for column, flag in ((text_column, "--text-column"), (id_column, "--id-column")):
-            if column not in found:
-                raise _missing(path, column, flag, found)
+        _checked(path, found, text_column, id_column, media)
 
     def _invalid(self, row) -> str:
         self.invalid.append((row.number, f"{row.actual_columns} fields where the header has {row.expected_columns}"))
@@ -134,9 +147,9 @@ class CsvInput:
                 pending.append(Row(index, None, None, RowError("malformed_line", f"line {number}: {why}")))
                 index += 1
             self.invalid.clear()
-            ids, texts = (batch.column(k).to_pylist() for k in range(2))
+            ids, texts, *media = (batch.column(name).to_pylist() for name in self.columns)
             for k in range(len(ids)):
-                pending.append(check_row(index, ids[k], texts[k]))
+                pending.append(check_row(index, ids[k], texts[k], tuple(m[k] for m in media)))
                 index += 1
             while len(pending) >= size:
                 yield pending[:size]
@@ -171,8 +184,8 @@ def _unreadable(path: str) -> Iterator[None]:
 
 
 class JsonlInput:
-    def __init__(self, path: str, text_column: str, id_column: str):
-        self.path, self.text_column, self.id_column = path, text_column, id_column
+    def __init__(self, path: str, text_column: str, id_column: str, media: dict[str, str]):
+        self.path, self.text_column, self.id_column, self.media = path, text_column, id_column, tuple(media)
         first, lines = None, 0
         with open(path, "rb") as file:
             for line in file:
@@ -187,9 +200,7 @@ class JsonlInput:
                         pass
         self.total = lines
         found = list(first) if first is not None else []
-        for column, flag in ((text_column, "--text-column"), (id_column, "--id-column")):
-            if column not in found:
-                raise _missing(path + " (its first JSON object)", column, flag, found)
+        _checked(path + " (its first JSON object)", found, text_column, id_column, media)
 
     def batches(self, size: int) -> Iterator[list[Row]]:
         rows, index = [], 0
@@ -218,4 +229,5 @@ class JsonlInput:
                 row_id = value.get(self.id_column)
                 return Row(index, None if row_id is None else str(row_id), None,
                            RowError("missing_field", f"{path}:{number}: the object has no {column!r}"))
-        return check_row(index, value[self.id_column], value[self.text_column])
+        return check_row(index, value[self.id_column], value[self.text_column],
+                         tuple(value.get(column) for column in self.media))

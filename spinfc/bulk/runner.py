@@ -5,7 +5,8 @@ a group at a time.
     read  ->  skip done / duplicate ids  ->  score (batches in flight)  ->  rows in order  ->  write a group
 
 A batch the engine refuses (a content over a limit) is split in halves and each scored again, down to single rows,
-so only the rows at fault become error rows; a row with no usable text never reaches the engine. Every input row
+so only the rows at fault become error rows; a row with no usable text, or media that cannot be read (a path
+outside --media-root, a URL not allowed), never reaches the engine. Every input row
 gives exactly one output row.
 """
 
@@ -15,11 +16,13 @@ import asyncio
 import time
 from collections import deque
 
+import attrs
+
 from spinfc.bulk.columns import Layout
 from spinfc.bulk.errors import Rejected
 from spinfc.bulk.progress import Progress, Summary
 from spinfc.bulk.readers import Row
-from spinfc.bulk.transport import Transport
+from spinfc.bulk.transport import RowContent, Transport
 from spinfc.bulk.writers import Done, ErrorLog
 
 
@@ -29,7 +32,8 @@ async def score_rows(transport: Transport, layout: Layout, rows: list[Row]) -> l
     scored: dict[int, dict] = {}
     if good:
         try:
-            results = await transport.score([row.text for row in good])
+            results = await transport.score([RowContent(row.text, row.sources) if row.sources else row.text
+                                             for row in good])
             for row, result in zip(good, results):  # a row the server refused alone is its error row
                 scored[row.index] = layout.error_row(row.index, row.id, *result.error) if result.error else \
                     layout.scored_row(row.index, row.id, result.own, result.packs)
@@ -47,9 +51,11 @@ async def score_rows(transport: Transport, layout: Layout, rows: list[Row]) -> l
 
 
 async def run(source, transport: Transport, layout: Layout, output, errors: ErrorLog, progress: Progress, *,
-              batch_size: int, group_size: int | None, in_flight: int, group_seconds: float = 5.0) -> Summary:
+              batch_size: int, group_size: int | None, in_flight: int, group_seconds: float = 5.0,
+              media=None) -> Summary:
     """Score every row of `source` and write them in input order, a group at a time: `group_size` rows, or (None)
-    what was scored in about `group_seconds`, so a killed run has written all but its last few seconds of work."""
+    what was scored in about `group_seconds`, so a killed run has written all but its last few seconds of work.
+    `media` (bulk/media.py `MediaColumns`) reads each batch's media, in a thread, before it is scored."""
     summary, started = Summary(), time.perf_counter()
     flushed = started
     done: Done = output.done
@@ -84,9 +90,11 @@ async def run(source, transport: Transport, layout: Layout, output, errors: Erro
                     continue
                 if row.id is not None:
                     if row.id in seen and row.problem is None:
-                        row = Row(row.index, row.id, row.text, _duplicate(row.id))
+                        row = attrs.evolve(row, problem=_duplicate(row.id))
                     seen.add(row.id)
                 todo.append(row)
+            if todo and media is not None:
+                todo = await asyncio.to_thread(media.resolve, todo)
             if todo:
                 pending.append(asyncio.create_task(score_rows(transport, layout, todo)))
             while len(pending) >= in_flight:

@@ -3,6 +3,7 @@
 
     transport = ...; await transport.start()      load the model / check the server; sets model and fingerprint
     await transport.score(["text 1", "text 2"])   one ContentResult per text, in order; Rejected for the batch
+    await transport.score([RowContent("text", (image,))])   a row with media (spinfc/bulk/media.py): after its text
     await transport.close()
 """
 
@@ -13,6 +14,18 @@ from typing import Protocol
 import attrs
 
 from spinfc.runtime.results import QueryResult
+
+
+@attrs.frozen
+class RowContent:
+    """A row's content when it has media: its text, then its media (`spinfc.media.MediaSource`, read), in order."""
+
+    text: str
+    media: tuple = ()
+
+
+def text_and_media(content: "str | RowContent") -> tuple[str, tuple]:
+    return (content, ()) if isinstance(content, str) else (content.text, content.media)
 
 
 @attrs.frozen
@@ -28,9 +41,9 @@ class Transport(Protocol):
 
     async def start(self) -> None: ...
 
-    async def score(self, texts: list[str]) -> list[ContentResult]:
-        """Score every question of the question set on each text; raise `Rejected` when the engine or the server
-        refuses the batch (the caller then scores each text alone to find the one at fault)."""
+    async def score(self, texts: list[str | RowContent]) -> list[ContentResult]:
+        """Score every question of the question set on each text (and its media); raise `Rejected` when the engine
+        or the server refuses the batch (the caller then scores each text alone to find the one at fault)."""
         ...
 
     async def close(self) -> None: ...

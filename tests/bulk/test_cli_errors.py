@@ -55,3 +55,18 @@ def test_resume_is_refused_under_ray(tmp_path, capsys):
             "--ray", "--resume"]
     assert main(args) == 2
     assert "--resume is not available with --ray" in capsys.readouterr().err
+
+
+def test_a_missing_media_column_is_exit_2_naming_its_flag(tmp_path, capsys):
+    args = ["score", _input(tmp_path), "-o", str(tmp_path / "out"), "--text-column", "body", "--queries", QUERIES,
+            "--image-column", "photo"]
+    assert main(args) == 2
+    assert "has no column 'photo' (--image-column); the columns are 'id', 'body'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_media_columns_under_ray_are_exit_2_before_ray_starts(tmp_path, capsys):
+    args = ["score", _input(tmp_path), "-o", str(tmp_path / "out"), "--text-column", "body", "--queries", QUERIES,
+            "--image-column", "body", "--ray"]
+    assert main(args) == 2
+    assert "--ray does not read media columns" in capsys.readouterr().err

@@ -64,3 +64,22 @@ def test_csv_with_a_malformed_line(tmp_path):
     good = {r.id: r.text for r in rows if r.problem is None}
     assert good == {"1": "hello, there", "3": "multi\nline"}
     assert len(rows) == 4
+
+
+@pytest.mark.parametrize("kind", ["parquet", "csv"])
+def test_media_columns_are_read_beside_the_text(tmp_path, kind):
+    table = pa.table({"id": ["a", "b", "c"], "text": ["look", "", ""], "photo": ["a.png", "b.png", None]})
+    path = tmp_path / f"in.{kind}"
+    if kind == "parquet":
+        pq.write_table(table, path)
+    else:
+        import pyarrow.csv as csv
+
+        csv.write_csv(table, path)
+    rows = _rows(open_input(str(path), media_columns={"photo": "--image-column"}))
+    assert [r.media for r in rows] == [("a.png",), ("b.png",), (None if kind == "parquet" else "",)]
+    # a row with media may have no text (its content is the media); one without either is empty
+    assert [r.problem and r.problem.code for r in rows] == [None, None, "empty_content"]
+    assert rows[1].text == ""
+    with pytest.raises(BulkError, match=r"no column 'image' \(--image-column\)"):
+        open_input(str(path), media_columns={"image": "--image-column"})

@@ -43,6 +43,18 @@ def test_client_schemas_frontend_ir_and_passes_import_without_torch():
     assert "imported []" in result.stdout
 
 
+def test_media_parts_are_built_without_torch_or_pil():
+    result = run_blocked("""
+        sys.modules["PIL"] = None  # no image library either: the parts are the file's bytes, typed from them
+        from spinfc.client import image_part, user_message
+        message = user_message("Look:", image_part(bytes.fromhex("89504e470d0a1a0a") + b"rest"))
+        url = message["content"][1]["image_url"]["url"]
+        print(url[:21], sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "data:image/png;base64 []" in result.stdout
+
+
 def test_compile_to_ir_and_packs_commands_run_without_torch():
     result = run_blocked("""
         from spinfc.cli import main

@@ -27,6 +27,17 @@ def test_a_valid_body_of_each_type_passes():
     validate_decision_request({**body(), "limits": {}}, extra_keys=("limits",))
 
 
+def test_media_parts_pass_to_the_content_part_reader():
+    """Image, audio and video parts are NInfer's and OpenAI's: the body passes, and they are read (and checked)
+    where the rounds are compiled, as /v1/score reads them (tests/media/test_decisions.py)."""
+    parts = [{"type": "text", "text": "Here:"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}},
+             {"type": "input_audio", "input_audio": {"data": "AA", "format": "wav"}},
+             {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AA"}},
+             {"type": "video", "video": ["data:image/png;base64,AA"]}]
+    validate_decision_request({"messages": [{"role": "user", "content": parts}],
+                               "questions": {"q": {"type": "noul", "instructions": "Is it?"}}})
+
+
 CASES = [
     ([], "body", "wrong_type"),
     ({**body(), "stat": "x"}, "stat", "unknown_field"),
@@ -36,8 +47,8 @@ CASES = [
     ({**body(), "state": 3}, "state", "wrong_type"),
     ({"messages": [], "questions": body()["questions"]}, "messages", "wrong_type"),
     ({"messages": [{"content": "x"}], "questions": body()["questions"]}, "messages[0]", "wrong_type"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
-      "questions": body()["questions"]}, "messages[0].content[0]", "unsupported_content"),
+    ({"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "f"}}]}],
+      "questions": body()["questions"]}, "messages[0].content[0].type", "unsupported_content"),
     ({"messages": [{"role": "user", "content": 5}], "questions": body()["questions"]}, "messages[0].content",
      "wrong_type"),
     ({"state": "x"}, "questions", "missing_field"),

@@ -171,3 +171,37 @@ def test_a_fetched_file_over_its_bound_is_refused(declared):
         assert "--max-fetch-bytes" in error.hint
     finally:
         server.shutdown()
+
+
+def test_a_redirect_is_followed_only_to_an_allowed_host():
+    """An allowed host that redirects to another (here 127.0.0.1 -> localhost): refused unless that host is allowed
+    too, so an allow-listed server cannot hand the fetch to an internal one."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path == "/moved":
+                self.send_response(302)
+                self.send_header("Location", f"http://localhost:{self.server.server_address[1]}/cat.png")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.end_headers()
+            self.wfile.write(png(4, 4))
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        source = from_url("image", f"http://127.0.0.1:{server.server_address[1]}/moved", "p")
+        with pytest.raises(MediaError) as caught:
+            fetched(source, MediaPolicy(fetch_hosts=("127.0.0.1",)))
+        assert caught.value.code == "media_url_refused" and "redirects to host 'localhost'" in caught.value.message
+        both = fetched(source, MediaPolicy(fetch_hosts=("127.0.0.1", "localhost")))
+        assert both.data == png(4, 4) and both.mime == "image/png"
+    finally:
+        server.shutdown()

@@ -7,12 +7,8 @@ from __future__ import annotations
 import base64
 
 import pytest
-from litestar.testing import TestClient
 
-from spinfc.config import EngineSettings, FeatureSettings, Limits, Settings
-from spinfc.server.app import create_app
-
-from .snapshots import gemma4_snapshot, png, wav
+from .snapshots import png, wav
 
 pytestmark = pytest.mark.slow  # starts the app (~20 s on a shared CPU)
 
@@ -30,21 +26,9 @@ PARTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def client(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("gemma4-served")
-    gemma4_snapshot(directory)
-    settings = Settings(engine=EngineSettings(model=str(directory), device="cpu", token_budget=1024, block=64,
-                                              warmup="none"),
-                        features=FeatureSettings(media=("image,video,audio",)), limits=Limits(max_frames=8))
-    with TestClient(create_app(settings), timeout=600) as client:
-        for _ in range(600):
-            if client.get("/readyz").status_code == 200:
-                break
-            import time
-
-            time.sleep(0.1)
-        yield client
+@pytest.fixture
+def client(served):
+    return served
 
 
 def chat(client, part: dict, status: int = 200) -> dict:

@@ -29,6 +29,9 @@ QUESTIONS = {
               "criteria": ["calm", "annoyed", "angry", "furious"]},
 }
 TRUSTED = {"Authorization": "Bearer front"}
+# a 1 x 1 PNG
+PNG = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElF"
+       "TkSuQmCC")
 
 
 @pytest.fixture(scope="module")
@@ -151,8 +154,13 @@ def test_decision_errors_name_the_field(client) -> None:
         ({**one, "messages": None, "state": None, "stat": STATE}, "unknown_field", "stat"),
         ({**one, "state": 5}, "wrong_type", "state"),
         ({**one, "model": "smollm2-135m"}, "model_not_served", "model"),
+        ({"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "x"}}]}],
+          "questions": one["questions"]}, "unsupported_content", "messages[0].content[0].type"),
         ({"messages": [{"role": "user", "content": [{"type": "image_url", "text": "x"}]}],
-          "questions": one["questions"]}, "unsupported_content", "messages[0].content[0]"),
+          "questions": one["questions"]}, "unknown_field", "messages[0].content[0].text"),
+        # an image for a model without a vision tower: the named 400 of /v1/score, saying which models read images
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": PNG}}]}],
+          "questions": one["questions"]}, "image_unsupported", "messages[0].content[0].image_url"),
     ]
     for body, code, param in cases:
         err = error(client, body)
@@ -163,6 +171,15 @@ def test_decision_errors_name_the_field(client) -> None:
     assert error(client, b'{"state": ')["code"] == "invalid_json"
     assert error(client, {**one, "questions": {"q": {"type": "noul", "instructions": "Refund?", "weight": 2}}})[
         "param"] == "questions.q.weight"
+
+
+def test_an_image_for_a_model_without_a_vision_tower_names_the_models_that_read_it(client) -> None:
+    image = {"type": "image_url", "image_url": {"url": PNG}}
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": STATE}, image]}],
+            "questions": QUESTIONS}
+    err = error(client, body)
+    assert err["code"] == "image_unsupported" and err["param"] == "messages[0].content[1].image_url"
+    assert "Gemma 3 (4B and larger) and Gemma 4" in err["message"]
 
 
 def test_confidence_is_the_normalised_gini(answered) -> None:

@@ -1,6 +1,7 @@
 """/v1/decisions (alias /v1/systemone): typed questions over one shared state, answered from one read of it.
 
     {"state": "...",                       or "messages": [{"role": "user", "content": "..."}]
+                                           (content parts too: text, image_url, input_audio, video_url, video)
      "questions": {
         "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
         "topic":  {"type": "choice", "instructions": "What is the message about?",

@@ -2,7 +2,9 @@
 
 Over HTTP the body's fields and types are checked first by its struct (server/decision_schemas.py, in the words of
 spinfc/frontend/mistakes.py); this checks what a struct cannot say (exactly one of state and messages, the
-question types and their criteria) and repeats the field checks, with the same codes, for callers with a dict."""
+question types and their criteria) and repeats the field checks, with the same codes, for callers with a dict.
+Media parts in `messages` (image_url, input_audio, video_url, video) are read as /v1/score reads them, by the
+content-part reader when the rounds are compiled (frontend/content_parts.py), with the same codes."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from collections.abc import Iterable, Mapping
 
 from spinfc.errors import RequestError
 from spinfc.frontend import mistakes
+from spinfc.frontend.content_parts import PART_TYPES
+
+MEDIA_PART_TYPES = tuple(kind for kind in PART_TYPES if kind != "text")  # image_url, input_audio, video_url, video
 
 TYPES = ("noul", "choice", "score")
 MAX_CHOICE_OPTIONS = 255
@@ -90,11 +95,13 @@ def _check_messages(messages) -> None:
             if isinstance(part, str) or (isinstance(part, Mapping) and part.get("type") == "text"
                                          and isinstance(part.get("text"), str)):
                 continue
-            if isinstance(part, Mapping) and part.get("type") in ("image_url", "image", "input_audio", "video"):
-                _fail(where, f"{part['type']} parts are not supported: this server reads text only",
-                      "unsupported_content", "send the text of the content only")
-            _fail(where, "content is a string or an array of {\"type\": \"text\", \"text\": ...} parts",
-                  "wrong_type", '"content": "..."')
+            if isinstance(part, Mapping) and part.get("type") in MEDIA_PART_TYPES:
+                continue  # read where the content is compiled, by the one reader of parts (content_parts.py)
+            if isinstance(part, Mapping) and isinstance(part.get("type"), str) and part["type"] != "text":
+                _fail(_path(where, "type"), f"content parts of type {part['type']!r} are not read",
+                      "unsupported_content", "the part types are " + ", ".join(PART_TYPES))
+            _fail(where, "content is a string or an array of content parts ({\"type\": \"text\", \"text\": ...}, "
+                  "image_url, input_audio, video_url, video)", "wrong_type", '"content": "..."')
 
 
 def _check_question(at: str, question_id, question) -> None:
