@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from .paths import FIXTURE, ROOT
+from .rows import assert_rows_close
 
 pytestmark = pytest.mark.slow
 
@@ -160,8 +161,8 @@ def test_ray_data_on_a_local_ray_gives_the_same_rows_and_numbers(uninterrupted, 
     said = (done.stdout + done.stderr).splitlines()  # quiet: the summary and a few of Ray's warnings, not its logs
     assert len(said) < 15 and not any("concurrency" in line and "deprecat" in line.lower() for line in said), said
     got, want = rows_by_id(out), rows_by_id(uninterrupted)
+    assert all(row["row"] is None for row in got.values())  # Ray does not number rows across blocks (docs/bulk.md)
+    # a Ray actor has one CPU thread: the CPU's rounding aside (tests/bulk/rows.py), the uninterrupted run's rows
+    assert_rows_close({k: {**row, "row": want[k]["row"]} for k, row in got.items() if k in want}, want)
     assert got.keys() == want.keys()
-    for row_id, row in got.items():
-        assert row["row"] is None  # Ray does not number rows across blocks (docs/bulk.md)
-        assert {**row, "row": want[row_id]["row"]} == want[row_id], row_id
     assert metadata(out) == metadata(uninterrupted)

