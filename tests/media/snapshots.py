@@ -82,6 +82,35 @@ def png(width: int, height: int, seed: int = 0, mode: str = "RGB") -> bytes:
     return buffer.getvalue()
 
 
+def mp4(frames: int, width: int = 24, height: int = 24) -> bytes:
+    """An MP4 (MPEG-4 part 2, as PyAV's bundled FFmpeg encodes it) of `frames` random frames, 4 a second."""
+    import av
+    import numpy as np
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("mpeg4", rate=4)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for k in range(frames):
+            pixels = np.random.default_rng(k).integers(0, 256, (height, width, 3), dtype=np.uint8)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
+        container.mux(stream.encode())
+    return buffer.getvalue()
+
+
+def frames_of(video: bytes) -> list[bytes]:
+    """The decoded frames of a video file, each as a PNG."""
+    import av
+
+    out = []
+    with av.open(io.BytesIO(video)) as container:
+        for frame in container.decode(container.streams.video[0]):
+            buffer = io.BytesIO()
+            frame.to_image().save(buffer, format="PNG")
+            out.append(buffer.getvalue())
+    return out
+
+
 def gemma4_snapshot(directory: Path):
     """Gemma4ForConditionalGeneration: the E2B feature set's text stack (tests/runtime/gemma4_shapes.py: PLE, shared
     K/V, soft-capping) reading vision both ways, a 1-layer vision encoder (4-pixel patches pooled 3 x 3) and a

@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from .snapshots import png, wav
+from .snapshots import frames_of, mp4, png, wav
 
 pytestmark = pytest.mark.slow  # starts the app (~20 s on a shared CPU)
 
@@ -44,6 +44,19 @@ def test_a_chat_request_with_media_is_scored(client, kind):
     options = answer["scoring"][0]["combinations"][0]["options"]
     assert [o["text"] for o in options] == [" yes", " no"]
     assert abs(sum(o["p"] for o in options) - 1.0) < 1e-5
+
+
+def test_a_video_file_reads_as_its_frames(client):
+    """A `video_url` MP4 (decoded with PyAV) scores as the list of its decoded frames sent as images; a video of
+    more frames than --max-frames is 413 from the container's count; bytes that are no video are 415."""
+    video = mp4(4)
+    as_file = chat(client, {"type": "video_url", "video_url": {"url": url(video, "video/mp4")}})
+    as_frames = chat(client, {"type": "video", "video": [url(frame) for frame in frames_of(video)]})
+    assert as_file["scoring"] == as_frames["scoring"]
+    error = chat(client, {"type": "video_url", "video_url": {"url": url(mp4(9), "video/mp4")}}, 413)["error"]
+    assert error["code"] == "max_frames_exceeded" and error["param"] == "messages[0].content[1].video_url"
+    error = chat(client, {"type": "video_url", "video_url": {"url": url(b"\x00" * 64, "video/mp4")}}, 415)["error"]
+    assert error["code"] == "unsupported_media" and "not a video" in error["message"]
 
 
 def test_models_reports_the_media(client):
