@@ -43,7 +43,7 @@ def text_of_tokens(client, count: int) -> str:
     text = "I was charged twice for January. Please refund one of the charges."
     sentence = " Order {} was also charged twice."
     per = size(text + sentence.format(100) * 10) - size(text + sentence.format(100) * 9)
-    text += "".join(sentence.format(100 + i) for i in range((count - size(text)) // per))
+    text += "".join(sentence.format(100 + i % 900) for i in range((count - size(text)) // per))  # 3 digits each
     while size(text) < count:
         text += " x"
     assert size(text) == count, size(text)
