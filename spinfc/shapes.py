@@ -10,6 +10,10 @@ lowering and the CUDA graphs (one value, so they cannot disagree).
     sizes            on CUDA, the row counts a pass may launch with, ascending, the budget last (--pass-sizes): a
                      pass launches at the smallest that holds it, with budget / 8 answer rows and as many reads as
                      rows (the full size: `answer_rows`, `reads`), each size one captured CUDA graph
+    largest          the most rows one pass may hold: the budget where shapes are fixed; trimmed (the CPU), a content
+                     whose rows with its questions are more than the budget runs alone in a pass of its own length,
+                     up to this many rows (`for_device`: LONE_PASS_ROWS), so a content at the max_content_tokens
+                     limit, or one question of 255 options, runs at the default budget instead of being refused
 
 On CUDA the kernels need more of these numbers than the CPU does: `for_device` checks them against the kernels'
 constants and refuses, naming the flag to change, a shape the kernels cannot run invariantly.
@@ -32,6 +36,15 @@ CUDA_ROWS_FRACTION = 8
 # launch sizes per CUDA pass by default: the budget split in quarters. A pass costs what its size costs, so a pass
 # that only part fills (the tail of a job, the first request of a burst) runs at a fraction of a full one.
 CUDA_PASS_SIZES = 4
+# The longest pass a content alone may take where passes are trimmed (the CPU): what one CUDA pass holds by default.
+# Packing still fills passes of the budget; only a content that does not fit one runs in a pass of its own, at its
+# own length (nothing is compiled per shape on the CPU, and a pass costs about its rows there: attention reads only
+# the keys each block of rows can see).
+LONE_PASS_ROWS = 16384
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
 
 class ShapeError(ValueError):
@@ -46,11 +59,15 @@ class Shapes:
     reads: int | None = None
     trim: bool = False
     sizes: tuple[int, ...] = ()  # () : the budget alone
+    largest: int = attrs.field(default=attrs.Factory(lambda self: self.budget, takes_self=True))
 
     def __attrs_post_init__(self) -> None:
         if self.block < 1 or self.budget < self.block or self.budget % self.block:
             raise ShapeError(f"the token budget {self.budget:,} is not a positive multiple of the block {self.block}: "
                              f"set --token-budget to a multiple of {max(self.block, 1)} (default 16384)")
+        if self.largest < self.budget or self.largest % self.block or (self.largest > self.budget and not self.trim):
+            raise ValueError(f"the largest pass {self.largest} must be the budget {self.budget}, or more (a multiple "
+                             f"of the block {self.block}) only where passes are trimmed")
         if self.sizes and (list(self.sizes) != sorted(set(self.sizes)) or self.sizes[-1] != self.budget
                            or any(size % self.block for size in self.sizes)):
             raise ValueError(f"pass sizes {self.sizes} must ascend to the budget {self.budget} in multiples of the "
@@ -62,7 +79,7 @@ class Shapes:
         (the budget's k / sizes, k = 1..sizes, each a multiple of 128) with fixed answer rows (rows / 8) and reads
         (rows); elsewhere passes trimmed to the blocks they use."""
         if not str(device).startswith("cuda"):
-            return cls(budget=budget, block=block, trim=True)
+            return cls(budget=budget, block=block, trim=True, largest=max(budget, round_up(LONE_PASS_ROWS, block)))
         if sizes < 1:
             raise ShapeError(f"--pass-sizes {sizes}: give at least 1 (the budget alone)")
         if block % KERNEL_ALIGNMENT:
@@ -89,9 +106,10 @@ class Shapes:
     def launch_for(self, rows: int, answer_rows: int, reads: int) -> tuple[int, int, int]:
         """(T, R, N) a pass using `rows` rows (its last segment's stop), `answer_rows` and `reads` launches with:
         the smallest launch size holding all three where shapes are fixed; else the used rows rounded up to the
-        block (trimmed) or the budget, and the counts as they are."""
+        block (trimmed: up to `largest`, a content alone over the budget) or the budget, and the counts as they
+        are."""
         if not self.fixed:
-            T = min(self.budget, -(-max(rows, 1) // self.block) * self.block) if self.trim else self.budget
+            T = min(self.largest, round_up(max(rows, 1), self.block)) if self.trim else self.budget
             return T, answer_rows, reads
         for T, R, N in self.launch_sizes():
             if rows <= T and answer_rows <= R and reads <= N:
@@ -110,4 +128,5 @@ class Shapes:
     def __str__(self) -> str:
         fixed = f", {self.answer_rows} answer rows, {self.reads} reads" if self.answer_rows is not None else ""
         sizes = f" (launched at {', '.join(map(str, self.sizes))} rows)" if len(self.sizes) > 1 else ""
-        return f"{self.budget} rows per pass{sizes}, contents at multiples of {self.block}{fixed}"
+        alone = f", up to {self.largest} for a content alone" if self.largest > self.budget else ""
+        return f"{self.budget} rows per pass{sizes}{alone}, contents at multiples of {self.block}{fixed}"

@@ -20,6 +20,9 @@ from spinfc.backend.kernels.quantize_reference import ActivationQuant
 # (j < block stop and ends[j] > block start): a block of question rows reads the content and its own branches,
 # not the whole tree, and the scores stay small ([H, 128, keys] floats rather than [H, span, span]).
 QUERY_BLOCK = 128
+# Answer rows the LM head scores at once: every pass of the CPU's default budget (2,048 rows) in one product, as
+# before; more rows than that come only from a content alone in a longer pass (Shapes.largest).
+HEAD_ROWS = 2048
 
 
 def rms_norm(
@@ -254,7 +257,16 @@ def answer_logprobs(
     """hidden: [R, D] (final-normed answer rows), lm_head: [V, D], read_row, read_token: [N] int64 -> [N] float32:
     log_softmax over the vocabulary of row read_row[k], taken at read_token[k]. The matmul runs in the
     weights' dtype, or as a split product where hidden is float32 and the head half (`split_product.head_logits`);
-    the softmax in float32. With `softcap`, the logits are softcap * tanh(logits / softcap) first (Gemma 4)."""
+    the softmax in float32. With `softcap`, the logits are softcap * tanh(logits / softcap) first (Gemma 4).
+    More than HEAD_ROWS rows (only a content alone in a pass longer than the CPU's budget has them) run HEAD_ROWS at a
+    time, so the [R, V] logits stay bounded (2,048 x 262k floats at Gemma's vocabulary: 2 GiB)."""
+    if hidden.shape[0] > HEAD_ROWS:
+        out = torch.empty(read_row.shape, dtype=torch.float32, device=hidden.device)  # [N]
+        for start in range(0, hidden.shape[0], HEAD_ROWS):
+            these = (read_row >= start) & (read_row < start + HEAD_ROWS)
+            out[these] = answer_logprobs(hidden[start:start + HEAD_ROWS], lm_head, read_row[these] - start,
+                                         read_token[these], softcap)
+        return out
     logits = soft_cap(split_product.head_logits(hidden, lm_head), softcap)  # [R, V] float32
     logprobs = torch.log_softmax(logits, dim=-1)
     return logprobs[read_row, read_token]

@@ -155,12 +155,16 @@ def _segments(out: _Writer, p: Program) -> None:
 def _plan(out: _Writer, p: Program) -> None:
     plan = p.plan
     used = sum(pss.used for pss in plan.passes)
-    total = plan.budget * len(plan.passes)
+    # a content alone that is longer than the budget takes a pass of its own length, rounded up to the block
+    rows = [max(plan.budget, -(-pss.used // plan.block) * plan.block) for pss in plan.passes]
+    total = sum(rows)
     out.line(f"plan ({_count(len(plan.passes), 'pass', 'passes')} of {plan.budget} rows, block {plan.block}, "
              f"{used} rows used of {total}: {_percent(used, total)} full)")
     tree = len(preorder(p.trie))
-    for pss in plan.passes:
-        out.line(f"pass {pss.index}: {_count(len(pss.placements), 'content', 'contents')}, {pss.used} rows ({_percent(pss.used, plan.budget)})", 1)
+    for pss, size in zip(plan.passes, rows):
+        alone = f", alone in a pass of {size} rows (longer than the budget)" if size > plan.budget else ""
+        out.line(f"pass {pss.index}: {_count(len(pss.placements), 'content', 'contents')}, {pss.used} rows "
+                 f"({_percent(pss.used, size)}){alone}", 1)
         for pl in pss.placements:
             c = p.contents[pl.content]
             out.line(f"[{pl.start}, {pl.start + pl.length}) c{pl.content} {c.id!r}: "

@@ -24,11 +24,15 @@ def round_up(value: int, multiple: int) -> int:
 
 def fill(segments: Sequence[Segment], shapes: Shapes) -> list[int]:
     """The indices of `segments` that go into one pass: first fit in the given order (so older work goes first),
-    each segment at the next multiple of the block. Never exceeds the budget, the answer rows or the reads."""
+    each segment at the next multiple of the block. Never exceeds the budget, the answer rows or the reads, but for
+    a segment longer than the budget that comes first: it goes alone, in a pass of its own length up to
+    `shapes.largest` (trimmed passes, the CPU)."""
     chosen, used, rows, reads = [], 0, 0, 0
     for i, segment in enumerate(segments):
         start = round_up(used, shapes.block)
         if start + segment.length > shapes.budget:
+            if not chosen and segment.length <= shapes.largest:
+                return [i]  # a content alone: nothing else joins its pass
             continue
         if shapes.answer_rows is not None and rows + segment.rows > shapes.answer_rows:
             continue
@@ -87,7 +91,9 @@ def plan_packing(program: Program, ctx: PassContext) -> Program:
                 f"more than one pass holds ({shapes})",
                 code="content_too_long",
                 hint=f"raise the budget with --token-budget (a multiple of {shapes.block}, at least "
-                f"{round_up(segment.length, shapes.block)}), shorten the content, or ask fewer questions",
+                f"{round_up(segment.length, shapes.block)}), shorten the content, or ask fewer questions"
+                + (" (a content alone may take a pass of up to "
+                   f"{shapes.largest:,} rows here)" if shapes.largest > shapes.budget else ""),
             )
     passes = []
     for index, members in enumerate(pack(segments, shapes)):

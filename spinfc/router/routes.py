@@ -56,13 +56,15 @@ def card(slot: ModelSlot, created: int) -> RoutedModelCard:
     settings = slot.entry.settings
     service = slot.app.state.service if slot.app is not None else None
     aliases = service.aliases if service is not None else [settings.engine.model]
-    budget = service.engine.shapes.budget if service is not None and service.engine else None
+    shapes = service.engine.shapes if service is not None and service.engine else None
+    limits = (service.settings if service is not None else settings).limits  # as the service serves them
     return RoutedModelCard(
         id=slot.name, object="model", created=created, owned_by="spinfc", aliases=aliases,
         ready=slot.state == "ready", status=slot.state,
         features={"scoring": True, "extraction": settings.features.extraction,
                   "generation": settings.features.generation},
-        limits={"token_budget": budget or settings.engine.resolved_budget(), **settings.limits.as_dict(),
+        limits={"token_budget": shapes.budget if shapes else settings.engine.resolved_budget(),
+                **({"max_pass_rows": shapes.largest} if shapes else {}), **limits.as_dict(),
                 "max_completion_tokens": MAX_COMPLETION_TOKENS},
         media=media_card(service) if service is not None else {},
     )

@@ -39,13 +39,16 @@ class PromptScores:
     top: tuple[tuple[tuple[int, float], ...], ...]
 
 
-def prompt_program(prompts: Sequence[Sequence[int]], model: str, budget: int, block: int, pad: int = 0) -> Program:
-    """The prompts laid out in passes of `budget` rows, every content row read. Raises `CompileError`
-    (content_too_long) for a prompt longer than a pass."""
+def prompt_program(prompts: Sequence[Sequence[int]], model: str, budget: int, block: int, pad: int = 0,
+                   largest: int | None = None) -> Program:
+    """The prompts laid out in passes of `budget` rows, every content row read; a prompt longer than the budget
+    alone in a pass of up to `largest` rows (the engine's `Shapes.largest`; default the budget). Raises
+    `CompileError` (content_too_long) for a prompt longer than that."""
     contents = tuple(Content(id=f"prompt-{i}", text="", tokens=tuple(p)) for i, p in enumerate(prompts))
     program = Program(model=model, contents=contents, queries=(), budget=budget, block=block, pad=pad,
                       read_contents=True)
-    ctx = PassContext(shapes=Shapes(budget, block))
+    largest = budget if largest is None else largest
+    ctx = PassContext(shapes=Shapes(budget, block, trim=largest > budget, largest=largest))
     return layout(plan_packing(segment(program, ctx), ctx), ctx)
 
 

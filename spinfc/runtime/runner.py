@@ -151,7 +151,7 @@ class Runner:
         self._buffers: list[_HostBuffers] = []
         if shapes.fixed:
             self._buffers = [_HostBuffers(shapes, pin=self.on_cuda) for _ in range(2)]
-        self._padding_ends = np.arange(1, shapes.budget + 1, dtype=np.int32)  # padding rows see only themselves
+        self._padding_ends = np.arange(1, shapes.largest + 1, dtype=np.int32)  # padding rows see only themselves
         self._next = 0
 
     def stage(self, arrays: Sequence[SegmentArrays]) -> tuple[Launch, Pending]:
@@ -163,7 +163,7 @@ class Runner:
             start = round_up(used, shapes.block)
             starts.append(start)
             used = start + len(a.tokens)
-        if used > shapes.budget:
+        if used > (shapes.budget if len(arrays) > 1 else shapes.largest):  # a content alone may take `largest`
             raise ValueError(f"segments of {used} rows do not fit a pass of {shapes.budget}")
         R = sum(len(a.answer_rows) for a in arrays)
         N = sum(len(a.read_row) for a in arrays)

@@ -39,7 +39,9 @@ async def read_prompts(service, prompts: Sequence[tuple[int, ...]], top: int) ->
     of prompts, on the engine's model (its stack) and shape."""
     engine, generator = service.ready_engine(), service.generator
     model = generator.model  # the stack: `hidden` runs eagerly, whatever wraps it for the engine's passes
-    program = prompt_program(prompts, service.model_name, budget=engine.shapes.budget, block=engine.shapes.block)
+    shapes = engine.shapes
+    program = prompt_program(prompts, service.model_name, budget=shapes.budget, block=shapes.block,
+                             largest=shapes.largest)
     return await asyncio.to_thread(score_prompts, model, program, top, generator.lock)
 
 

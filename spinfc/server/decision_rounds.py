@@ -3,8 +3,9 @@ its branches, small enough for one pass; a large set becomes several rounds, nev
 
 All questions go into one round when the state and their question tree fit a pass (`--token-budget`). When they do
 not, the set is halved, and each half again, until every group fits; the rounds run together in the engine's
-shared passes (each reads the state once more). Only a single question that does not fit a pass with the state is
-refused (400 content_too_long, naming the question).
+shared passes (each reads the state once more). A single question that does not fit a pass with the state runs
+alone in a longer pass where passes are trimmed (the CPU: `Shapes.largest`, e.g. a choice of 255 options at the
+default budget); only one that does not fit that either is refused (400 content_too_long, naming the question).
 
 Limits, for decision questions: the assembled template of a choice or score lists every option or level, so
 `max_query_tokens` does not apply to it; it applies instead to each piece the client wrote (the instructions, the
@@ -71,7 +72,10 @@ async def compile_rounds(engine: Engine, body: Mapping, messages: list[dict], qu
     async def compile_group(group: list[dict]) -> list[Compiled]:
         request = {"messages": messages, "scoring": {"queries": group}}
         try:
-            return [await engine.compile_async(request, check=check)]
+            compiled = await engine.compile_async(request, check=check)
+            if len(group) > 1 and any(s.length > engine.shapes.budget for s in compiled.segments):
+                raise Refused("content_too_long", "the round does not fit a pass of the budget")  # halve it
+            return [compiled]
         except (Refused, CompileError) as error:  # the pass planner or the engine: too long for one pass
             if error.code != "content_too_long":
                 raise

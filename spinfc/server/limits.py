@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+import attrs
+
 from spinfc.config import Limits
 from spinfc.ir.nodes import GenerateSlot, OptionSlot, Program
 from spinfc.passes.dedupe_prefixes import trie_size
@@ -37,6 +39,17 @@ def check_limits(program: Program, limits: Limits, many_inputs: bool, where: Map
             for j, option in enumerate(question.slot.options):
                 limits.check("max_option_tokens", len(option.tokens), f"{at}.{options_field}[{j}]")
     limits.check("max_processed_tokens", processed_tokens(program))
+
+
+def limits_that_hold(limits: Limits, largest: int) -> Limits:
+    """`limits` with `max_content_tokens` lowered where a content at it, with one question of `max_query_tokens` and
+    an option of `max_option_tokens`, would not fit the largest pass (`Shapes.largest`): so the limit /v1/models
+    reports is one a content can meet. The defaults hold on every device at its default budget (on the CPU a
+    content alone may take a pass of 16,384 rows); a CUDA budget set below the content limit lowers it."""
+    most = largest - limits.max_query_tokens - limits.max_option_tokens
+    if limits.max_content_tokens <= most:
+        return limits
+    return attrs.evolve(limits, max_content_tokens=max(1, most))
 
 
 def processed_tokens(program: Program) -> int:

@@ -23,6 +23,8 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 
+import attrs
+
 from spinfc import __version__
 from spinfc.backend import serving
 from spinfc.config import Settings
@@ -39,6 +41,7 @@ from spinfc.runtime.scheduler import DECODE_ROW_COST
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
 from spinfc.shapes import Shapes
+from spinfc.server.limits import limits_that_hold
 from spinfc.server.prechecks import model_longest_token
 from spinfc.server.shutdown import Shutdown, on_daemon_thread
 
@@ -174,6 +177,19 @@ class Service:
                     else:
                         await closing
 
+    def _hold_limits(self, shapes: Shapes) -> None:
+        """Serve a content limit a content can meet: lowered (with a warning saying what to raise) where a content
+        at `max_content_tokens` and one question would not fit the largest pass (server/limits.py)."""
+        limits = self.settings.limits
+        held = limits_that_hold(limits, shapes.largest)
+        if held != limits:
+            need = limits.max_content_tokens + limits.max_query_tokens + limits.max_option_tokens
+            log.warning("--max-content-tokens %d does not fit one pass (%s) with a question: serving "
+                        "max_content_tokens %d; start with --token-budget %d or more to serve %d",
+                        limits.max_content_tokens, shapes, held.max_content_tokens,
+                        -(-need // shapes.block) * shapes.block, limits.max_content_tokens)
+            self.settings = attrs.evolve(self.settings, limits=held)
+
     async def _start(self) -> None:
         config = self.settings.engine
         try:
@@ -181,6 +197,7 @@ class Service:
             on_cuda = device.startswith("cuda")
             # a budget or block the kernels cannot run fails here, naming the flag
             shapes = Shapes.for_device(device, config.resolved_budget(), config.block, config.pass_sizes)
+            self._hold_limits(shapes)
             # On CUDA: the Triton ops (fp16 matmuls around a float32 residual stream unless set otherwise), every
             # pass at one of a few fixed launch sizes, each replayed from a CUDA graph.
             precision = config.resolved_precision()

@@ -34,9 +34,20 @@ def test_moderation_plan_processes_fewer_tokens_than_one_sequence_per_question(c
     assert re.search(r"^plan \(1 pass of 16384 rows, block 128", on_cuda, re.M)  # the server's CUDA budget
 
 
-def test_a_content_longer_than_the_budget_names_the_flag(capsys, monkeypatch):
+def test_a_content_longer_than_the_budget_runs_alone_on_the_cpu(capsys, monkeypatch):
+    """On the CPU a content (here the floor with 75 questions) longer than the budget takes a pass of its own."""
     monkeypatch.chdir(REPO)
-    code, out, err = run(capsys, "compile", MODERATION, "--emit", "plan", "--token-budget", "256")
+    code, out, _ = run(capsys, "compile", MODERATION, "--emit", "plan", "--token-budget", "256")
+    assert code == 0
+    assert re.search(r"^plan \(1 pass of 256 rows, block 128, (\d+) rows used of (\d+): 9\d\.\d% full\)", out, re.M)
+    assert re.search(r"pass 0: 1 content, \d+ rows \(9\d\.\d%\), alone in a pass of \d+ rows \(longer than the "
+                     r"budget\)", out)
+
+
+def test_a_content_longer_than_the_largest_pass_names_the_flag(capsys, monkeypatch):
+    """On CUDA (fixed launch shapes) the budget is the largest pass: a content longer is refused, naming the flag."""
+    monkeypatch.chdir(REPO)
+    code, out, err = run(capsys, "compile", MODERATION, "--emit", "plan", "--token-budget", "256", "--device", "cuda")
     assert code == 2 and out == ""
     assert "error: content 'floor' needs" in err and "more than one pass holds (256 rows per pass" in err
     assert "--token-budget" in err

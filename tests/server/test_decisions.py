@@ -129,8 +129,12 @@ def test_a_large_question_set_runs_in_rounds_and_answers_every_question(client, 
 
 
 def test_a_single_question_too_large_for_a_pass_is_refused_by_name(client) -> None:
-    criteria = {f"option{i}": f"the message is about subject number {i} of the catalogue" for i in range(80)}
-    err = error(client, {"state": STATE, "questions": {"huge": {"type": "choice", "instructions": "Which one?",
+    """Too large, with a long state, for the longest pass a question may take alone (16,384 rows on the CPU): its
+    255 options of some 60 tokens each and a state of some 3,000 tokens. Refused by name."""
+    wording = " and ".join(f"the message is about subject number {i} of the catalogue" for i in range(4))
+    criteria = {f"option{i}": wording for i in range(255)}
+    state = STATE + " The parcel was late again." * 400
+    err = error(client, {"state": state, "questions": {"huge": {"type": "choice", "instructions": "Which one?",
                                                                  "criteria": criteria}}})
     assert err["code"] == "content_too_long" and err["param"] == "questions.huge"
     assert "--token-budget" in err["message"]

@@ -68,7 +68,7 @@ async def answer(service, ctx, data: CompletionRequest, forms, sampling: Samplin
         encoded = iter(await service.generator.call(  # as /v1/score encodes a content: special tokens are text
             lambda tok: [encode_text(tok, text, bos=True) for text in texts]))
         prompts = [next(encoded) if isinstance(form, str) else tuple(form) for form in forms]
-        check_prompts(prompts, data.prompt, vocab, engine.shapes.budget, ctx.limits)
+        check_prompts(prompts, data.prompt, vocab, engine.shapes.largest, ctx.limits)
         done = await complete(service, prompts, sampling, bool(data.echo), data.logprobs)
         choices = await service.generator.call(lambda tok: build_choices(tok, forms, prompts, done, data))
     prompt_tokens = sum(len(p) for p in prompts)
@@ -132,7 +132,8 @@ def check_texts(forms, given, sampling: Sampling, prechecks: Prechecks) -> None:
 
 
 def check_prompts(prompts, given, vocab: int, budget: int, limits) -> None:
-    """Each prompt has tokens, valid ids, fits the server's limits and one pass."""
+    """Each prompt has tokens, valid ids, fits the server's limits and one pass (`budget`: the most rows a prompt
+    alone may take, the engine's `Shapes.largest`)."""
     one = isinstance(given, str) or not isinstance(given[0], list | str)
     for i, tokens in enumerate(prompts):
         param = "prompt" if one else f"prompt[{i}]"

@@ -11,6 +11,7 @@ from spinfc.server.errors import ApiError
 from spinfc.server.openapi import error_spec, errors
 from spinfc.server.schemas import ModelCard, ModelList
 from spinfc.server.service import ServiceDep
+from spinfc.shapes import Shapes
 
 
 @get("/v1/models", sync_to_thread=False, responses=errors(401))
@@ -41,10 +42,20 @@ def model_card(service) -> ModelCard:
         aliases=service.aliases, ready=service.status == "ready",
         features={"scoring": True, "extraction": settings.features.extraction,
                   "generation": generation_available(service)},
-        limits={"token_budget": service.engine.shapes.budget if service.engine else settings.engine.resolved_budget(),
-                **settings.limits.as_dict(), "max_completion_tokens": MAX_COMPLETION_TOKENS},
+        limits={**pass_limits(service), **settings.limits.as_dict(), "max_completion_tokens": MAX_COMPLETION_TOKENS},
         media=media_card(service),
     )
+
+
+def pass_limits(service) -> dict[str, int]:
+    """`token_budget`: the rows a pass packs; `max_pass_rows`: the most rows one content with its questions may take
+    (a content alone in a longer pass, where passes are trimmed: Shapes.largest), over which it is content_too_long."""
+    if service.engine is not None:
+        shapes = service.engine.shapes
+    else:
+        engine = service.settings.engine
+        shapes = Shapes.for_device(engine.resolved_device(), engine.resolved_budget(), engine.block, engine.pass_sizes)
+    return {"token_budget": shapes.budget, "max_pass_rows": shapes.largest}
 
 
 def generation_available(service) -> bool:
