@@ -20,7 +20,7 @@ def test_launch_shapes_are_the_budgets_quarters_with_answer_rows_and_reads_from_
         LaunchShape(19200, 2400, 19200)]  # each a multiple of 128 rows
     assert Shapes.for_device("cuda", 1024, sizes=1) == Shapes(1024, 128, answer_rows=128, reads=1024, trim=False,
                                                              sizes=(1024,))
-    assert Shapes.for_device("cpu", 1024) == Shapes(1024, 128, trim=True)
+    assert Shapes.for_device("cpu", 1024) == Shapes(1024, 128, trim=True, largest=16384)  # a content alone: up to 16,384
     assert Shapes.for_device("cuda", 768, block=192).sizes == (384, 768)  # multiples of both 128 and the block
     with pytest.raises(ValueError, match="fixed pass shapes"):
         serving.launch_shapes(Shapes.for_device("cpu", 1024))
