@@ -41,7 +41,7 @@ class EngineTransport:
         question the engine refuses stops the job before any work (BulkError)."""
         self.engine, self.fingerprint = await asyncio.to_thread(start_engine, self.settings, self.load_model,
                                                                 self.media_policy)
-        from spinfc.server.request_packs import add_packs
+        from spinfc.runtime.request_packs import add_packs
 
         body = {"messages": [{"role": "user", "content": "-"}],
                 "scoring": {"queries": list(self.questions.queries)},
@@ -54,8 +54,8 @@ class EngineTransport:
 
     async def score(self, texts: list[str | RowContent]) -> list[ContentResult]:
         from spinfc.runtime.engine import PassFailed, Refused
-        from spinfc.server.limits import check_limits, check_prompts
-        from spinfc.server.request_packs import split_results
+        from spinfc.runtime.limits import check_limits, check_prompts
+        from spinfc.runtime.request_packs import split_results
 
         plan = self.plan
         program = attrs.evolve(plan.program, contents=tuple(_content(i, item) for i, item in enumerate(texts)))
@@ -93,7 +93,7 @@ def start_engine(settings, load_model=None, media_policy=None):
     from spinfc.runtime.towers import MediaReader
     from spinfc.runtime.engine import Engine
     from spinfc.runtime.fingerprint import fingerprint
-    from spinfc.server.service import load_default
+    from spinfc.runtime.loader import load_default
     from spinfc.shapes import Shapes
 
     device = settings.resolved_device()

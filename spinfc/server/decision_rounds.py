@@ -23,7 +23,7 @@ from spinfc.ir.nodes import Program
 from spinfc.passes.tokenize import encode_text
 from spinfc.runtime.decisions.validate import _path
 from spinfc.runtime.engine import Compiled, Engine, Refused
-from spinfc.server.limits import check_limits, processed_tokens
+from spinfc.runtime.limits import check_limits, processed_tokens
 
 
 def question_param(question_id: str) -> str:

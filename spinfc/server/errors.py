@@ -15,7 +15,7 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
 from spinfc.runtime.engine import EngineClosed, PassFailed, Refused
-from spinfc.server.schemas import ErrorBody, ErrorResponse
+from spinfc.wire.schemas import ErrorBody, ErrorResponse
 
 log = logging.getLogger("spinfc.server")
 

@@ -34,6 +34,7 @@ from spinfc.registry import ModelNotFound, ModelSource, resolve
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.fingerprint import fingerprint
 from spinfc.runtime.generator import Generator
+from spinfc.runtime.loader import load_default
 from spinfc.runtime.weights.config import UnsupportedModel
 from spinfc.runtime.scheduler import DECODE_ROW_COST
 from spinfc.server.admission import Admission
@@ -54,19 +55,6 @@ log = logging.getLogger("spinfc.server")
 EXTRACTION_WARMUP = {"messages": [{"role": "user", "content": "Order 12 shipped in May."}], "scoring": {"queries": [
     {"id": "month", "template": "\n\nQ: Which month?\nA: \"<*>\"", "max_tokens": 2, "beam_width": 1},
     {"id": "order", "template": "\n\nQ: Which order?\nA: <n>", "max_tokens": 2, "beam_width": 1}]}}
-
-
-def load_default(name: str, dtype, device: str, media: bool = True):
-    """The named model on `device` with `dtype` (a torch dtype, or a `Precision` placing each part): with the
-    Triton ops on CUDA (what `serving.graph_model` captures), with the PyTorch reference ops elsewhere; its
-    towers unless `media` is False (--no-media)."""
-    from spinfc.runtime.loader import load_model
-
-    if device.startswith("cuda"):
-        from spinfc.backend import triton_ops
-
-        return load_model(name, dtype=dtype, device=device, ops=triton_ops, media=media)
-    return load_model(name, dtype=dtype, device=device, media=media)
 
 
 class Service:

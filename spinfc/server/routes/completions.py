@@ -21,7 +21,7 @@ from litestar.params import Body
 from spinfc.passes.tokenize import encode_text
 from spinfc.runtime.generate import Sampling
 from spinfc.server.completing import Completed, complete
-from spinfc.server.completion_schemas import (
+from spinfc.wire.completions import (
     Completion, CompletionChoice, CompletionRequest, CompletionUsage,
 )
 from spinfc.server.context import call_context
