@@ -40,8 +40,8 @@ class PromptScores:
 
 
 def prompt_program(prompts: Sequence[Sequence[int]], model: str, budget: int, block: int, pad: int = 0) -> Program:
-    """The prompts laid out in passes of `budget` rows, every content row read. Raises `CompileError`
-    (content_too_long) for a prompt longer than a pass."""
+    """The prompts laid out in passes of `budget` rows, every content row read. Raises
+    `ContentTooLong` (content_too_long) for a prompt longer than a pass."""
     contents = tuple(Content(id=f"prompt-{i}", text="", tokens=tuple(p)) for i, p in enumerate(prompts))
     program = Program(model=model, contents=contents, queries=(), budget=budget, block=block, pad=pad,
                       read_contents=True)

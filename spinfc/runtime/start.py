@@ -59,10 +59,6 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
     CUDA, capture the extraction decode's launches too, so no request pays for them. `on_pass` is the engine's
     per-pass callback (metrics). `on_loaded(model, fingerprint)` is called once the weights are loaded, before
     anything is captured (a server reports its progress)."""
-    from spinfc.backend import serving
-    from spinfc.media import MediaPolicy
-    from spinfc.runtime.towers import MediaReader
-
     device = settings.resolved_device()
     # a budget or block the kernels cannot run fails here, naming the flag
     shapes = Shapes.for_device(device, settings.resolved_budget(), settings.block, settings.pass_sizes)
@@ -73,6 +69,8 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
     if on_loaded is not None:
         on_loaded(model, engine_fingerprint)
     if device.startswith("cuda"):  # check, compile and capture every launch size
+        from spinfc.backend import serving
+
         started = time.perf_counter()
         model, shapes = serving.graph_model(model, shapes)
         log.info("captured the pass (%s) in %.1f s", shapes, time.perf_counter() - started)
@@ -87,6 +85,9 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
         from spinfc.runtime.generator import Generator
 
         generator = Generator(model)
+    from spinfc.media import MediaPolicy
+    from spinfc.runtime.towers import MediaReader
+
     tokenizer = model.tokenizer
     media = MediaReader(getattr(model, "towers", None), media_policy or MediaPolicy(), tokenizer,
                         media_name or settings.model)
