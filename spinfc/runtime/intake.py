@@ -22,7 +22,7 @@ from spinfc.errors import ContentTooLong
 from spinfc.ir.nodes import Program
 from spinfc.passes import SCHEDULED_FROM, PassContext
 from spinfc.passes.plan_packing import admits
-from spinfc.runtime.compiled import Compiled, Refused
+from spinfc.runtime.compiled import Compiled
 from spinfc.runtime.extract import budget
 from spinfc.runtime.runner import SegmentArrays, TreeArrays
 from spinfc.runtime.scheduler import floor_key
