@@ -59,7 +59,7 @@ def before_steps(raw: bytes, repeats: int, model: str) -> dict:
     from spinfc.config import Limits
     from spinfc.server.prechecks import Prechecks
     from spinfc.server.routes.score import frontend_body
-    from spinfc.server.schemas import ScoreRequest
+    from spinfc.wire.schemas import ScoreRequest
 
     data = decode_body(raw, ScoreRequest)
     body = frontend_body(data)
@@ -101,7 +101,7 @@ def after_steps(scored, repeats: int) -> dict:
     """A request's scores to its response bytes, step by step, as the route runs it."""
     from litestar.serialization import default_serializer, encode_json
 
-    from spinfc.server.request_packs import WithPacks, split_results
+    from spinfc.runtime.request_packs import WithPacks, split_results
     from spinfc.server.routes.score import score_response
     from spinfc.server.scoring import ScoringOutcome
 

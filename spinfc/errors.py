@@ -73,6 +73,19 @@ class RequestError(CompileError):
     """A /v1/score request body that breaks the request format; `param` names the field."""
 
 
+class ContentTooLong(RequestError):
+    """Content that, with its questions, one pass cannot hold: the one source of the code `content_too_long`
+    (a 400 over HTTP, server/errors.py), raised by the pass planner, the engine's intake, the decision rounds and
+    /v1/completions alike. `content`: which of the request's inputs (in request order) is at fault, where one is
+    and `param` does not say."""
+
+    CODE = "content_too_long"
+
+    def __init__(self, message: str, *, hint: str = "", param: str | None = None, content: int | None = None) -> None:
+        super().__init__(message, hint=hint, code=self.CODE, param=param)
+        self.content = content
+
+
 class CorruptWeights(ValueError):
     """A weights file that is not whole (truncated, zeroed): the message names the file and says what to do
     (runtime/weights/whole.py)."""

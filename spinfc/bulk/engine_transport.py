@@ -1,4 +1,5 @@
-"""The engine in this process: the one place the bulk job touches `spinfc.runtime.engine`.
+"""The engine in this process (`spinfc.runtime.start.start_engine`, as `spinfc serve` starts its own): the one place
+the bulk job touches the runtime's engine.
 
 A batch is one program (the texts as contents, the question set's queries and packs' queries, as the server's
 /v1/score builds it with `add_packs`), compiled with the server's default limits, scored in the engine's shared
@@ -35,14 +36,17 @@ class EngineTransport:
         self.model = questions.model
         self.fingerprint = ""
         self.engine = None
+        self.running = None  # runtime.start.RunningEngine, once started
 
     async def start(self) -> None:
         """Load the model and start the engine; score one short text, so the questions' floor is cached and a
         question the engine refuses stops the job before any work (BulkError)."""
-        self.engine, self.fingerprint = await asyncio.to_thread(start_engine, self.settings, self.load_model,
-                                                                self.media_policy)
-        from spinfc.server.request_packs import add_packs
+        from spinfc.runtime.request_packs import add_packs
+        from spinfc.runtime.start import start_engine
 
+        loader = {"load_model": self.load_model} if self.load_model is not None else {}
+        self.running = await asyncio.to_thread(start_engine, self.settings, media_policy=self.media_policy, **loader)
+        self.engine, self.fingerprint = self.running.engine, self.running.fingerprint
         body = {"messages": [{"role": "user", "content": "-"}],
                 "scoring": {"queries": list(self.questions.queries)},
                 "packs": [{"id": p.id} for p in self.questions.packs]}
@@ -54,8 +58,8 @@ class EngineTransport:
 
     async def score(self, texts: list[str | RowContent]) -> list[ContentResult]:
         from spinfc.runtime.engine import PassFailed, Refused
-        from spinfc.server.limits import check_limits, check_prompts
-        from spinfc.server.request_packs import split_results
+        from spinfc.runtime.limits import check_limits, check_prompts
+        from spinfc.runtime.request_packs import split_results
 
         plan = self.plan
         program = attrs.evolve(plan.program, contents=tuple(_content(i, item) for i, item in enumerate(texts)))
@@ -74,34 +78,11 @@ class EngineTransport:
         return [ContentResult(*split_results(results, plan)) for results in per_input]
 
     async def close(self) -> None:
-        if self.engine is not None:
-            await asyncio.to_thread(self.engine.close)
+        if self.running is not None:
+            await asyncio.to_thread(self.running.stop)
 
 
 def _content(i: int, item: str | RowContent) -> Content:
     text, media = text_and_media(item)
     return Content(f"input-{i}", text, media=tuple(MediaPiece(len(text), source) for source in media))
 
-
-def start_engine(settings, load_model=None, media_policy=None):
-    """The engine `spinfc serve` would run for `settings` (the same model loading, precision, pass shapes and CUDA
-    graph, so the same numbers and fingerprint), started; returns (engine, fingerprint). `load_model` replaces the
-    loading of the model's files, as `create_app(load_model=...)` does for a server (benchmarks/gpu_bulk.py). The
-    model's towers read media under `media_policy` (the server's default policy when None)."""
-    from spinfc.backend import serving
-    from spinfc.media import MediaPolicy
-    from spinfc.runtime.towers import MediaReader
-    from spinfc.runtime.engine import Engine
-    from spinfc.runtime.fingerprint import fingerprint
-    from spinfc.server.service import load_default
-    from spinfc.shapes import Shapes
-
-    device = settings.resolved_device()
-    shapes = Shapes.for_device(device, settings.resolved_budget(), settings.block, settings.pass_sizes)
-    model = (load_model or load_default)(settings.model, settings.resolved_precision(), device)
-    engine_fingerprint = fingerprint(model, device)
-    tokenizer = model.tokenizer
-    if device.startswith("cuda"):
-        model, shapes = serving.graph_model(model, shapes)
-    media = MediaReader(getattr(model, "towers", None), media_policy or MediaPolicy(), tokenizer, settings.model)
-    return Engine(model, shapes, device=device, tokenizer=tokenizer, media=media).start(), engine_fingerprint

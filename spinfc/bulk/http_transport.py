@@ -148,6 +148,6 @@ def _query(item: dict) -> QueryResult:
 def _pack(item: dict):
     import msgspec
 
-    from spinfc.server.schemas import PackResult
+    from spinfc.wire.schemas import PackResult
 
     return msgspec.convert(item, PackResult)

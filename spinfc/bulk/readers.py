@@ -21,6 +21,7 @@ import attrs
 import pyarrow as pa
 
 from spinfc.bulk.errors import BulkError, RowError
+from spinfc.errors import ContentTooLong
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 CSV_SUFFIXES = (".csv", ".tsv")
@@ -76,7 +77,7 @@ def check_row(index: int, row_id, text, media: tuple = ()) -> Row:
         kind = "nothing (null)" if text is None else f"a {type(text).__name__}"
         return Row(index, row_id, text, RowError("not_text", f"the text column holds {kind}, not text"), media)
     if len(text) > MAX_TEXT_CHARS:
-        return Row(index, row_id, None, RowError("content_too_long", f"the text has {len(text):,} characters, more "
+        return Row(index, row_id, None, RowError(ContentTooLong.CODE, f"the text has {len(text):,} characters, more "
                                                  f"than any content a pass holds (at most {MAX_TEXT_CHARS:,} are "
                                                  "read): shorten it or split it into several rows"), media)
     if not text.strip():

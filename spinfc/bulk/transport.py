@@ -31,7 +31,7 @@ def text_and_media(content: "str | RowContent") -> tuple[str, tuple]:
 @attrs.frozen
 class ContentResult:
     own: list[QueryResult]  # the --queries queries, in order
-    packs: list  # one spinfc.server.schemas.PackResult per --pack, in order
+    packs: list  # one spinfc.wire.schemas.PackResult per --pack, in order
     error: tuple[str, str] | None = None  # (code, message) of a content the server refused alone (no results)
 
 

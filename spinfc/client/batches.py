@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from spinfc.server.schemas import InputResult, ModelList, ScoreResponse, Usage
+from spinfc.wire.schemas import InputResult, ModelList, ScoreResponse, Usage
 
 BODY_MARGIN = 0.9  # of max_body_bytes: room for what the estimate does not count (separators, the model name)
 DEFAULT_MAX_INPUTS = 256  # contents per request: keeps each request's latency (and a retry's cost) bounded

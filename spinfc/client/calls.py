@@ -16,8 +16,8 @@ from typing import Any
 import attrs
 import msgspec
 
-from spinfc.server.decision_schemas import DecisionRequest, DecisionResponse
-from spinfc.server.schemas import ModelList, PackList, ScoreRequest, ScoreResponse
+from spinfc.wire.decisions import DecisionRequest, DecisionResponse
+from spinfc.wire.schemas import ModelList, PackList, ScoreRequest, ScoreResponse
 
 DEFAULT_BASE_URL = "http://localhost:8000"
 BASE_URL_VARIABLE = "SPINFC_BASE_URL"

@@ -18,8 +18,8 @@ from spinfc.client import batches
 from spinfc.client.calls import (
     MODELS, PACKS, Call, Settings, SpinfcError, decisions_call, decode, score_call, wait_before_retry,
 )
-from spinfc.server.decision_schemas import DecisionResponse
-from spinfc.server.schemas import ModelList, PackList, ScoreResponse
+from spinfc.wire.decisions import DecisionResponse
+from spinfc.wire.schemas import ModelList, PackList, ScoreResponse
 
 
 class Client:

@@ -1,6 +1,6 @@
 """The /v1/score request format as msgspec structs: what `spinfc compile` and the server check a request body
 against (json_body.py: strictly, every mistake located and worded by mistakes.py) before `program_from_request`
-reads it. The server's other routes build on these (spinfc/server/schemas.py re-exports them; they are also the
+reads it. The server's other routes build on these (spinfc/wire/schemas.py re-exports them; they are also the
 OpenAPI schema). Field order is the order the `unknown_field` hint lists them in, the same as query.py's keys.
 """
 
@@ -69,7 +69,7 @@ class ScoreRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
     model: str | None = None  # the served model, one of its aliases, or omitted
     messages: list[Message] | None = None
     inputs: list[ScoreInput] | None = None
-    packs: list[PackRef] | None = None  # enabled packs whose questions are asked too (server/request_packs.py)
+    packs: list[PackRef] | None = None  # enabled packs whose questions are asked too (runtime/request_packs.py)
     # trusted callers only: this call's limits (name -> positive integer; spinfc.config.Limits) and features
     # (name -> boolean); values are checked by the server (400 invalid_limits / invalid_features, naming the key)
     limits: dict[str, Any] | None = None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from spinfc.errors import CompileError
+from spinfc.errors import ContentTooLong
 from spinfc.ir.nodes import OptionSlot, Pass, Placement, Plan, Program, Segment
 from spinfc.passes.context import PassContext
 from spinfc.shapes import Shapes
@@ -79,17 +79,16 @@ def plan_packing(program: Program, ctx: PassContext) -> Program:
     """Fill `program.plan`: `pack` over the segments in queue order, each placement at the next multiple of the
     block after the one before. Guarantees: every content is placed exactly once and never split; placements end
     within the budget and respect the fixed answer rows and reads of `ctx.shapes`. Stats: passes, rows_used.
-    Raises `CompileError` for a content that does not fit an empty pass, saying what to change."""
+    Raises `ContentTooLong` for a content that does not fit an empty pass, saying what to change."""
     shapes = ctx.shapes
     segments = [program.segments[i] for i in queue_order(program)]
     for segment in segments:
         if not admits(segment, shapes):
             content = program.contents[segment.content]
-            raise CompileError(
+            raise ContentTooLong(
                 f"content {content.id!r} needs {segment.length:,} rows ({len(content.tokens):,} content tokens + "
                 f"{segment.length - len(content.tokens):,} question-tree tokens) and {segment.rows} answer rows, "
                 f"more than one pass holds ({shapes})",
-                code="content_too_long",
                 hint=f"raise the budget with --token-budget (a multiple of {shapes.block}, at least "
                 f"{round_up(segment.length, shapes.block)}), shorten the content, or ask fewer questions"
                 + (" (a content alone may take a pass of up to "

@@ -25,7 +25,7 @@ from spinfc.server.auth import PUBLIC
 from spinfc.server.errors import ApiError
 from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS
 from spinfc.server.routes.models import media_card
-from spinfc.server.schemas import Health, ModelCard
+from spinfc.wire.schemas import Health, ModelCard
 
 KEEPALIVE_S = 5.0
 

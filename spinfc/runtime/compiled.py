@@ -18,10 +18,9 @@ from spinfc.runtime.score_map import ScoreMap
 class Refused(Exception):
     """A request the engine will not run, with an error code, a message saying what to do, and the field at fault."""
 
-    def __init__(self, code: str, message: str, param: str | None = None, content: int | None = None):
-        """`content`: which of the request's inputs (in request order) it is about, where one is at fault."""
+    def __init__(self, code: str, message: str, param: str | None = None):
         super().__init__(message)
-        self.code, self.message, self.param, self.content = code, message, param, content
+        self.code, self.message, self.param = code, message, param
 
 
 @attrs.frozen

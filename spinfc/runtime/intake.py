@@ -18,10 +18,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from spinfc import compiler
+from spinfc.errors import ContentTooLong
 from spinfc.ir.nodes import Program
 from spinfc.passes import SCHEDULED_FROM, PassContext
 from spinfc.passes.plan_packing import admits
-from spinfc.runtime.compiled import Compiled, Refused
+from spinfc.runtime.compiled import Compiled
 from spinfc.runtime.extract import budget
 from spinfc.runtime.runner import SegmentArrays, TreeArrays
 from spinfc.runtime.scheduler import floor_key
@@ -50,8 +51,8 @@ class Intake:
 
     def compile(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:
         """Compile a /v1/score body. `check(program)` sees the program once compiled (before it is queued) and may
-        raise to refuse it (the server's limits). Raises CompileError (from the frontend, the passes or `check`)
-        or Refused."""
+        raise to refuse it (the server's limits). Raises CompileError (from the frontend, the passes or `check`;
+        ContentTooLong for a content one pass cannot hold) or Refused."""
         from spinfc.frontend import program_from_request
 
         return self.compile_program(program_from_request(body, model=self.model_name), check)
@@ -65,11 +66,11 @@ class Intake:
             raise ValueError(f"compiled program has floors {floors}")
         for c, segment in enumerate(program.segments):
             if not admits(segment, self.shapes):
-                raise Refused("content_too_long", f"a content with its questions needs {segment.length} rows and "
-                              f"{segment.rows} answer rows: more than one pass holds ({self.shapes}); shorten the "
-                              "content, ask fewer questions, or start the server with a larger --token-budget",
-                              content=None if c == floors[0] else sum(c > i for i in range(len(program.segments))
-                                                                     if i != floors[0]))
+                raise ContentTooLong(f"a content with its questions needs {segment.length} rows and {segment.rows} "
+                                     f"answer rows: more than one pass holds ({self.shapes}); shorten the content, "
+                                     "ask fewer questions, or start the server with a larger --token-budget",
+                                     content=None if c == floors[0] else sum(c > i for i in range(len(program.segments))
+                                                                            if i != floors[0]))
         extracts = _extracts(program)
         if extracts:  # a slot whose beams could not be held at once is refused, not run
             budget.check_fits(self.model, program)

@@ -1,4 +1,5 @@
-"""`load_model`: a model name (see `spinfc.registry`) to a ready stack, weights on the device in the dtype asked."""
+"""`load_model`: a model name (see `spinfc.registry`) to a ready stack, weights on the device in the dtype asked;
+`load_default`: the same with the ops a server runs on that device."""
 
 from __future__ import annotations
 
@@ -48,6 +49,17 @@ def load_model(
     if source.gguf is None and towers is not None:
         model.towers = towers
     return model
+
+
+def load_default(name: str, dtype, device: str, media: bool = True):
+    """The named model on `device` with `dtype` (a torch dtype, or a `Precision` placing each part): with the
+    Triton ops on CUDA (what `serving.graph_model` captures), with the PyTorch reference ops elsewhere; its
+    towers unless `media` is False (--no-media)."""
+    if device.startswith("cuda"):
+        from spinfc.backend import triton_ops
+
+        return load_model(name, dtype=dtype, device=device, ops=triton_ops, media=media)
+    return load_model(name, dtype=dtype, device=device, media=media)
 
 
 def _is_quantized(directory) -> bool:

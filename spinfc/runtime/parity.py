@@ -57,24 +57,6 @@ class ParityError(ValueError):
     """A fixture or reference that cannot be used; the message says where and what to do."""
 
 
-def _load(model_name: str, device: str, dtype: str | None):
-    """The model as a server would run it: the reference ops on the CPU (uniform `dtype`, default float32); on
-    CUDA the Triton ops, `--dtype` honoured (float32, or half precision with the float32 residual stream)."""
-    import torch
-
-    from spinfc.backend import serving
-    from spinfc.runtime.loader import load_model
-    from spinfc.runtime.precision import Precision
-
-    if not device.startswith("cuda"):
-        return load_model(model_name, precision=Precision.uniform(getattr(torch, dtype or "float32")), device=device)
-    from spinfc.backend import triton_ops
-
-    name = serving.cuda_dtype(dtype)
-    precision = Precision.uniform(torch.float32) if name == "float32" else Precision.mixed(getattr(torch, name))
-    return load_model(model_name, precision=precision, device=device, ops=triton_ops)
-
-
 async def _score(engine, job: dict, model_name: str, where: str, base: Path):
     """The one adapter onto the engine: compile a job (request body or pack + contents), score it, results."""
     from spinfc.compiler import load_source
@@ -94,21 +76,20 @@ def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu",
     """Run every job of `fixture` in order (a pack's path is relative to `base`, the fixture's folder); returns
     {format, fingerprint, model, results: one row per option of every query of every input}. `loaded`: a model
     stack already built (on `device`) to run instead of loading `model`."""
-    from spinfc.runtime.engine import Engine
-    from spinfc.shapes import Shapes
-    from spinfc.runtime.fingerprint import fingerprint
+    from spinfc.config import EngineSettings
+    from spinfc.registry import DEFAULT_MODEL
+    from spinfc.runtime.start import start_engine
 
     jobs = fixture.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         raise ParityError("the fixture has no `jobs` list: give one job per request body or pack")
-    model_name = model or fixture.get("model")
-    loaded = loaded if loaded is not None else _load(model_name, device, dtype)
-    shapes = Shapes.for_device(device, int(fixture.get("token_budget", 2048)), int(fixture.get("block", 128)))
-    if device.startswith("cuda"):
-        from spinfc.backend import serving
-
-        loaded, shapes = serving.graph_model(loaded, shapes)
-    engine = Engine(loaded, shapes, device=device, tokenizer=loaded.tokenizer).start()
+    # the engine a server runs, at the fixture's shapes; on the CPU every part in `dtype` (default float32), on
+    # CUDA half precision around a float32 residual stream (or float32 throughout, when asked)
+    settings = EngineSettings(model=model or fixture.get("model") or DEFAULT_MODEL, device=device, dtype=dtype,
+                              precision="mixed" if device.startswith("cuda") else "uniform",
+                              token_budget=int(fixture.get("token_budget", 2048)), block=int(fixture.get("block", 128)))
+    running = start_engine(settings, **({"load_model": lambda *_, **__: loaded} if loaded is not None else {}))
+    engine, loaded = running.engine, running.model
 
     async def every_job() -> list[dict]:
         rows = []
@@ -120,8 +101,8 @@ def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu",
     try:
         rows = asyncio.run(every_job())
     finally:
-        engine.close()
-    return {"format": FORMAT, "fingerprint": fingerprint(loaded, device), "machine": machine(device),
+        running.stop()
+    return {"format": FORMAT, "fingerprint": running.fingerprint, "machine": machine(device),
             "model": loaded.name, "results": rows}
 
 

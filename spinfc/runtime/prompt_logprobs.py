@@ -43,7 +43,7 @@ def prompt_program(prompts: Sequence[Sequence[int]], model: str, budget: int, bl
                    largest: int | None = None) -> Program:
     """The prompts laid out in passes of `budget` rows, every content row read; a prompt longer than the budget
     alone in a pass of up to `largest` rows (the engine's `Shapes.largest`; default the budget). Raises
-    `CompileError` (content_too_long) for a prompt longer than that."""
+    `ContentTooLong` (content_too_long) for a prompt longer than that."""
     contents = tuple(Content(id=f"prompt-{i}", text="", tokens=tuple(p)) for i, p in enumerate(prompts))
     program = Program(model=model, contents=contents, queries=(), budget=budget, block=block, pad=pad,
                       read_contents=True)

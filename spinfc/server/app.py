@@ -18,7 +18,8 @@ from spinfc import __version__
 from spinfc.config import Settings
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry, registry_from_settings
-from spinfc.server import decision_schemas, docs_page, schemas
+from spinfc.runtime.loader import load_default
+from spinfc.server import docs_page
 from spinfc.server.announce import AnnounceScoring
 from spinfc.server.auth import require_token
 from spinfc.server.body import BodyRequest
@@ -26,7 +27,8 @@ from spinfc.server.errors import exception_handlers
 from spinfc.server.observe import RequestMetrics
 from spinfc.server.openapi import forbid_unknown_fields
 from spinfc.server.routes import ROUTES
-from spinfc.server.service import Service, load_default
+from spinfc.server.service import Service
+from spinfc.wire import decisions as decision_schemas, schemas
 
 
 def create_app(settings: Settings | None = None, load_model: Callable = load_default,

@@ -28,7 +28,7 @@ from spinfc.runtime.generate import Generation, Sampling
 from spinfc.runtime.generator import Generator
 from spinfc.server.errors import to_api_error
 from spinfc.server.hangup import before_deadline
-from spinfc.server.schemas import (
+from spinfc.wire.schemas import (
     ChatChunkChoice, ChatCompletionChunk, ChatDelta, ChatUsage, ErrorBody, ErrorResponse,
 )
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from spinfc.config import Limits
-from spinfc.errors import CompileError, RequestError
+from spinfc.errors import ContentTooLong, RequestError
 from spinfc.ir.nodes import Program
 from spinfc.passes.tokenize import encode_text
 from spinfc.runtime.decisions.validate import _path
-from spinfc.runtime.engine import Compiled, Engine, Refused
-from spinfc.server.limits import check_limits, processed_tokens
+from spinfc.runtime.engine import Compiled, Engine
+from spinfc.runtime.limits import check_limits, processed_tokens
 
 
 def question_param(question_id: str) -> str:
@@ -74,16 +74,14 @@ async def compile_rounds(engine: Engine, body: Mapping, messages: list[dict], qu
         try:
             compiled = await engine.compile_async(request, check=check)
             if len(group) > 1 and any(s.length > engine.shapes.budget for s in compiled.segments):
-                raise Refused("content_too_long", "the round does not fit a pass of the budget")  # halve it
+                raise ContentTooLong("the round does not fit a pass of the budget")  # halve it
             return [compiled]
-        except (Refused, CompileError) as error:  # the pass planner or the engine: too long for one pass
-            if error.code != "content_too_long":
-                raise
+        except ContentTooLong as error:  # the pass planner or the engine: too long for one pass
             if len(group) == 1:
-                raise Refused("content_too_long", f"question {group[0]['id']!r} with the {content_field} does not "
-                              f"fit one pass ({error.message}): shorten the {content_field} or the question's "
-                              "criteria, or start the server with a higher --token-budget",
-                              param=question_param(group[0]["id"])) from None
+                raise ContentTooLong(f"question {group[0]['id']!r} with the {content_field} does not fit one pass "
+                                     f"({error.message}): shorten the {content_field} or the question's criteria, "
+                                     "or start the server with a higher --token-budget",
+                                     param=question_param(group[0]["id"])) from None
             half = len(group) // 2
             return await compile_group(group[:half]) + await compile_group(group[half:])
 

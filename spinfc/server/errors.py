@@ -2,9 +2,10 @@
 
     {"error": {"message": "...", "type": "invalid_request_error", "code": "model_not_served", "param": "model"}}
 
-Routes raise `ApiError` (or let a `CompileError`, `Refused` or `PassFailed` through); `exception_handlers()` maps
-every exception, Litestar's own included (a body over the limit, no body, 404, 405), to the envelope. `type` is one
-of OpenAI's error types (ERROR_TYPES); `code` says which mistake, `param` the JSON path of the field at fault.
+Routes raise `ApiError` (or let a `CompileError` through, `ContentTooLong` among them, or a `Refused` or
+`PassFailed`); `exception_handlers()` maps every exception, Litestar's own included (a body over the limit, no
+body, 404, 405), to the envelope. `type` is one of OpenAI's error types (ERROR_TYPES); `code` says which mistake,
+`param` the JSON path of the field at fault.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
 from spinfc.runtime.engine import EngineClosed, PassFailed, Refused
-from spinfc.server.schemas import ErrorBody, ErrorResponse
+from spinfc.wire.schemas import ErrorBody, ErrorResponse
 
 log = logging.getLogger("spinfc.server")
 

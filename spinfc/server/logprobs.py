@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from spinfc.runtime.generate import StepLogprobs
 from spinfc.runtime.prompt_logprobs import PromptScores
-from spinfc.server.completion_schemas import ChatLogprobs, CompletionLogprobs, TokenLogprob, TopLogprob
+from spinfc.wire.completions import ChatLogprobs, CompletionLogprobs, TokenLogprob, TopLogprob
 
 
 class Pieces:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 from litestar.openapi.datastructures import ResponseSpec
 
-from spinfc.server.schemas import ErrorResponse
+from spinfc.wire.schemas import ErrorResponse
 
 WHEN = {
     400: "the body breaks the request format or a limit: `code` says which mistake, `param` the JSON path",

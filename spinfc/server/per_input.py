@@ -16,7 +16,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from spinfc.errors import CompileError
+from spinfc.errors import CompileError, ContentTooLong
 from spinfc.runtime.compiled import Refused
 from spinfc.server.errors import ApiError, to_api_error
 
@@ -29,7 +29,7 @@ def at_input(error: Exception) -> tuple[int, ApiError] | None:
     if not isinstance(error, (ApiError, CompileError, Refused)):
         return None
     api = to_api_error(error)
-    if isinstance(error, Refused) and error.content is not None and api.param is None:  # a content too long
+    if isinstance(error, ContentTooLong) and error.content is not None and api.param is None:
         api = ApiError(api.status, api.code, api.message, f"inputs[{error.content}].messages")
     found = AT_INPUT.match(api.param or "")
     if api.status != 400 or found is None:

@@ -22,11 +22,11 @@ from spinfc.runtime.results import QueryResult
 from spinfc.server.context import CallContext
 from spinfc.server.debug import plan_summary
 from spinfc.server.errors import ApiError
-from spinfc.server.limits import check_extractions, check_limits, check_prompts
+from spinfc.runtime.limits import check_extractions, check_limits, check_prompts
 from spinfc.server.per_input import answering
 from spinfc.server.prechecks import Prechecks
-from spinfc.server.request_packs import WithPacks, add_packs, resolve_packs, split_results
-from spinfc.server.schemas import PackResult
+from spinfc.runtime.request_packs import WithPacks, add_packs, resolve_packs, split_results
+from spinfc.wire.schemas import PackResult
 from spinfc.server.service import Service
 
 

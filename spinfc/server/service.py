@@ -2,9 +2,9 @@
 
 Loading happens in the app's lifespan as a background task, so /healthz answers while weights load:
 
-    loading  -> resolve the model name, load the weights (in a thread)
-    warming  -> on CUDA, compile every kernel and capture the pass's CUDA graph (one fixed launch shape,
-                `backend.serving`); start the engine, run one warm-up pass
+    loading  -> resolve the model name; `runtime.start.start_engine` (on a thread) loads the weights
+    warming  -> ... on CUDA compiles every kernel and captures the pass's CUDA graphs (`backend.serving`), and
+                starts the engine; then one warm-up pass
     ready    -> /readyz 200, /v1/score runs
     failed   -> /readyz 503 model_failed, with the reason; the log has the traceback
 
@@ -26,22 +26,23 @@ from collections.abc import AsyncIterator, Callable
 import attrs
 
 from spinfc import __version__
-from spinfc.backend import serving
 from spinfc.config import Settings
+from spinfc.media import MediaPolicy
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
 from spinfc.packsrc.calibrated import stale_calibrations
 from spinfc.errors import CorruptWeights
 from spinfc.registry import ModelNotFound, ModelSource, resolve
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.fingerprint import fingerprint
 from spinfc.runtime.generator import Generator
+from spinfc.runtime.loader import load_default
+from spinfc.runtime.start import start_engine
 from spinfc.runtime.weights.config import UnsupportedModel
 from spinfc.runtime.scheduler import DECODE_ROW_COST
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
+from spinfc.runtime.limits import limits_that_hold
 from spinfc.shapes import Shapes
-from spinfc.server.limits import limits_that_hold
 from spinfc.server.prechecks import model_longest_token
 from spinfc.server.shutdown import Shutdown, on_daemon_thread
 
@@ -57,19 +58,6 @@ log = logging.getLogger("spinfc.server")
 EXTRACTION_WARMUP = {"messages": [{"role": "user", "content": "Order 12 shipped in May."}], "scoring": {"queries": [
     {"id": "month", "template": "\n\nQ: Which month?\nA: \"<*>\"", "max_tokens": 2, "beam_width": 1},
     {"id": "order", "template": "\n\nQ: Which order?\nA: <n>", "max_tokens": 2, "beam_width": 1}]}}
-
-
-def load_default(name: str, dtype, device: str, media: bool = True):
-    """The named model on `device` with `dtype` (a torch dtype, or a `Precision` placing each part): with the
-    Triton ops on CUDA (what `serving.graph_model` captures), with the PyTorch reference ops elsewhere; its
-    towers unless `media` is False (--no-media)."""
-    from spinfc.runtime.loader import load_model
-
-    if device.startswith("cuda"):
-        from spinfc.backend import triton_ops
-
-        return load_model(name, dtype=dtype, device=device, ops=triton_ops, media=media)
-    return load_model(name, dtype=dtype, device=device, media=media)
 
 
 class Service:
@@ -92,16 +80,6 @@ class Service:
         self.media = None  # towers.MediaReader, once the model is loaded
         self._task: asyncio.Task | None = None
         self.on_failed: Callable[[], None] | None = None  # `spinfc serve`: stop the server (it exits 2)
-
-    def media_reader(self, model, tokenizer):
-        """What the engine reads a content's media with: the model's towers (None for a text-only model, or with
-        --no-media) under the server's media policy (--media and the media limits)."""
-        from spinfc.media import MediaPolicy
-        from spinfc.runtime.towers import MediaReader
-
-        policy = MediaPolicy.of(self.settings.features, self.settings.limits)
-        self.media = MediaReader(getattr(model, "towers", None), policy, tokenizer, self.model_name)
-        return self.media
 
     # ---- what routes ask ----------------------------------------------------------------------------------------
 
@@ -179,7 +157,7 @@ class Service:
 
     def _hold_limits(self, shapes: Shapes) -> None:
         """Serve a content limit a content can meet: lowered (with a warning saying what to raise) where a content
-        at `max_content_tokens` and one question would not fit the largest pass (server/limits.py)."""
+        at `max_content_tokens` and one question would not fit the largest pass (runtime/limits.py)."""
         limits = self.settings.limits
         held = limits_that_hold(limits, shapes.largest)
         if held != limits:
@@ -194,49 +172,38 @@ class Service:
         config = self.settings.engine
         try:
             device = config.resolved_device()
-            on_cuda = device.startswith("cuda")
-            # a budget or block the kernels cannot run fails here, naming the flag
-            shapes = Shapes.for_device(device, config.resolved_budget(), config.block, config.pass_sizes)
-            self._hold_limits(shapes)
-            # On CUDA: the Triton ops (fp16 matmuls around a float32 residual stream unless set otherwise), every
-            # pass at one of a few fixed launch sizes, each replayed from a CUDA graph.
-            precision = config.resolved_precision()
+            # a budget or block the kernels cannot run fails here, naming the flag, before the model loads; the
+            # limits served are ones a content can meet in the largest pass
+            self._hold_limits(Shapes.for_device(device, config.resolved_budget(), config.block, config.pass_sizes))
             started = time.perf_counter()
             log.info("loading %s on %s (%s; on a first start the weights are unpacked and converted, which can "
-                     "take a minute on a CPU)", config.model, device, precision.name())
+                     "take a minute on a CPU)", config.model, device, config.resolved_precision().name())
             self.source = await asyncio.to_thread(resolve, config.model)
-            towers = {} if self.settings.features.towers_loaded else {"media": False}  # --no-media
-            model = await asyncio.to_thread(self._load_model, config.model, precision, device, **towers)
-            self.fingerprint = fingerprint(model, device)
-            log.info("loaded %s on %s (%s) in %.1f s", self.source.name, device, self.fingerprint,
-                     time.perf_counter() - started)
-            for warning in stale_calibrations((e.pack for e in self.packs.enabled.values()), self.fingerprint):
-                log.warning("%s", warning)
-            log.info("reading the tokenizer (a GGUF vocabulary is converted once and cached: ~15 s for Gemma 3)")
-            try:  # for the cheap limits before tokenizing (prechecks.py); without it they count tokens only
-                self.longest_token = await asyncio.to_thread(model_longest_token, self.source.name)
-            except Exception as error:  # noqa: BLE001
-                log.warning("no character bound on the token limits: %s", error)
-            self.metrics.set_info(version=__version__, model=self.source.name, device=device,
-                                  fingerprint=self.fingerprint)
-            self.status = "warming"
-            if on_cuda:  # check, compile and capture every launch size, before /readyz
-                started = time.perf_counter()
-                model, shapes = await asyncio.to_thread(serving.graph_model, model, shapes)
-                log.info("captured the pass (%s) in %.1f s", shapes, time.perf_counter() - started)
-                if self.settings.features.extraction:  # the extraction decode's launches, so no request pays them
-                    started = time.perf_counter()
-                    from spinfc.runtime.extract import step
 
-                    await asyncio.to_thread(step.warm_up, model, shapes.budget)
-                    log.info("captured the extraction decode in %.1f s", time.perf_counter() - started)
-            if on_cuda:  # the engine's worker hands the GPU its next pass while other threads parse and compile
-                sys.setswitchinterval(SWITCH_SECONDS)  # requests: it gets the GIL back within this, not Python's 5 ms
-            self.generator = Generator(model)  # the engine gets the guarded model: passes and generation take turns
-            tokenizer = await asyncio.to_thread(lambda: model.tokenizer)
-            self.engine = Engine(self.generator.guarded, shapes, device=device, tokenizer=tokenizer,
-                                 on_pass=self.metrics.observe_pass, media=self.media_reader(model, tokenizer),
-                                 content_cache_tokens=config.content_cache_tokens).start()
+            def loaded(model, engine_fingerprint: str) -> None:  # on start_engine's thread, before the capture
+                self.fingerprint = engine_fingerprint
+                log.info("loaded %s on %s (%s) in %.1f s", self.source.name, device, self.fingerprint,
+                         time.perf_counter() - started)
+                for warning in stale_calibrations((e.pack for e in self.packs.enabled.values()), self.fingerprint):
+                    log.warning("%s", warning)
+                log.info("reading the tokenizer (a GGUF vocabulary is converted once and cached: ~15 s for Gemma 3)")
+                try:  # for the cheap limits before tokenizing (prechecks.py); without it they count tokens only
+                    self.longest_token = model_longest_token(self.source.name)
+                except Exception as error:  # noqa: BLE001
+                    log.warning("no character bound on the token limits: %s", error)
+                self.metrics.set_info(version=__version__, model=self.source.name, device=device,
+                                      fingerprint=self.fingerprint)
+                self.status = "warming"
+
+            running = await asyncio.to_thread(
+                start_engine, config, load_model=self._load_model, towers=self.settings.features.towers_loaded,
+                media_policy=MediaPolicy.of(self.settings.features, self.settings.limits), media_name=self.model_name,
+                generation=True, extraction=self.settings.features.extraction, on_pass=self.metrics.observe_pass,
+                on_loaded=loaded)
+            if device.startswith("cuda"):  # the engine's worker hands the GPU its next pass while other threads
+                sys.setswitchinterval(SWITCH_SECONDS)  # parse and compile requests: it gets the GIL back within this
+            self.engine, self.generator, self.media = running.engine, running.generator, running.media
+            shapes = running.shapes
             self.metrics.watch_content_cache(self.engine.contents.cache)
             self.admission.bind(self.work_ahead, shapes.budget)
             if config.warmup != "none":

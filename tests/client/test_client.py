@@ -179,7 +179,7 @@ def test_the_async_client_does_the_same():
 
 def test_score_takes_a_request_struct_too():
     from spinfc.client import ScoreRequest
-    from spinfc.server.schemas import Message, ScoreInput, Scoring, ScoringQuery
+    from spinfc.wire.schemas import Message, ScoreInput, Scoring, ScoringQuery
 
     server = FakeServer()
     request = ScoreRequest(scoring=Scoring([ScoringQuery(id="q", template="Spam?<?>", options=[" yes"])]),

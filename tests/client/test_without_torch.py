@@ -35,7 +35,7 @@ def test_client_schemas_frontend_ir_and_passes_import_without_torch():
     result = run_blocked("""
         from spinfc.client import AsyncClient, Client, ScoreResponse
         import spinfc.cli, spinfc.compiler, spinfc.frontend, spinfc.ir.printer, spinfc.ir.verifier, spinfc.passes
-        import spinfc.server.schemas, spinfc.server.decision_schemas
+        import spinfc.wire.schemas, spinfc.wire.decisions
         client = Client("http://127.0.0.1:9")
         print("imported", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
     """)

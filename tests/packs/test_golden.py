@@ -28,7 +28,7 @@ def test_every_pack_has_golden_fixtures():
 
 @pytest.fixture(scope="module")
 def shared_model():
-    from spinfc.server.service import load_default
+    from spinfc.runtime.loader import load_default
 
     loaded = {}
 

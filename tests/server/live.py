@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import httpx
 import uvicorn
 
-from spinfc.server.service import load_default
+from spinfc.runtime.loader import load_default
 
 
 class Pausable:

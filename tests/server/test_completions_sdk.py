@@ -145,3 +145,13 @@ def test_completion_errors_are_openai_envelopes(sdk):
     with pytest.raises(openai.BadRequestError) as raised:
         sdk.completions.create(model="gemma3-270m", prompt="x", max_tokens=1, n=2)
     assert raised.value.code == "unsupported_parameter"
+
+
+def test_a_prompt_longer_than_a_pass_is_content_too_long(url):
+    response = httpx.post(f"{url}/v1/completions", json={"prompt": [7] * 600, "max_tokens": 0, "echo": True,
+                                                          "logprobs": 1}, timeout=600)
+    assert response.status_code == 400, response.text
+    assert response.json() == {"error": {
+        "message": "prompt has 600 tokens, more than one pass of 512 rows holds: shorten it, or start the server "
+                   "with a larger --token-budget", "type": "invalid_request_error", "code": "content_too_long",
+        "param": "prompt"}}

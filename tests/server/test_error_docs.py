@@ -1,6 +1,6 @@
-"""docs/api.md's error table names every code a request can get: each `code="..."`, `ApiError(status, "...")`
-and `Refused("...")` of the modules a request goes through, the decisions validator's codes, the shared mistakes
-and every limit's `<limit>_exceeded`."""
+"""docs/api.md's error table names every code a request can get: each `code="..."`, `ApiError(status, "...")`,
+`Refused("...")` and error class's `CODE = "..."` of the modules a request goes through, the decisions validator's
+codes, the shared mistakes and every limit's `<limit>_exceeded`."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ REQUEST_PATH = ["spinfc/server", "spinfc/frontend/request.py", "spinfc/frontend/
                 "spinfc/frontend/fields.py", "spinfc/frontend/template.py", "spinfc/frontend/syntax.py",
                 "spinfc/frontend/json_body.py", "spinfc/runtime/decisions", "spinfc/runtime/engine.py",
                 "spinfc/runtime/generate.py", "spinfc/passes", "spinfc/config/limits.py", "spinfc/media",
-                "spinfc/runtime/towers", "spinfc/frontend/content_parts.py"]
-RAISED = re.compile(r'code="([a-z_]+)"|ApiError\(\s*\d+,\s*"([a-z_]+)"|Refused\(\s*"([a-z_]+)"')
+                "spinfc/runtime/towers", "spinfc/frontend/content_parts.py", "spinfc/runtime/request_packs.py",
+                "spinfc/runtime/limits.py", "spinfc/runtime/intake.py", "spinfc/errors.py"]
+RAISED = re.compile(r'code="([a-z_]+)"|ApiError\(\s*\d+,\s*"([a-z_]+)"|Refused\(\s*"([a-z_]+)"|CODE = "([a-z_]+)"')
 DECISION = re.compile(r'"((?:missing|wrong|invalid|unknown|duplicate|state|unsupported)_[a-z_]+)"')
 
 

@@ -16,7 +16,7 @@ from spinfc.ir.nodes import Content, Option, OptionSlot, Program, Query, Questio
 from spinfc.ir.nodes import Template, Text
 from spinfc.runtime.results import query_results
 from spinfc.server.app import create_app
-from spinfc.server.schemas import PackResult
+from spinfc.wire.schemas import PackResult
 from spinfc.server.scoring import ScoringOutcome
 
 RECORDED = Path(__file__).with_name("response_bytes.txt")  # one answer a line: messages, inputs, messages + packs

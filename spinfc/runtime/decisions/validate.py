@@ -1,6 +1,6 @@
 """Validation of a /v1/decisions body: the first mistake, as a 400 with a code and the JSON path of the field.
 
-Over HTTP the body's fields and types are checked first by its struct (server/decision_schemas.py, in the words of
+Over HTTP the body's fields and types are checked first by its struct (wire/decisions.py, in the words of
 spinfc/frontend/mistakes.py); this checks what a struct cannot say (exactly one of state and messages, the
 question types and their criteria) and repeats the field checks, with the same codes, for callers with a dict.
 Media parts in `messages` (image_url, input_audio, video_url, video) are read as /v1/score reads them, by the

@@ -30,7 +30,7 @@ from spinfc.server.prechecks import Prechecks
 from spinfc.server.errors import ApiError
 from spinfc.server.hangup import while_connected
 from spinfc.server.logprobs import Pieces, chat_logprobs, ids_in
-from spinfc.server.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage, StreamOptions
+from spinfc.wire.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage, StreamOptions
 from spinfc.server.scoring import score_body
 from spinfc.server.service import ServiceDep
 

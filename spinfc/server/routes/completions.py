@@ -18,10 +18,11 @@ from litestar import Request, post
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
+from spinfc.errors import ContentTooLong
 from spinfc.passes.tokenize import encode_text
 from spinfc.runtime.generate import Sampling
 from spinfc.server.completing import Completed, complete
-from spinfc.server.completion_schemas import (
+from spinfc.wire.completions import (
     Completion, CompletionChoice, CompletionRequest, CompletionUsage,
 )
 from spinfc.server.context import call_context
@@ -146,9 +147,8 @@ def check_prompts(prompts, given, vocab: int, budget: int, limits) -> None:
                            f"of {vocab:,} ids", param=param)
         limits.check("max_content_tokens", len(tokens), param)
         if len(tokens) > budget:
-            raise ApiError(400, "content_too_long", f"{param} has {len(tokens):,} tokens, more than one pass of "
-                           f"{budget:,} rows holds: shorten it, or start the server with a larger --token-budget",
-                           param=param)
+            raise ContentTooLong(f"{param} has {len(tokens):,} tokens, more than one pass of {budget:,} rows "
+                                 "holds: shorten it, or start the server with a larger --token-budget", param=param)
     limits.check("max_processed_tokens", sum(len(tokens) for tokens in prompts), "prompt")
 
 

@@ -1,6 +1,6 @@
 """POST /v1/decisions (alias /v1/systemone): typed questions (noul, choice, score) over one shared state.
 
-The body is checked (decision_schemas.py, then `validate_decision_request`), each question becomes one option-slot
+The body is checked (spinfc/wire/decisions.py, then `validate_decision_request`), each question becomes one option-slot
 query (`decision_queries`), the queries are compiled into rounds (decision_rounds.py: one read of the state per
 round, usually one round), run in the engine's shared passes, and the label probabilities become answers
 (`decision_answers`). Nothing is generated: usage.output_tokens is 0.
@@ -24,7 +24,7 @@ from spinfc.server.debug import plan_summary
 from spinfc.server.decision_rounds import compile_rounds, written_pieces
 from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.prechecks import Prechecks
-from spinfc.server.decision_schemas import DecisionRequest, DecisionResponse
+from spinfc.wire.decisions import DecisionRequest, DecisionResponse
 from spinfc.server.hangup import while_connected
 from spinfc.server.service import ServiceDep
 

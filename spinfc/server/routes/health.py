@@ -15,7 +15,7 @@ from litestar import HttpMethod, route
 from spinfc.server.auth import PUBLIC
 from spinfc.server.errors import ApiError
 from spinfc.server.openapi import errors
-from spinfc.server.schemas import Health
+from spinfc.wire.schemas import Health
 from spinfc.server.service import ServiceDep
 
 

@@ -9,7 +9,7 @@ from litestar.params import FromPath
 from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS
 from spinfc.server.errors import ApiError
 from spinfc.server.openapi import error_spec, errors
-from spinfc.server.schemas import ModelCard, ModelList
+from spinfc.wire.schemas import ModelCard, ModelList
 from spinfc.server.service import ServiceDep
 from spinfc.shapes import Shapes
 

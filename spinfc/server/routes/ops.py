@@ -13,7 +13,7 @@ from litestar import HttpMethod, Request, Response, get, route
 from spinfc.metrics import CONTENT_TYPE
 from spinfc.server.auth import require_trusted
 from spinfc.server.openapi import errors
-from spinfc.server.schemas import DrainState
+from spinfc.wire.schemas import DrainState
 from spinfc.server.service import Service, ServiceDep
 
 

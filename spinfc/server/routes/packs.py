@@ -7,7 +7,7 @@ import msgspec
 from litestar import get
 
 from spinfc.server.openapi import errors
-from spinfc.server.schemas import PackList
+from spinfc.wire.schemas import PackList
 from spinfc.server.service import ServiceDep
 
 

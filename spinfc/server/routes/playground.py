@@ -63,8 +63,8 @@ async def plan(data: Annotated[dict[str, Any], Body(title="A /v1/score body")], 
     from spinfc.compiler import compile
     from spinfc.frontend import program_from_request
     from spinfc.ir.printer import one_sequence_per_question
-    from spinfc.server.limits import check_limits, check_prompts
-    from spinfc.server.request_packs import add_packs, resolve_packs
+    from spinfc.runtime.limits import check_limits, check_prompts
+    from spinfc.runtime.request_packs import add_packs, resolve_packs
 
     engine = service.ready_engine()
     ctx = call_context(request, None, None)

@@ -16,7 +16,7 @@ from spinfc.server.errors import error_body
 from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.prechecks import Prechecks
 from spinfc.server.hangup import while_connected
-from spinfc.server.schemas import InputResult, ScoreRequest, ScoreResponse, Usage
+from spinfc.wire.schemas import InputResult, ScoreRequest, ScoreResponse, Usage
 from spinfc.server.scoring import ScoringOutcome, score_body
 from spinfc.server.service import ServiceDep
 

@@ -1,4 +1,5 @@
-"""The HTTP boundary: msgspec structs for request and response bodies (these are also the OpenAPI schema).
+"""The wire format: msgspec structs for request and response bodies (these are also the OpenAPI schema), read by
+the server (spinfc/server/), the client (spinfc/client/) and `spinfc score` (spinfc/bulk/) alike.
 
 /v1/score's request format is the frontend's (spinfc/frontend/request_schema.py, re-exported here), so
 `spinfc compile` checks a request file with the same structs. Every request struct forbids unknown fields, so a
@@ -16,7 +17,7 @@ from spinfc.frontend.request_schema import (  # noqa: F401  (the request format 
     ContentPart, Message, PackRef, ScoreInput, ScoreRequest, Scoring, ScoringQuery, Seed,
 )
 from spinfc.runtime.results import QueryResult
-from spinfc.server.completion_schemas import ChatLogprobs, TopCount
+from spinfc.wire.completions import ChatLogprobs, TopCount
 
 
 class PackResult(msgspec.Struct):

@@ -1,6 +1,6 @@
-"""The server's request limits (spinfc.config.Limits), checked on the tokenized, deduplicated program before it is
+"""The request limits (spinfc.config.Limits), checked on the tokenized, deduplicated program before it is
 packed or laid out: each limit over which a request goes is a 400 whose code names it (`<limit>_exceeded`) and
-whose param points at what was counted. `max_body_bytes` is Litestar's body limit (errors.py maps its 413);
+whose param points at what was counted. `max_body_bytes` is Litestar's body limit (server/errors.py maps its 413);
 `max_extractions_per_input` and `max_prompts_per_input` are also counted on the frontend's program, before the
 engine expands its grids."""
 

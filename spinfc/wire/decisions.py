@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from spinfc.server.schemas import Message
+from spinfc.wire.schemas import Message
 
 
 class DecisionQuestion(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

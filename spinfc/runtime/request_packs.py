@@ -25,7 +25,7 @@ from spinfc.frontend import Pack
 from spinfc.ir.nodes import Program
 from spinfc.runtime.pack_scores import score_pack
 from spinfc.runtime.results import QueryResult
-from spinfc.server.schemas import PackResult
+from spinfc.wire.schemas import PackResult
 
 
 @attrs.frozen
