@@ -53,10 +53,11 @@ def _l2norm(x: torch.Tensor) -> torch.Tensor:
 
 
 def reference(q, k, v, g, beta, cu_seqlens: list[int], initial: torch.Tensor):
-    """The recurrence of every segment in the chunked form (float32), from its initial state: the segments side
+    """The recurrence of every segment in the chunked form (in float32; the output in v's dtype, the final states
+    float32), from its initial state: the segments side
     by side, each padded to the longest with rows that neither decay nor write the state (g = 0, beta = 0), so a
     padded segment's final state is its last real row's; chunks of 64 rows (of the longest, if shorter)."""
-    Hk, Hv = q.shape[1], v.shape[1]
+    Hk, Hv, dtype = q.shape[1], v.shape[1], v.dtype
     S = len(cu_seqlens) - 1
     lengths = [cu_seqlens[s + 1] - cu_seqlens[s] for s in range(S)]
     if S == 0 or max(lengths) == 0:
@@ -72,7 +73,7 @@ def reference(q, k, v, g, beta, cu_seqlens: list[int], initial: torch.Tensor):
     if Hv != Hk:
         q, k = (t.repeat_interleave(Hv // Hk, dim=2) for t in (q, k))
     out, final = _chunked(q, k, v, g, beta, initial.float(), min(CHUNK, L))
-    return out[real].to(v.dtype), final
+    return out[real].to(dtype), final  # the output in the inputs' dtype, as fla's kernel writes it
 
 
 def _chunked(q, k, v, g, beta, state, chunk: int):

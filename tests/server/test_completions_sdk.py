@@ -147,11 +147,14 @@ def test_completion_errors_are_openai_envelopes(sdk):
     assert raised.value.code == "unsupported_parameter"
 
 
-def test_a_prompt_longer_than_a_pass_is_content_too_long(url):
+def test_a_prompt_longer_than_a_pass_is_read_alone_in_a_longer_one(url):
+    """On the CPU a prompt over the 512-row budget is read alone in a pass of its own length (Shapes.largest): every
+    token scored; past max_content_tokens it is that limit's 400."""
     response = httpx.post(f"{url}/v1/completions", json={"prompt": [7] * 600, "max_tokens": 0, "echo": True,
                                                           "logprobs": 1}, timeout=600)
-    assert response.status_code == 400, response.text
-    assert response.json() == {"error": {
-        "message": "prompt has 600 tokens, more than one pass of 512 rows holds: shorten it, or start the server "
-                   "with a larger --token-budget", "type": "invalid_request_error", "code": "content_too_long",
-        "param": "prompt"}}
+    assert response.status_code == 200, response.text
+    logprobs = response.json()["choices"][0]["logprobs"]["token_logprobs"]
+    assert len(logprobs) == 600 and logprobs[0] is None and all(x <= 0 for x in logprobs[1:])
+    response = httpx.post(f"{url}/v1/completions", json={"prompt": [7] * 5000, "max_tokens": 0, "echo": True,
+                                                          "logprobs": 1}, timeout=600)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "prompt", response.text

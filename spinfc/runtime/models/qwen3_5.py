@@ -132,8 +132,8 @@ class Qwen3_5Model(Model):
     def sparse_mlp(self, w: dict, h: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """h: [T, D] normed -> the MoE block's output [T, D] in `dtype` (the residual's): the routed experts'
         weighted sum plus the shared expert times sigmoid(shared_gate . h) (transformers' Qwen3_5MoeSparseMoeBlock).
-        The router runs in float32 (a split product of half weights), so the experts chosen are float32's but for
-        near ties."""
+        The router's scores are written in float32 (at the answer rows under the mixed policy a split product of
+        the float32 rows; elsewhere one product of the compute dtype), softmaxed and ranked in float32."""
         shared = self.linear(self.mlp_hidden(w, h, "silu"), w["down"], torch.float32)  # [T, D]
         shared = shared.float() * torch.sigmoid(self.linear(h, w["shared_gate"], torch.float32).float())
         scores = self.linear(h, w["router"], torch.float32).float()  # [T, E]

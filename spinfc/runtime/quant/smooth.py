@@ -50,6 +50,10 @@ def smooth_state(config: ModelConfig, state: dict[str, torch.Tensor], x_max: dic
     if config.family == "gemma4":  # per-layer head shapes, k = v and shared K/V break the mappings below
         raise UnsupportedModel("smoothing is not implemented for Gemma 4 (its layers differ in head shape, reuse k "
                                "as v and share K/V): quantize it without --smoothing")
+    if config.family == "qwen3_5":  # linear-attention layers, and a MoE block's router beside its experts
+        raise UnsupportedModel("smoothing is not implemented for Qwen3.5 (its Gated DeltaNet layers read their "
+                               "norm through other projections, and a MoE block's router reads what its experts "
+                               "do): quantize it without --smoothing")
     out = dict(state)
     unit_offset = config.family == "gemma3"
     H, Hk, Dh = config.heads, config.kv_heads, config.head_dim

@@ -98,6 +98,9 @@ def fused_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             raise UnsupportedModel(f"{prefix}: the checkpoint's experts are incomplete (every expert 0..E-1 needs "
                                    "gate_proj, up_proj and down_proj)")
         experts = [by_expert[e] for e in range(count)]
+        if not all(isinstance(t, torch.Tensor) for p in experts for t in p.values()):
+            raise UnsupportedModel(f"{prefix}: the checkpoint's routed experts are quantized; spinfc reads them in "
+                                   "a float dtype (`spinfc quantize` keeps them so): use the float checkpoint")
         state[f"{prefix}.gate_up_proj"] = torch.stack([torch.cat((p["gate"], p["up"])) for p in experts])
         state[f"{prefix}.down_proj"] = torch.stack([p["down"] for p in experts])
     return state
