@@ -13,6 +13,13 @@ from __future__ import annotations
 import torch
 
 
+def choose(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """scores: [T, E] a router's logits -> (weights [T, K] float32, indices [T, K]): the softmax over the experts,
+    its top k, renormalised over the chosen (transformers' Gemma 4 and Qwen3.5-MoE routers)."""
+    weights, index = torch.topk(torch.softmax(scores.float(), dim=-1), k=k, dim=-1)
+    return weights / weights.sum(dim=-1, keepdim=True), index
+
+
 def weighted_sum(model, gate_up: torch.Tensor, down: torch.Tensor, x: torch.Tensor, weights: torch.Tensor,
                  index: torch.Tensor, act: str) -> torch.Tensor:
     """x: [T, D], gate_up: [E, 2 I, D], down: [E, D, I], weights / index: [T, K] (each row's chosen experts) ->

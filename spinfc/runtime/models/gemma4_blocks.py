@@ -66,9 +66,7 @@ def route(model, w: dict, residual: torch.Tensor) -> tuple[torch.Tensor, torch.T
     # in the residual's dtype: under the mixed policy a float32 split product, so the experts chosen are float32's
     # but for near ties (a flipped choice moves a row's output far more than rounding does)
     scores = model.linear(scaled, w["router"], torch.float32)  # [T, E]
-    probabilities = torch.softmax(scores.float(), dim=-1)
-    weights, index = torch.topk(probabilities, k=c.gemma4.top_k, dim=-1)  # [T, K] each
-    weights = weights / weights.sum(dim=-1, keepdim=True)
+    weights, index = experts.choose(scores, c.gemma4.top_k)  # [T, K] each
     return weights * w["expert_scale"].float()[index], index
 
 

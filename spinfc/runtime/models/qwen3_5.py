@@ -136,9 +136,7 @@ class Qwen3_5Model(Model):
         the float32 rows; elsewhere one product of the compute dtype), softmaxed and ranked in float32."""
         shared = self.linear(self.mlp_hidden(w, h, "silu"), w["down"], torch.float32)  # [T, D]
         shared = shared.float() * torch.sigmoid(self.linear(h, w["shared_gate"], torch.float32).float())
-        scores = self.linear(h, w["router"], torch.float32).float()  # [T, E]
-        weights, index = torch.topk(torch.softmax(scores, dim=-1), k=self.config.experts.top_k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights, index = experts.choose(self.linear(h, w["router"], torch.float32), self.config.experts.top_k)
         routed = experts.weighted_sum(self, w["experts_gate_up"], w["experts_down"], h, weights, index, "silu")
         return (routed + shared).to(dtype)
 
