@@ -2,8 +2,7 @@
 image, audio and video (frames) columns of paths are read after the text and change the scores; a path outside the
 allowed folders (or a link out of them), a missing file, a URL of a host not allowed and an image over
 --max-image-pixels are error rows, the others scored; the same job through --server, and under --ray, gives the
-same numbers; a URL
-of an allowed host is fetched."""
+same numbers; a URL of an allowed host is fetched."""
 
 from __future__ import annotations
 
