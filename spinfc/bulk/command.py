@@ -84,9 +84,6 @@ def main(args: argparse.Namespace) -> int:
               "for --ray)", file=sys.stderr)
         return 2
     try:
-        if args.ray is not None and media_columns(args).columns:
-            raise BulkError("--ray does not read media columns (--image-column, --audio-column, --video-column): "
-                            "run the job without --ray, or with --server")
         if args.ray is not None:
             from spinfc.bulk.ray_job import run_ray
 

@@ -5,7 +5,10 @@
       .write_parquet(OUTPUT)
 
 `BatchScorer` holds one engine (engine_transport.py, the in-process path) and scores each batch as one request,
-with the same error rows as the in-process run; so the rows and numbers are the in-process run's. Differences:
+with the same error rows as the in-process run; so the rows and numbers are the in-process run's. Media columns
+(--image-column ...) are read in the actor by the in-process path's reader (bulk/media.py), under the same roots,
+hosts and limits: a path must name a file on the actor's machine (a local Ray, or storage every node mounts at that
+path). Differences:
 OUTPUT must be new (no --resume: Ray Data writes its own part files), the `row` column is null (Ray does not
 number rows across blocks), duplicate ids are not detected, and --errors is written from OUTPUT at the end.
 """
@@ -27,17 +30,19 @@ from spinfc.bulk.progress import Summary
 
 class BatchScorer:
     """A Ray Data callable class: one engine per actor, started once; each call scores one batch (a pyarrow
-    table with the id and text columns) and returns the output rows as a table of the job's schema."""
+    table with the id, text and media columns) and returns the output rows as a table of the job's schema.
+    `media`: the job's `MediaColumns` (bulk/media.py), or None without media columns."""
 
     def __init__(self, questions, text_column: str, id_column: str, device: str | None, dtype: str,
-                 token_budget: int | None):
+                 token_budget: int | None, media=None):
         from spinfc.bulk.columns import Layout
         from spinfc.bulk.command import metadata
         from spinfc.bulk.engine_transport import EngineTransport
 
-        self.text_column, self.id_column = text_column, id_column
+        self.text_column, self.id_column, self.media = text_column, id_column, media
         self.layout = Layout(questions)
-        self.transport = EngineTransport(questions, device=device, dtype=dtype, token_budget=token_budget)
+        self.transport = EngineTransport(questions, device=device, dtype=dtype, token_budget=token_budget,
+                                         media_policy=None if media is None else media.policy)
         self.loop = asyncio.new_event_loop()
         self.loop.run_until_complete(self.transport.start())
         self.schema = self.layout.schema(metadata(self.transport))
@@ -47,7 +52,10 @@ class BatchScorer:
         from spinfc.bulk.runner import score_rows
 
         ids, texts = batch.column(self.id_column).to_pylist(), batch.column(self.text_column).to_pylist()
-        rows = [check_row(k, ids[k], texts[k]) for k in range(len(ids))]
+        media = [batch.column(name).to_pylist() for _, name in self.media.columns] if self.media else []
+        rows = [check_row(k, ids[k], texts[k], tuple(m[k] for m in media)) for k in range(len(ids))]
+        if self.media is not None:  # reads the files and fetches the URLs: a media problem is the row's error
+            rows = self.media.resolve(rows)
         out = self.loop.run_until_complete(score_rows(self.transport, self.layout, rows))
         for row in out:
             row["row"] = None
@@ -57,14 +65,16 @@ class BatchScorer:
 def run_ray(args: argparse.Namespace) -> Summary:
     import ray
 
+    from spinfc.bulk.command import media_columns
     from spinfc.bulk.questions import load_questions
     from spinfc.bulk.readers import input_format, open_input
 
     if args.resume:
         raise BulkError("--resume is not available with --ray: Ray Data writes its own part files; run without --ray "
                         "to resume, or write to a new OUTPUT")
+    media = media_columns(args)
     if Path(args.input).exists():  # a local INPUT is checked here; a remote one (s3://...) by Ray when it reads
-        open_input(args.input, args.text_column, args.id_column)
+        open_input(args.input, args.text_column, args.id_column, media.flags)
     output = args.output  # a path or a URI (s3://...): pyarrow and Ray read both as given
     if Path(output).exists() and any(Path(output).iterdir() if Path(output).is_dir() else [output]):
         raise BulkError(f"{output} already exists: --ray writes a new Parquet dataset folder; give a new OUTPUT")
@@ -78,7 +88,7 @@ def run_ray(args: argparse.Namespace) -> Summary:
     logging.getLogger("ray.data").setLevel(logging.ERROR)  # its warnings are about the cluster, not the job
     gpus = int(ray.cluster_resources().get("GPU", 0))
     actors = args.actors or max(1, gpus)
-    columns = [args.id_column, args.text_column]
+    columns = [args.id_column, args.text_column, *(name for _, name in media.columns)]
     kind = input_format(args.input)
     if kind == "parquet":
         dataset = ray.data.read_parquet(args.input).select_columns(columns)
@@ -91,7 +101,8 @@ def run_ray(args: argparse.Namespace) -> Summary:
         compute=ray.data.ActorPoolStrategy(size=actors),  # `concurrency=` is deprecated for a callable class
         num_gpus=1 if gpus else 0, num_cpus=0 if gpus else 1,
         fn_constructor_kwargs={"questions": questions, "text_column": args.text_column, "id_column": args.id_column,
-                               "device": args.device, "dtype": args.dtype, "token_budget": args.token_budget})
+                               "device": args.device, "dtype": args.dtype, "token_budget": args.token_budget,
+                               "media": media if media.columns else None})
     scored.write_parquet(output)
     summary = _summary(output, args.errors, questions, time.perf_counter() - started)
     if not args.quiet:

@@ -2,6 +2,7 @@
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from spinfc.cli import main
 
@@ -65,8 +66,12 @@ def test_a_missing_media_column_is_exit_2_naming_its_flag(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_media_columns_under_ray_are_exit_2_before_ray_starts(tmp_path, capsys):
+def test_a_missing_media_column_under_ray_is_exit_2_before_ray_starts(tmp_path, capsys):
+    pytest.importorskip("ray")
     args = ["score", _input(tmp_path), "-o", str(tmp_path / "out"), "--text-column", "body", "--queries", QUERIES,
-            "--image-column", "body", "--ray"]
+            "--image-column", "photo", "--ray"]
     assert main(args) == 2
-    assert "--ray does not read media columns" in capsys.readouterr().err
+    assert "has no column 'photo' (--image-column)" in capsys.readouterr().err
+    import ray
+
+    assert not ray.is_initialized()

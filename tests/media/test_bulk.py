@@ -1,8 +1,8 @@
 """`spinfc score` with media columns (spinfc/bulk/media.py) on the random-weight Gemma 4 snapshot with its towers:
 image, audio and video (frames) columns of paths are read after the text and change the scores; a path outside the
 allowed folders (or a link out of them), a missing file, a URL of a host not allowed and an image over
---max-image-pixels are error rows, the others scored; the same job through --server gives the same numbers; a URL
-of an allowed host is fetched."""
+--max-image-pixels are error rows, the others scored; the same job through --server, and under --ray, gives the
+same numbers; a URL of an allowed host is fetched."""
 
 from __future__ import annotations
 
@@ -114,3 +114,26 @@ def test_a_url_of_an_allowed_host_is_fetched(in_process, job, gemma4_directory, 
         server.shutdown()
     assert refused["error_code"] == "media_url_refused"
     assert fetched["error_code"] is None and fetched[P] == pytest.approx(in_process["a"][P], abs=1e-5)
+
+
+def test_ray_data_reads_the_media_columns_as_the_in_process_run(in_process, job, gemma4_directory):
+    """The same job under --ray (a local Ray, one CPU actor, through the installed command): the media read in the
+    actor under the same roots and limits, the same error rows, the numbers within the CPU tolerance."""
+    pytest.importorskip("ray")
+    import os
+    import subprocess
+
+    from tests.bulk.paths import ROOT
+    from tests.bulk.rows import assert_rows_close
+    from tests.bulk.test_score_fixture import SPINFC
+
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([*SPINFC, "score", str(job / "in.jsonl"), "-o", str(job / "ray"), "--queries",
+                           str(job / "queries.json"), "--model", str(gemma4_directory), "--device", "cpu",
+                           "--token-budget", "1024", "--image-column", "photo", "--audio-column", "clip",
+                           "--video-column", "frames", "--max-image-pixels", "2000", "--quiet", "--ray",
+                           "--actors", "1"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {row["id"]: row for row in pq.read_table(job / "ray").to_pylist()}
+    assert all(row["row"] is None for row in rows.values())  # Ray does not number rows (docs/bulk.md)
+    assert_rows_close({k: {**row, "row": in_process[k]["row"]} for k, row in rows.items()}, in_process)

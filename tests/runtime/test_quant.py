@@ -195,3 +195,48 @@ def test_a_moe_checkpoint_keeps_its_routed_experts_in_float(tmp_path):
     for launch in launches(2):
         gap = (all_logprobs(loaded, launch) - all_logprobs(float_model, launch)).abs().max()
         assert 0 < float(gap) < 0.5
+
+
+# dense with a linear-attention last layer (no o_proj there), and the MoE variant with the published 3:1 pattern
+QWEN3_5_VARIANTS = {"dense-recurrent-last": dict(layer_types=["linear_attention", "linear_attention",
+                                                               "full_attention", "linear_attention"]),
+                    "moe": dict(moe=True)}
+
+
+@pytest.mark.parametrize("variant", list(QWEN3_5_VARIANTS))
+def test_a_qwen3_5_checkpoint_ignores_exactly_the_linears_left_unquantized(tmp_path, variant):
+    """Every Linear weight of the saved checkpoint (every 2-D weight but the embeddings, the norms and the conv) is
+    either quantized (has a weight_scale) or matched by an `ignore` entry, never both and never neither: a reader
+    (vLLM) of `quantization_config` quantizes what spinfc quantized and nothing else. The router, the shared
+    expert's gate and the Gated DeltaNet projections are among the ignored; transformers' own Linear modules are
+    all among those counted."""
+    from compressed_tensors.utils.match import match_name
+    from safetensors import safe_open
+
+    from tests.runtime.qwen3_5_random import random_qwen3_5
+
+    source = tmp_path / "source"
+    model = random_qwen3_5(source, **QWEN3_5_VARIANTS[variant])
+    config, state = read_snapshot(source)
+    found = Calibration(maxima=input_maxima(build_model(config, state, weights_hash="x", fuse=False), launches(1)),
+                        texts=4, tokens=0, source_sha256="")
+    out = tmp_path / "fp8"
+    write_checkpoint(out, json.loads((source / "config.json").read_text()), config,
+                     quantize_state(config, state, found, SCHEMES["fp8-static"]), SCHEMES["fp8-static"], found)
+    ignore = json.loads((out / "config.json").read_text())["quantization_config"]["ignore"]
+    with safe_open(str(out / "model.safetensors"), "pt") as file:
+        keys = set(file.keys())
+        linears = {key.removesuffix(".weight") for key in keys if key.endswith(".weight")
+                   and len(file.get_slice(key).get_shape()) == 2 and "norm" not in key and "embed_tokens" not in key}
+    linears.add("lm_head")  # tied or not, a Linear a reader builds
+    assert {name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)} <= linears
+    quantized = {name for name in linears if f"{name}.weight_scale" in keys}
+    ignored = {name for name in linears if any(match_name(name, entry) for entry in ignore)}
+    assert quantized and not quantized & ignored and quantized | ignored == linears
+    full = config.linear.layers.index(False)  # the first full-attention layer: its q_proj is quantized
+    assert "model.layers.0.linear_attn.in_proj_qkv" in ignored and f"model.layers.{full}.self_attn.q_proj" in quantized
+    if variant == "moe":
+        assert {"model.layers.0.mlp.gate", "model.layers.0.mlp.shared_expert_gate",
+                "model.layers.0.mlp.experts.7.down_proj"} <= ignored
+    else:  # the last layer is a linear-attention one: nothing of a self_attn.o_proj it does not have
+        assert not any(".3.self_attn." in entry for entry in ignore)

@@ -34,18 +34,28 @@ LINEAR_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.we
 # A MoE block's routed experts stay in the half dtype: each runs on a few rows of a pass, where an 8-bit GEMM saves
 # little (and on CUDA every expert runs on every row, so its input scale would have to cover all of them)
 ROUTED_EXPERTS = "re:.*mlp[.]experts[.].*"
+# ... and so do its router and the shared expert's gate (one output per expert, or one: no GEMM worth 8 bits) and a
+# Gated DeltaNet layer's projections (in_proj_qkv/z/a/b, out_proj): spinfc quantizes none of them (`LINEAR_SUFFIXES`)
+ROUTER = "re:.*mlp[.]gate$"
+SHARED_EXPERT_GATE = "re:.*mlp[.]shared_expert_gate$"
+LINEAR_ATTENTION = "re:.*linear_attn[.].*"
 
 
 def kept_in_float(config: ModelConfig, kept: tuple[str, ...] = ()) -> list[str]:
-    """Linear modules spinfc leaves unquantized: the LM head and the last layer's o/gate/up/down (they run on
-    answer rows only, so 8 bits would save nothing and cost precision where every score is read), a MoE block's
-    routed experts (`ROUTED_EXPERTS`), then `kept` (the layers a gap budget keeps in the half dtype,
-    `sensitivity.choose`)."""
+    """Linear modules spinfc leaves unquantized, for compressed-tensors' `ignore` (a reader quantizes every other
+    Linear): the LM head and the last layer's o/gate/up/down (they run on answer rows only, so 8 bits would save
+    nothing and cost precision where every score is read; no o_proj where that layer is a linear-attention one), a
+    MoE block's routed experts, router and shared-expert gate, every Gated DeltaNet projection, then `kept` (the
+    layers a gap budget keeps in the half dtype, `sensitivity.choose`)."""
     last = config.layers - 1
+    recurrent = config.linear is not None and config.linear.layers[last]
+    attention = () if recurrent else ("self_attn.o_proj",)
     mlp = ("mlp.shared_expert.gate_proj", "mlp.shared_expert.up_proj", "mlp.shared_expert.down_proj") \
         if config.experts is not None else ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
-    experts = [ROUTED_EXPERTS] if config.experts is not None else []
-    return ["lm_head"] + [f"model.layers.{last}.{name}" for name in ("self_attn.o_proj", *mlp)] + experts + list(kept)
+    sparse = [ROUTED_EXPERTS, ROUTER, SHARED_EXPERT_GATE] if config.experts is not None else []
+    linear = [LINEAR_ATTENTION] if config.linear is not None else []
+    return (["lm_head"] + [f"model.layers.{last}.{name}" for name in (*attention, *mlp)] + sparse + linear
+            + list(kept))
 
 
 # Layers that read one input (the same norm's output): they get one input scale, the largest of theirs, so the
