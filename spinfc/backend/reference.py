@@ -150,9 +150,11 @@ def tree_attention(
             for lo, hi, keys, bias in blocks:  # offsets in the span; bias [B * G, K]
                 q_block = q_span[:, lo:hi].reshape(Hk, (hi - lo) * group, D)  # rows: query-major, then group
                 k_block, v_block = k_span.index_select(1, keys), v_span.index_select(1, keys)  # [Hk, K, D]
-                scores = torch.baddbmm(bias, q_block, k_block.transpose(1, 2), alpha=scale)  # [Hk, B * G, K]
-                weights = torch.softmax(scores, dim=-1)  # [Hk, B * G, K]
-                out_span[:, lo:hi] = torch.bmm(weights, v_block).view(Hk, hi - lo, group, D)
+                # softmax(q k^T * scale + bias) v in one fused kernel (torch's CPU flash attention: the scores are
+                # never written out; 1.5x the three products' speed on 2 cores, within 4e-7 of them)
+                block_out = F.scaled_dot_product_attention(q_block[None], k_block[None], v_block[None],
+                                                           attn_mask=bias, scale=scale)[0]  # [Hk, B * G, D]
+                out_span[:, lo:hi] = block_out.view(Hk, hi - lo, group, D)
             out[start:stop] = out_span.transpose(0, 1).reshape(S, H, D).to(dtype)
     else:  # image blocks (firsts): each block's visible keys found per layer
         out = v.repeat_interleave(group, dim=1).to(dtype).clone()  # [T, H, D]
@@ -245,9 +247,10 @@ def gated_act(gate: torch.Tensor, up: torch.Tensor, kind: Literal["silu", "gelu_
         activated = F.gelu(gate32, approximate="tanh")
     else:
         raise ValueError(f"gated_act: unknown activation {kind!r}; use 'silu' or 'gelu_tanh'")
+    product = activated.mul_(up.float())  # activated is a new tensor of its own: multiplied in place
     if quant is not None:
-        return quant.reference(activated * up.float())
-    return (activated * up.float()).to(gate.dtype)
+        return quant.reference(product)
+    return product.to(gate.dtype)
 
 
 def answer_logprobs(
