@@ -18,14 +18,17 @@ only its questions' rows run. A pass
 that raises is retried with each of its segments alone, so only the request whose segment fails gets the error.
 
 A pass with extraction questions keeps its keys and values; its decode (`Decoding`) then runs a slice at a time
-between the scoring passes that other requests queue (`_decode_slice`), one decode at a time (its pool is the
-device's one), while passes of extraction work wait for it to end. A decode whose requests are all withdrawn stops
-within one launch, and a withdrawn request's walkers are dropped at the next.
+(`_decode_turn`), in turn with the scoring passes that other requests queue and with the decodes of other passes:
+up to `decodes_at_once` passes' decodes take turns (their beams within one shared memory budget; on CUDA one, its
+pool being the device's fixed buffers), so a short extraction behind a long one waits a slice of it per slice of its
+own, not its end. Passes of extraction work wait only while that many decode. A decode whose requests are all
+withdrawn stops within one launch, and a withdrawn request's walkers are dropped at the next.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
 import queue
@@ -43,8 +46,9 @@ from spinfc.passes.plan_packing import floor_first, round_up
 from spinfc.runtime.cached_rows import PassCache
 from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Refused re-exported)
 from spinfc.runtime.content_cache import ContentCache
-from spinfc.runtime.extract.budget import decode_work
-from spinfc.runtime.extract.scheduling import Decoding, extraction_prompt_rows, extracts, floors_first
+from spinfc.runtime.extract.budget import DecodeMemory, decode_work
+from spinfc.runtime.extract.scheduling import (Decoding, decodes_at_once, extraction_prompt_rows, extracts,
+                                               floors_first)
 from spinfc.runtime.gather import room_for_one_more
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.results import ContentScores
@@ -59,8 +63,8 @@ FULL = 0.85  # a pass this full is launched behind the one in flight; a less ful
 # request to start arriving when it would launch mostly empty and none is on its way: requests sent together reach
 # the server a few milliseconds apart, and a pass launched with the first alone can cost a larger last pass.
 LINGER = 0.005
-# An extraction decode runs in slices between scoring passes while scoring work waits: each slice as long as the
-# last pass took (at least this), so a score behind a decode waits about a pass per slice, not the whole decode.
+# An extraction decode runs in slices while scoring work or another decode waits: each slice as long as the last
+# pass took (at least this), so a score or a decode behind it waits about a pass per slice, not the whole decode.
 DECODE_SLICE = 0.02
 
 WARMUP_REQUEST = {
@@ -106,7 +110,10 @@ class Engine:
         self._floors_queued: dict[str, Unit] = {}
         self._ended: tuple | None = None  # a pass collected, its scores held back until the next pass is launched
         self._quiet = True  # nothing was queued or running when the work now queued arrived (LINGER)
-        self._decoding: Decoding | None = None  # the decode of an extraction pass, run in slices between passes
+        # the decodes of extraction passes, taking turns a slice each (the next in turn first), at most `_decode_limit`
+        self._decodings: collections.deque[Decoding] = collections.deque()
+        self._decode_limit = decodes_at_once(model, device)
+        self._decode_memory = DecodeMemory()  # what their beams hold together
         self._pass_seconds = 0.0  # how long the last pass took (a decode slice's length)
         self.intake = Intake(model, self.context)
         # the compile side's entry points (runtime/intake.py), on the engine as every caller knows them
@@ -181,12 +188,12 @@ class Engine:
         in_flight: tuple[list[Unit], Pending] | None = None  # launched, not yet collected (CUDA)
         while True:
             try:
-                if self._decoding is not None:
+                if self._decodings:
                     if in_flight is not None:  # the decode has the device to itself between passes
                         self._postprocess(*in_flight)
                         in_flight = None
-                    self._decode_slice()
-                idle = not self._units and in_flight is None and self._ended is None and self._decoding is None
+                    self._decode_turn()
+                idle = not self._units and in_flight is None and self._ended is None and not self._decodings
                 self._quiet = self._quiet or idle
                 if not self._admit(block=idle):
                     break
@@ -199,7 +206,7 @@ class Engine:
                 # a quiet spell: LINGER, even before any is seen arriving).
                 lingers = self._quiet and self.shapes.fixed
                 if in_flight is None and self._units and (self.intake.expecting or lingers) and \
-                        self._decoding is None and not self._full(self._units, of_launch=True):
+                        not self._decodings and not self._full(self._units, of_launch=True):
                     self._deliver_ended()  # answers first: a gather may wait half a pass
                     self._gather(linger=lingers)
                 units = self._schedule(full_only=in_flight is not None) if self._units else None
@@ -225,10 +232,10 @@ class Engine:
         self._deliver_ended()
         if in_flight is not None:
             self._postprocess(*in_flight)
-        if self._decoding is not None:  # stopped where it is: its requests are told
-            self._decoding.close()
-            self._units += self._decoding.units
-            self._decoding = None
+        while self._decodings:  # stopped where they are: their requests are told
+            decoding = self._decodings.popleft()
+            decoding.close()
+            self._units += decoding.units
         for unit in self._units:
             unit.fail(EngineClosed("the engine shut down before this request ran"))
         self._units = []
@@ -326,28 +333,43 @@ class Engine:
         return units
 
     def _chosen(self) -> list[int]:
-        """The indices of the queued units the next pass would hold (while a decode runs, none that extracts: the
-        decode's pool holds its pass's keys and values until it ends)."""
-        if self._decoding is None:
+        """The indices of the queued units the next pass would hold (while `_decode_limit` decodes run, none that
+        extracts: its decode would wait for one of theirs to end)."""
+        if self._decode_room():
             return floors_first(self._units, schedule(self._units, self.shapes)) if self._units else []
         free = [i for i, unit in enumerate(self._units) if not extracts(unit)]
         return [free[k] for k in schedule([self._units[i] for i in free], self.shapes)] if free else []
 
-    def _decode_slice(self) -> None:
-        """Run the decode in progress for a slice: until it ends, or, while scoring work waits (queued or arriving),
-        for as long as the last pass took (DECODE_SLICE at least); a decode nobody waits for any more is stopped.
-        Once it ends, its units' scores (or its error) go to their requests."""
-        decoding = self._decoding
+    def _decode_room(self) -> bool:
+        """Whether one more pass's decode may start now."""
+        return len(self._decodings) < self._decode_limit
+
+    def _waiting_work(self) -> bool:
+        """Whether anything waits for the device besides the decode whose turn it is (the first): another decode, a
+        request arriving, or a queued unit the next pass could hold."""
+        return len(self._decodings) > 1 or not self._inbox.empty() or \
+            any(self._decode_room() or not extracts(unit) for unit in self._units)
+
+    def _decode_turn(self) -> None:
+        """The next decode in turn runs for a slice: until it ends, or, while other work waits (`_waiting_work`),
+        for as long as the last pass took (DECODE_SLICE at least), or until the memory its next group needs is held
+        by the others; then it goes to the back of the turn. A decode nobody waits for any more is stopped."""
+        decoding = self._decodings[0]
         length = max(DECODE_SLICE, self._pass_seconds)
 
         def enough(seconds: float) -> bool:
             if not decoding.wanted():
                 return True
-            return seconds >= length and (not self._inbox.empty() or any(not extracts(u) for u in self._units))
+            return seconds >= length and self._waiting_work()
 
         if decoding.wanted() and not decoding.advance(enough) and decoding.wanted():
-            return  # a slice done, more to decode
-        self._decoding = None
+            self._decodings.rotate(-1)  # a slice done, more to decode: the next one's turn
+            return
+        self._decodings.popleft()
+        self._decode_ended(decoding)
+
+    def _decode_ended(self, decoding: Decoding) -> None:
+        """A decode that ended (or was withdrawn): its units' scores (or its error) go to their requests."""
         if not decoding.done:  # withdrawn
             decoding.close()
         error = decoding.error
@@ -515,11 +537,11 @@ class Engine:
         if pending.kept is not None:  # its extraction units wait for their decode; the others are answered now
             decoded = [k for k, unit in enumerate(units) if extracts(unit) and scores[k] is not None]
             if decoded:
-                if self._decoding is not None:  # one decode at a time: the one before runs to its end first
-                    self._decoding.advance(lambda seconds: False)
-                    self._decode_slice()
-                self._decoding = Decoding(self.model, [units[k] for k in decoded], [scores[k] for k in decoded],
-                                          [pending.starts[k] for k in decoded], pending.kept, self.stats)
+                while not self._decode_room():  # a pass launched behind a full turn (CUDA): turns until one ends
+                    self._decode_turn()
+                self._decodings.append(Decoding(
+                    self.model, [units[k] for k in decoded], [scores[k] for k in decoded],
+                    [pending.starts[k] for k in decoded], pending.kept, self.stats, self._decode_memory))
                 held = set(decoded)
                 units = [unit for k, unit in enumerate(units) if k not in held]
                 scores = [unit_scores for k, unit_scores in enumerate(scores) if k not in held]

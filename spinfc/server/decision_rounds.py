@@ -64,8 +64,9 @@ def round_check(body: Mapping, limits: Limits, content_field: str, tokenizer) ->
 
 
 async def compile_rounds(engine: Engine, body: Mapping, messages: list[dict], queries: list[dict],
-                         limits: Limits) -> list[Compiled]:
-    """The rounds that answer `queries` (from `decision_queries`) about `messages`, checked against `limits`."""
+                         limits: Limits, check_total: bool = True) -> list[Compiled]:
+    """The rounds that answer `queries` (from `decision_queries`) about `messages`, checked against `limits`
+    (`max_processed_tokens` over the rounds unless not `check_total`: the caller counts several contents' together)."""
     content_field = "messages" if body.get("messages") is not None else "state"
     check = round_check(body, limits, content_field, engine.tokenizer)
 
@@ -86,5 +87,11 @@ async def compile_rounds(engine: Engine, body: Mapping, messages: list[dict], qu
             return await compile_group(group[:half]) + await compile_group(group[half:])
 
     rounds = await compile_group(queries)
-    limits.check("max_processed_tokens", sum(processed_tokens(c.program) for c in rounds))
+    if check_total:
+        check_processed(limits, rounds)
     return rounds
+
+
+def check_processed(limits: Limits, rounds: list[Compiled]) -> None:
+    """`max_processed_tokens` over every round of a request."""
+    limits.check("max_processed_tokens", sum(processed_tokens(c.program) for c in rounds))

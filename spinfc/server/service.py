@@ -121,8 +121,8 @@ class Service:
 
     def work_ahead(self, kind: str, cost: int) -> tuple[int, float | None]:
         """The work queued ahead of a request in the engine's and the generator's fair schedules, in pass rows
-        (admission.py), and the measured pass rate. `kind`: "score", "extract" (extraction decodes run one after
-        another: all of theirs is ahead) or "generate" (generations take turns: at most `cost` tokens of each other
+        (admission.py), and the measured pass rate. `kind`: "score", "extract" (all the extraction decode queued is
+        counted ahead: on CUDA passes' decodes run one after another; where they take turns this is an upper bound) or "generate" (generations take turns: at most `cost` tokens of each other
         one, and of the extraction decode, which takes turns with them on the model)."""
         stats = self.engine.stats
         rows, rate = stats.queued_tokens, stats.rate

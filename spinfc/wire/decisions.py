@@ -1,7 +1,7 @@
 """Bodies of POST /v1/decisions (alias /v1/systemone): msgspec structs, which are also its OpenAPI schema.
 
 The structs check types and unknown fields; `spinfc.runtime.decisions.validate_decision_request` checks the rest
-(exactly one of state and messages, question types, 1 to 255 choice options, 2 to 50 score levels).
+(exactly one of state, messages and inputs, question types, 1 to 255 choice options, 2 to 50 score levels).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from spinfc.wire.schemas import Message
+from spinfc.wire.schemas import ErrorBody, Message
 
 
 class DecisionQuestion(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -19,11 +19,17 @@ class DecisionQuestion(msgspec.Struct, forbid_unknown_fields=True, omit_defaults
     criteria: str | dict[str, str] | list[str] | None = None  # noul: text; choice: key -> description; score: levels
 
 
+class DecisionInput(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    state: str | None = None  # one content to judge, or
+    messages: list[Message] | None = None  # a chat history
+
+
 class DecisionRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     questions: dict[str, DecisionQuestion]  # question id -> question
     model: str | None = None
     state: str | None = None  # the content to judge, or
-    messages: list[Message] | None = None  # a chat history
+    messages: list[Message] | None = None  # a chat history, or
+    inputs: list[DecisionInput] | None = None  # several contents, each asked every question
     limits: dict[str, Any] | None = None  # trusted callers only, as in /v1/score
     features: dict[str, Any] | None = None  # trusted callers only
 
@@ -45,13 +51,20 @@ class DecisionUsage(msgspec.Struct):
     total_tokens: int
 
 
-class DecisionResponse(msgspec.Struct, omit_defaults=True):
+class DecisionInputResult(msgspec.Struct, omit_defaults=True):
+    index: int  # the input's place in the request's `inputs`
+    answers: dict[str, DecisionAnswer] | msgspec.UnsetType = msgspec.UNSET
+    error: ErrorBody | msgspec.UnsetType = msgspec.UNSET  # an input that alone was wrong: its error, no answers
+
+
+class DecisionResponse(msgspec.Struct, omit_defaults=True, kw_only=True):
     id: str
     object: Literal["decision"]
     created: int
     model: str
     system_fingerprint: str
-    rounds: int  # reads of the state: 1, or more when the questions do not fit one pass together
-    answers: dict[str, DecisionAnswer]
+    rounds: int  # reads of the state: 1, or more when the questions do not fit one pass together (all inputs')
+    answers: dict[str, DecisionAnswer] | msgspec.UnsetType = msgspec.UNSET  # with `state` or `messages`
+    inputs: list[DecisionInputResult] | msgspec.UnsetType = msgspec.UNSET  # with `inputs`, in request order
     usage: DecisionUsage
     debug: dict | msgspec.UnsetType = msgspec.UNSET  # trusted callers and --debug

@@ -21,7 +21,8 @@ MEDIA_PART_TYPES = tuple(kind for kind in PART_TYPES if kind != "text")  # image
 TYPES = ("noul", "choice", "score")
 MAX_CHOICE_OPTIONS = 255
 SCORE_LEVELS = (2, 50)
-BODY_KEYS = ("model", "state", "messages", "questions")
+BODY_KEYS = ("model", "state", "messages", "inputs", "questions")
+INPUT_KEYS = ("state", "messages")
 QUESTION_KEYS = ("type", "instructions", "criteria")
 
 
@@ -53,8 +54,8 @@ def _kind(value) -> str:
 
 def validate_decision_request(body, extra_keys: Iterable[str] = ()) -> None:
     """Raise `DecisionError` at the first thing wrong with a /v1/decisions body: unknown fields (but `extra_keys`,
-    which the server checks itself, e.g. a trusted caller's `limits` and `features`), neither or both of `state`
-    and `messages`, wrong types, an unknown question type, a choice of 0 or more than 255 options, a score of
+    which the server checks itself, e.g. a trusted caller's `limits` and `features`), not exactly one of `state`,
+    `messages` and `inputs` (each input exactly one of `state` and `messages`), wrong types, an unknown question type, a choice of 0 or more than 255 options, a score of
     fewer than 2 or more than 50 levels, empty or duplicated descriptions."""
     if not isinstance(body, Mapping):
         _fail("body", f"the body is {_kind(body)}, not a JSON object", "wrong_type",
@@ -62,14 +63,24 @@ def validate_decision_request(body, extra_keys: Iterable[str] = ()) -> None:
     for key in body:
         if key not in BODY_KEYS and key not in extra_keys:
             _unknown("", key, BODY_KEYS + tuple(extra_keys))
-    has_state, has_messages = body.get("state") is not None, body.get("messages") is not None
-    if has_state == has_messages:
-        _fail("state", "send exactly one of `state` (a string) and `messages` (a chat history)",
-              "missing_field" if not has_state else "state_and_messages", 'e.g. "state": "the text to judge"')
-    if has_state and not isinstance(body["state"], str):
-        _fail("state", f"must be a string, not {_kind(body['state'])}", "wrong_type", 'e.g. "state": "..."')
-    if has_messages:
-        _check_messages(body["messages"])
+    inputs = body.get("inputs")
+    if inputs is None:
+        _check_content(body, "")
+    elif body.get("state") is not None or body.get("messages") is not None:
+        _fail("inputs", "send `inputs` (several contents) or one `state` or `messages`, not both",
+              "state_and_messages", 'e.g. "inputs": [{"state": "..."}, {"state": "..."}]')
+    elif not isinstance(inputs, list) or not inputs:
+        _fail("inputs", "must be a non-empty array of inputs, each {\"state\": ...} or {\"messages\": [...]}",
+              "wrong_type", '"inputs": [{"state": "the first text"}, {"state": "the second"}]')
+    else:
+        for i, item in enumerate(inputs):
+            at = _path("inputs", i)
+            if not isinstance(item, Mapping):
+                _fail(at, f"an input is an object, not {_kind(item)}", "wrong_type", '{"state": "..."}')
+            for key in item:
+                if key not in INPUT_KEYS:
+                    _unknown(at, key, INPUT_KEYS)
+            _check_content(item, at)
     questions = body.get("questions")
     if not isinstance(questions, Mapping) or not questions:
         _fail("questions", "must be a non-empty object of question ids to questions", "missing_field"
@@ -79,12 +90,25 @@ def validate_decision_request(body, extra_keys: Iterable[str] = ()) -> None:
         _check_question(_path("questions", question_id), question_id, question)
 
 
-def _check_messages(messages) -> None:
+def _check_content(body: Mapping, at: str) -> None:
+    """Exactly one of `state` and `messages` in `body` (the request, or one of its `inputs` at `at`), well formed."""
+    has_state, has_messages = body.get("state") is not None, body.get("messages") is not None
+    if has_state == has_messages:
+        _fail(_path(at, "state"), "send exactly one of `state` (a string) and `messages` (a chat history)",
+              "missing_field" if not has_state else "state_and_messages", 'e.g. "state": "the text to judge"')
+    if has_state and not isinstance(body["state"], str):
+        _fail(_path(at, "state"), f"must be a string, not {_kind(body['state'])}", "wrong_type",
+              'e.g. "state": "..."')
+    if has_messages:
+        _check_messages(body["messages"], _path(at, "messages"))
+
+
+def _check_messages(messages, field: str = "messages") -> None:
     if not isinstance(messages, list) or not messages:
-        _fail("messages", "must be a non-empty array of messages", "wrong_type",
+        _fail(field, "must be a non-empty array of messages", "wrong_type",
               '"messages": [{"role": "user", "content": "..."}]')
     for i, message in enumerate(messages):
-        at = _path("messages", i)
+        at = _path(field, i)
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             _fail(at, "a message is an object with a `role` string and a `content`", "wrong_type",
                   '{"role": "user", "content": "..."}')

@@ -9,7 +9,7 @@ values (the content is never prefilled again).
                                              all its tokens at once)
 
 The engine runs `extracting` (the same, one decode launch at a time: a generator) in slices between its scoring
-passes (scheduling.Decoding); what it returns replaces the extraction questions' entries of each item's scores
+passes and the other decodes in flight (scheduling.Decoding); what it returns replaces the extraction questions' entries of each item's scores
 (ContentScores: a row of option logprobs per option question). An item whose `live()` turns false (its request
 withdrawn) has its walkers dropped at the next step.
 """
@@ -99,9 +99,10 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
                 return done.value
 
 
-def extracting(model, kv: PassKV, items: Sequence[PassItem]):
-    """`extract_pass` as a generator: yields after each decode launch, returns its result (StopIteration's
-    value). Run it inside `decode.decode_threads`."""
+def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None):
+    """`extract_pass` as a generator: yields after each decode launch (or `decode.WAITING`, for a turn in which
+    `memory`, a `budget.DecodeMemory` shared with other decodes, had no room for its next group), returns its
+    result (StopIteration's value). Run it inside `decode.decode_threads`."""
     stack, _ = stack_of(model)
     tokenizer = _TOKENIZERS.get(stack)
     stops = end_tokens(tokenizer)
@@ -132,7 +133,7 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem]):
             starts.append(Start(walker, table, int(kv.tokens[prompt.row]), int(kv.positions[prompt.row]),
                                 slot.max_tokens, item.live))
             owners.append((i, prompt.question))
-    stats = yield from walking(model, pool, starts)
+    stats = yield from walking(model, pool, starts, memory=memory)
     floor_starts, floor_owners = [], []
     for start, (i, q) in zip(starts, owners):
         walker = start.walker
@@ -152,7 +153,7 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem]):
             question = items[i].questions[q]
             text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop) or "\n", stops)
             out[i][q] = Generated(text, tuple(walker.tokens), walker.logprob, walker.finish)
-    floor_stats = yield from walking(model, pool, floor_starts)
+    floor_stats = yield from walking(model, pool, floor_starts, memory=memory)
     for start, (i, q, search) in zip(floor_starts, floor_owners):
         slot = items[i].questions[q].slot
         end = terminator(slot.stop)

@@ -6,12 +6,17 @@ request limit `max_decode_tokens`) and its memory (each decode batch's own keys 
     slot_bytes(model, rows)  one slot's own keys and values, every layer: what a beam holds while it is walked
     slots_within(model, n)   how many slots of n tokens a CPU decode batch holds within DECODE_MEMORY_BYTES
     check_fits(model, prog)  Refused("decode_too_large") for a slot whose beams alone do not fit: never run
+    DecodeMemory             the budget shared by every decode in flight: a group takes its bytes before its batch
+                             is made and gives them back when it ends
 
 The walk (decode.py) takes walkers in groups of `slots_within`, one group after the other, so a request's decode
-holds at most the budget whatever it asks (sixteen inputs of ten 16-beam slots once took 9 GB at once).
+holds at most the budget whatever it asks (sixteen inputs of ten 16-beam slots once took 9 GB at once); decodes that
+take turns (the engine's) share one `DecodeMemory`, so together they hold at most the budget too.
 """
 
 from __future__ import annotations
+
+import threading
 
 from spinfc.ir.nodes import EXTRACTION_SLOTS, GenerateSlot, Program
 from spinfc.runtime.compiled import Refused
@@ -65,3 +70,26 @@ def check_fits(model, program: Program) -> None:
                           f"max_tokens {slot.max_tokens} needs {need / 2**20:,.0f} MiB of keys and values at once, "
                           f"more than this server's decode holds ({DECODE_MEMORY_BYTES / 2**20:,.0f} MiB: {fits} "
                           "beams of that length): lower beam_width or max_tokens")
+
+
+class DecodeMemory:
+    """DECODE_MEMORY_BYTES (or `total`) shared by the decodes in flight. A group is at most the whole budget
+    (`slots_within`), and each decode holds one group at a time, so a group that waits is taken once the groups
+    holding the memory end: decodes alternate group by group when memory is short, and never deadlock."""
+
+    def __init__(self, total: int = DECODE_MEMORY_BYTES):
+        self.total, self.used = total, 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bool:
+        """Hold `size` bytes if they are free (True), else nothing (False: try again at a later turn). Nothing else
+        held, any size is given (a group alone is within the budget by construction)."""
+        with self._lock:
+            if self.used and self.used + size > self.total:
+                return False
+            self.used += size
+            return True
+
+    def give(self, size: int) -> None:
+        with self._lock:
+            self.used -= size

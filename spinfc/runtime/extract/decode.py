@@ -16,8 +16,9 @@ and of different kinds share launches without seeing one another. On CUDA every 
 asks, and a walker that alone cannot fit is refused when its request compiles (`budget.check_fits`).
 
 `walking` is the same walk one launch at a time (a generator that yields after each): the engine runs a pass's
-decode in slices between scoring passes, and a walker whose `live()` turns false (its client left) is dropped at
-the next step.
+decode in slices between scoring passes and other passes' decodes, and a walker whose `live()` turns false (its
+client left) is dropped at the next step. Decodes that take turns share one `budget.DecodeMemory`: a group waits
+(yields WAITING) until its beams' bytes are free.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from spinfc.runtime.extract.recurrent import batch_class, is_recurrent
 # only when too many are invalid). Fixed, so the device's top-k is one shape.
 TOP_K = 32
 AUTO = object()
+WAITING = "waiting for decode memory"  # what `walking` yields for a turn in which it could not launch
 
 
 @attrs.frozen
@@ -87,9 +89,10 @@ def decode_threads(on_cpu: bool) -> Iterator[None]:
             torch.set_num_threads(threads)
 
 
-def walking(model, pool: KeyPool, starts: Sequence[Start], rows=AUTO):
+def walking(model, pool: KeyPool, starts: Sequence[Start], rows=AUTO, memory: budget.DecodeMemory | None = None):
     """`walk` as a generator: yields after each launch, returns (StopIteration's value) the WalkStats. Run it
-    inside `decode_threads`."""
+    inside `decode_threads`. With `memory` (shared by decodes that take turns), each group of an eager walk takes its
+    beams' bytes before its batch is made: while they are not free it yields WAITING instead of launching."""
     stats = WalkStats()
     if not starts:
         return stats
@@ -98,15 +101,23 @@ def walking(model, pool: KeyPool, starts: Sequence[Start], rows=AUTO):
         rows = None if on_cpu or is_recurrent(model) else launch_rows(model)
     stepped = [s for s in starts if not isinstance(s.walker, Forced)]
     forced = [s for s in starts if isinstance(s.walker, Forced) and s.walker.answers]
-    limit = rows if rows is not None else budget.slots_within(model, max([s.max_tokens for s in starts]))
-    for group in _groups(stepped, lambda s: s.walker.width, limit):
-        group = [s for s in group if _live(s)]
-        if group:
-            yield from _step(model, pool, group, rows, stats)
-    for group in _groups(forced, lambda s: len(s.walker.answers), limit):
-        group = [s for s in group if _live(s)]
-        if group:
-            yield from _read(model, pool, group, rows, stats)
+    tokens = max([s.max_tokens for s in starts])
+    limit = rows if rows is not None else budget.slots_within(model, tokens)
+    if rows is not None:
+        memory = None  # fixed launches run in the device's fixed buffers (fixed.py), not in batches of their own
+    for walk_group, slots in ((_step, lambda s: s.walker.width), (_read, lambda s: len(s.walker.answers))):
+        for group in _groups(stepped if walk_group is _step else forced, slots, limit):
+            group = [s for s in group if _live(s)]
+            if not group:
+                continue
+            size = sum(map(slots, group)) * budget.slot_bytes(model, tokens) if memory is not None else 0
+            while size and not memory.take(size):
+                yield WAITING  # the memory is held by other decodes' groups: the engine turns to them
+            try:
+                yield from walk_group(model, pool, group, rows, stats)
+            finally:  # also when the walk is closed (withdrawn, or the engine stops)
+                if size:
+                    memory.give(size)
     return stats
 
 

@@ -4,8 +4,10 @@ scored its content, and the floor's prompt contexts):
     floors_first   a pass's floors ahead of its contents, and contents whose floor has neither run nor is in the
                    pass left for a later one (their floor is queued ahead of them, so it runs first)
     Decoding       after the pass: every extraction question of it decoded in one batch, a slice of launches at a
-                   time between scoring passes (a score behind it waits a slice, not the whole decode), the results
-                   put into each unit's scores
+                   time between scoring passes and the other passes' decodes (a score or a short decode behind it
+                   waits a slice, not the whole decode), the results put into each unit's scores
+    decodes_at_once  how many passes' decodes take turns: DECODES_AT_ONCE where each decode's batches are its own
+                   (the CPU, a recurrent stack), one where the decode runs in the device's fixed buffers (CUDA)
 """
 
 from __future__ import annotations
@@ -17,9 +19,20 @@ from collections.abc import Callable
 import attrs
 
 from spinfc.runtime import extract
-from spinfc.runtime.extract.decode import decode_threads
+from spinfc.runtime.extract.decode import WAITING, decode_threads
+from spinfc.runtime.extract.recurrent import is_recurrent
 
 log = logging.getLogger("spinfc.engine")
+
+# Passes' decodes in flight at once, taking turns (each holds its pass's keys and values; their beams share one
+# budget.DecodeMemory). An extraction pass waits while this many decode.
+DECODES_AT_ONCE = 4
+
+
+def decodes_at_once(model, device: str) -> int:
+    """DECODES_AT_ONCE, or 1 on CUDA for a stack whose decode runs in fixed buffers (fixed.py: one pool and one
+    workspace per launch shape on the device, which a second decode would overwrite)."""
+    return 1 if str(device).startswith("cuda") and not is_recurrent(model) else DECODES_AT_ONCE
 
 
 def extracts(unit) -> bool:
@@ -56,8 +69,9 @@ class Decoding:
     at the next step. Once `done`, `results()` is each unit's scores with its entries (`extract.with_entries`),
     or every unit's None with `error` set when the decode raised."""
 
-    def __init__(self, model, units: list, scores: list, starts: list[int], kept, stats):
-        """`units` of a pass and their `scores`, where each starts in it (`starts`), the pass's K/V (`kept`)."""
+    def __init__(self, model, units: list, scores: list, starts: list[int], kept, stats, memory=None):
+        """`units` of a pass and their `scores`, where each starts in it (`starts`), the pass's K/V (`kept`);
+        `memory` the budget.DecodeMemory its beams share with the other decodes in flight."""
         self.units, self.scores, self.stats = units, scores, stats
         items = []
         for unit, start in zip(units, starts):
@@ -74,20 +88,21 @@ class Decoding:
                 live=unit.wanted,
             ))
         self._on_cpu = kept.positions.device.type == "cpu"
-        self._steps = extract.extracting(model, kept, items)
+        self._steps = extract.extracting(model, kept, items, memory)
         self.done, self.error, self._entries, self._seconds = False, None, None, 0.0
 
     def wanted(self) -> bool:
         return any(unit.wanted() for unit in self.units)
 
     def advance(self, enough: Callable[[float], bool]) -> bool:
-        """Run decode launches until the decode ends (True: `done`) or `enough(seconds so far)` after a launch."""
+        """Run decode launches until the decode ends (True: `done`), `enough(seconds so far)` after a launch, or
+        the memory its next group needs is held by other decodes (False: a turn for them)."""
         started = time.perf_counter()
         try:
             with decode_threads(self._on_cpu):
                 while not self.done:
                     try:
-                        next(self._steps)
+                        launched = next(self._steps)
                     except StopIteration as finished:
                         self._entries, walked = finished.value
                         self.done = True
@@ -98,7 +113,7 @@ class Decoding:
                         log.exception("extraction failed")
                         self.error, self.done = error, True
                     else:
-                        if enough(time.perf_counter() - started):
+                        if launched is WAITING or enough(time.perf_counter() - started):
                             return False
             return True
         finally:

@@ -3,7 +3,8 @@
 The body is checked (spinfc/wire/decisions.py, then `validate_decision_request`), each question becomes one option-slot
 query (`decision_queries`), the queries are compiled into rounds (decision_rounds.py: one read of the state per
 round, usually one round), run in the engine's shared passes, and the label probabilities become answers
-(`decision_answers`). Nothing is generated: usage.output_tokens is 0.
+(`decision_answers`). Nothing is generated: usage.output_tokens is 0. With `inputs`, every question is asked of
+each input and each is answered on its own, an input that alone is wrong with its error (decision_inputs.py).
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from litestar.params import Body
 from spinfc.runtime.decisions import decision_answers, decision_messages, decision_queries
 from spinfc.server.context import call_context
 from spinfc.server.debug import plan_summary
+from spinfc.server.decision_inputs import answer_inputs
 from spinfc.server.decision_rounds import compile_rounds, written_pieces
+from spinfc.server.errors import error_body
 from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.prechecks import Prechecks
-from spinfc.wire.decisions import DecisionRequest, DecisionResponse
+from spinfc.wire.decisions import DecisionInputResult, DecisionRequest, DecisionResponse
 from spinfc.server.hangup import while_connected
 from spinfc.server.service import ServiceDep
 
@@ -58,6 +61,8 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
     ctx = call_context(request, data.limits, data.features)
     service.check_model(data.model)
     body = msgspec.to_builtins(data)
+    if body.get("inputs") is not None:
+        return await many_inputs(service, request, ctx, body)
     queries = decision_queries(body, extra_keys=SERVER_KEYS)
     ctx.limits.check("max_prompts_per_input", len(queries), "questions")
     precheck = Prechecks(ctx.limits, service.longest_token)  # sizes before anything is tokenized
@@ -70,12 +75,8 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
             return rounds, await score_rounds(engine, rounds)
 
     rounds, scored = await while_connected(request, service, run())  # a hang-up withdraws every round
-    results = {}
-    for part in scored:
-        (first,) = await asyncio.to_thread(part.results)
-        results.update((result.id, result) for result in first)
     input_tokens = sum(part.processed_tokens for part in scored)
-    answer = decision_answers(body, results, model=service.model_name, input_tokens=input_tokens)
+    answer = decision_answers(body, await scored_results(scored), model=service.model_name, input_tokens=input_tokens)
     service.metrics.observe_questions(len(queries))
     response = msgspec.convert({
         **answer, "id": f"decision-{uuid.uuid4().hex}", "created": int(time.time()),
@@ -83,4 +84,43 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
     }, DecisionResponse)
     if ctx.debug:
         response.debug = plan_summary(scored, engine)
+    return response
+
+
+async def scored_results(scored) -> dict:
+    """Question id -> its result, over a content's rounds."""
+    results = {}
+    for part in scored:
+        (first,) = await asyncio.to_thread(part.results)
+        results.update((result.id, result) for result in first)
+    return results
+
+
+async def many_inputs(service, request: Request, ctx, body: dict) -> DecisionResponse:
+    """The answer to a request with `inputs`: per input its answers, or its error (decision_inputs.py)."""
+    engine = service.ready_engine()
+    precheck = Prechecks(ctx.limits, service.longest_token)
+
+    async def run():
+        with service.admission.admit():
+            return await answer_inputs(engine, body, ctx.limits, precheck, score_rounds, extra_keys=SERVER_KEYS)
+
+    answered, kept, failed = await while_connected(request, service, run())  # a hang-up withdraws every round
+    results: dict[int, DecisionInputResult] = {}
+    for index, (rounds, scored) in zip(kept, answered):
+        answer = decision_answers(body, await scored_results(scored))
+        results[index] = msgspec.convert({"index": index, "answers": answer["answers"]}, DecisionInputResult)
+    results.update((index, DecisionInputResult(index=index, error=error_body(error))) for index, error in failed.items())
+    every = [part for _, scored in answered for part in scored]
+    input_tokens = sum(part.processed_tokens for part in every)
+    service.metrics.observe_questions(len(body["questions"]) * len(kept))
+    response = msgspec.convert({
+        "object": "decision", "model": service.model_name, "id": f"decision-{uuid.uuid4().hex}",
+        "created": int(time.time()), "system_fingerprint": service.fingerprint,
+        "rounds": sum(len(rounds) for rounds, _ in answered),
+        "usage": {"input_tokens": input_tokens, "output_tokens": 0, "total_tokens": input_tokens},
+    }, DecisionResponse)
+    response.inputs = [results[i] for i in range(len(body["inputs"]))]
+    if ctx.debug:
+        response.debug = plan_summary(every, engine)
     return response

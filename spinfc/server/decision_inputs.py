@@ -1,0 +1,70 @@
+"""/v1/decisions with `inputs`: every question asked of each input (a `state` or `messages`), each input read in
+its own rounds, all the rounds in the engine's shared passes; answered per input as /v1/score answers its inputs.
+
+    answer_inputs(...)   per_input.answering over `attempt`: an input that alone is wrong (its content over a limit,
+                         too long for a pass beside a question, a part that is not read) is set aside with its error
+                         (`param` inside `inputs[i]`), the rest answered; a mistake in the questions, or every input
+                         wrong, is the request's own 400
+
+An error of one input's rounds names the input: `state` becomes `inputs[2].state`; a question that does not fit a
+pass beside this input's content is said of the content (`inputs[2].state`), since the others may fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from spinfc.errors import CompileError, ContentTooLong
+from spinfc.runtime.compiled import Refused
+from spinfc.runtime.decisions import decision_messages, decision_queries
+from spinfc.server.decision_rounds import check_processed, compile_rounds, written_pieces
+from spinfc.server.errors import ApiError, to_api_error
+from spinfc.server.per_input import answering
+
+
+def content_field(item: dict) -> str:
+    return "messages" if item.get("messages") is not None else "state"
+
+
+def of_input(error: Exception, index: int, field: str) -> Exception:
+    """`error` of compiling input `index`'s rounds, said of `inputs[index]` where it is about its content."""
+    if not isinstance(error, (ApiError, CompileError, Refused)):
+        return error  # not a mistake of the request (the engine's): as it is
+    api = to_api_error(error)
+    if api.status != 400:
+        return error
+    param = api.param or ""
+    if isinstance(error, ContentTooLong):
+        param = field
+    elif not (param == field or param.startswith((f"{field}.", f"{field}["))):
+        return error  # about the questions: the request's own
+    at = f"inputs[{index}].{param}"
+    message = at + api.message[len(api.param):] if api.param and api.message.startswith(api.param) else \
+        f"{at}: {api.message}"
+    return ApiError(api.status, api.code, message, at, api.headers)
+
+
+async def answer_inputs(engine, body: dict, limits, precheck, score_rounds: Callable, extra_keys=()):
+    """-> (per input answered: (its rounds, their scored parts)), the indices answered, {index: ApiError})."""
+    async def attempt(tried: dict) -> list[tuple[list, list]]:
+        queries = decision_queries(tried, extra_keys=extra_keys)  # validates: an input's mistake names it
+        limits.check("max_prompts_per_input", len(queries), "questions")
+        precheck.pieces(p for qid, question in tried["questions"].items() for p in written_pieces(qid, question))
+        for i, item in enumerate(tried["inputs"]):
+            precheck.messages(decision_messages(item), f"inputs[{i}].{content_field(item)}")
+        per_input = []
+        for i, item in enumerate(tried["inputs"]):
+            try:
+                per_input.append(await compile_rounds(engine, {**item, "questions": tried["questions"]},
+                                                      decision_messages(item), queries, limits, check_total=False))
+            except Exception as error:
+                raise of_input(error, i, content_field(item)) from None
+        check_processed(limits, [c for rounds in per_input for c in rounds])
+        scored = await score_rounds(engine, [c for rounds in per_input for c in rounds])
+        out, first = [], 0
+        for rounds in per_input:
+            out.append((rounds, scored[first:first + len(rounds)]))
+            first += len(rounds)
+        return out
+
+    return await answering(body, attempt)
