@@ -23,7 +23,7 @@ from spinfc.server.context import call_context
 from spinfc.server.debug import plan_summary
 from spinfc.server.decision_rounds import compile_rounds, written_pieces
 from spinfc.server.openapi import BODY_ROUTE, errors
-from spinfc.server.prechecks import Prechecks
+from spinfc.runtime.prechecks import Prechecks
 from spinfc.wire.decisions import DecisionRequest, DecisionResponse
 from spinfc.server.hangup import while_connected
 from spinfc.server.service import ServiceDep
