@@ -25,7 +25,6 @@ from spinfc.server.announce import withdraw
 from spinfc.server.chat_stream import stream_answer
 from spinfc.server.context import CallContext, call_context
 from spinfc.server.openapi import BODY_ROUTE, errors
-from spinfc.runtime.prechecks import Prechecks
 from spinfc.server.errors import ApiError
 from spinfc.server.hangup import while_connected
 from spinfc.server.logprobs import Pieces, chat_logprobs, ids_in
@@ -55,7 +54,7 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     service.check_model(data.model)
     if scoring:
         return await while_connected(request, service, scored(data, service, ctx))
-    Prechecks(ctx.limits, service.longest_token).messages(messages, "messages")  # before the prompt is tokenized
+    ctx.policy(service.longest_token).prechecks.messages(messages, "messages")  # before the prompt is tokenized
     stream = (data.stream_options or StreamOptions()) if data.stream else None
     top = (data.top_logprobs or 0) if data.logprobs else None
     if stream is not None:  # a stream notices a client that leaves itself (chat_stream.py) and stops the generation

@@ -1,7 +1,7 @@
 """POST /v1/decisions (alias /v1/systemone): typed questions (noul, choice, score) over one shared state.
 
 The body is checked (spinfc/wire/decisions.py, then `validate_decision_request`), each question becomes one option-slot
-query (`decision_queries`), the queries are compiled into rounds (decision_rounds.py: one read of the state per
+query (`decision_queries`), the queries are compiled into rounds (runtime/decisions/rounds.py: one read of the state per
 round, usually one round), run in the engine's shared passes, and the label probabilities become answers
 (`decision_answers`). Nothing is generated: usage.output_tokens is 0.
 """
@@ -21,7 +21,7 @@ from litestar.params import Body
 from spinfc.runtime.decisions import decision_answers, decision_messages, decision_queries
 from spinfc.server.context import call_context
 from spinfc.server.debug import plan_summary
-from spinfc.server.decision_rounds import compile_rounds, written_pieces
+from spinfc.runtime.decisions.rounds import compile_rounds, score_rounds, written_pieces
 from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.runtime.prechecks import Prechecks
 from spinfc.wire.decisions import DecisionRequest, DecisionResponse
@@ -37,18 +37,6 @@ EXAMPLE = Example(summary="a noul, a choice and a score question about one state
                   "criteria": {"billing": "charges and refunds", "technical": "something broken"}},
         "anger": {"type": "score", "instructions": "How angry is the customer?",
                   "criteria": ["calm", "annoyed", "angry"]}}})
-
-
-async def score_rounds(engine, rounds) -> list:
-    """Score every round; when one fails the others are withdrawn (not left running in the engine after the
-    request has given back its admission place), and the first error is raised as it is."""
-    tasks = [asyncio.ensure_future(engine.score(compiled)) for compiled in rounds]
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        raise
 
 
 @post(["/v1/decisions", "/v1/systemone"], status_code=200, responses=errors(*BODY_ROUTE))
