@@ -2,8 +2,8 @@
 the bulk job touches the runtime's engine.
 
 A batch is one program (the texts as contents, the question set's queries and packs' queries, as the server's
-/v1/score builds it with `add_packs`), compiled with the server's default limits, scored in the engine's shared
-passes. Several batches may be in flight at once: the engine packs their contents into the same passes. A row's
+/v1/score builds it with `add_packs`), scored through the runtime's one scoring entry (runtime/scoring.py) under
+the server's default limits, in the engine's shared passes. Several batches may be in flight at once: the engine packs their contents into the same passes. A row's
 media (bulk/media.py, read already) follow its text in its content and are read by the model's towers, checked
 against the media limits of `media_policy`, as the server reads a request's media.
 """
@@ -21,6 +21,7 @@ from spinfc.config import Limits
 from spinfc.errors import CompileError
 from spinfc.frontend import program_from_request
 from spinfc.ir.nodes import Content, MediaPiece
+from spinfc.runtime.policy import Policy
 
 
 class EngineTransport:
@@ -31,7 +32,7 @@ class EngineTransport:
         self.questions = questions
         self.load_model = load_model  # (name, dtype, device) -> Model, as `create_app`'s; None: the model's files
         self.settings = EngineSettings(model=questions.model, device=device, dtype=dtype, token_budget=token_budget)
-        self.limits = limits or Limits()
+        self.policy = Policy(limits or Limits())  # the server's default limits, every feature on
         self.media_policy = media_policy  # spinfc.media.MediaPolicy: the server's default when None
         self.model = questions.model
         self.fingerprint = ""
@@ -58,24 +59,19 @@ class EngineTransport:
 
     async def score(self, texts: list[str | RowContent]) -> list[ContentResult]:
         from spinfc.runtime.engine import PassFailed, Refused
-        from spinfc.runtime.limits import check_limits, check_prompts
-        from spinfc.runtime.request_packs import split_results
+        from spinfc.runtime.scoring import score
 
-        plan = self.plan
-        program = attrs.evolve(plan.program, contents=tuple(_content(i, item) for i, item in enumerate(texts)))
-        try:
-            check_prompts(program, self.limits)
-            compiled = await self.engine.compile_program_async(
-                program, check=lambda p: check_limits(p, self.limits, True, where=plan.where))
-            scored = await self.engine.score(compiled)
+        plan = attrs.evolve(self.plan, program=attrs.evolve(
+            self.plan.program, contents=tuple(_content(i, item) for i, item in enumerate(texts))))
+        try:  # the runtime's one scoring entry, as the server's /v1/score calls it
+            answered = await score(self.engine, plan, self.policy)
         except CompileError as error:
             raise Rejected(error.code, error.message) from None
         except Refused as error:
             raise Rejected(error.code, error.message) from None
         except PassFailed as error:
             raise Rejected("pass_failed", str(error)) from None
-        per_input = await asyncio.to_thread(scored.results)
-        return [ContentResult(*split_results(results, plan)) for results in per_input]
+        return [ContentResult(own, packs) for own, packs in zip(answered.own, answered.packs)]
 
     async def close(self) -> None:
         if self.running is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -25,7 +25,7 @@ from spinfc.errors import RequestError
 from spinfc.frontend.fields import Fields, JsonWhere
 from spinfc.frontend.json_body import convert_body
 from spinfc.frontend.query import read_query
-from spinfc.frontend.request_schema import ScoreRequest
+from spinfc.frontend.request_schema import Message, ScoreRequest
 from spinfc.frontend.content_parts import join, read_parts
 from spinfc.ir.nodes import Content, MediaPiece, Program, Query
 
@@ -34,76 +34,76 @@ QUERY_SET_BYTES = 256 * 1024  # a larger `scoring` is read every time (the remem
 MESSAGE_EXAMPLE = '[{"role": "user", "content": "..."}]'
 
 
-def program_from_request(body: Mapping[str, Any], model: str, source: str = "<request>") -> Program:
-    """The program asking every query of `body` about each of its contents; raise `RequestError` (or
-    `TemplateError`) at the first mistake. A body naming `packs` may have no queries of its own. The body's
-    fields and types are checked first against `ScoreRequest`, as the server checks them (json_body.py)."""
-    convert_body(body, ScoreRequest, source)
-    f = Fields(body, (), JsonWhere(source), RequestError, "a JSON object")
-    contents = _contents(f)
-    scoring = body.get("scoring")
-    # MessagePack, not JSON: JSON would write NaN and infinity (from a Python caller or a TOML file) as null, and the
-    # remembered set would then be read with None where the body had NaN
-    encoded = msgspec.msgpack.encode(scoring) if isinstance(scoring, dict) else b""
-    if 0 < len(encoded) <= QUERY_SET_BYTES:  # read once per query set (a server sees one set request after request)
-        queries = _queries_of(source, "packs" in body, encoded)
+def program_from_request(request: ScoreRequest | Mapping[str, Any], model: str, source: str = "<request>") -> Program:
+    """The program asking every query of `request` about each of its contents; raise `RequestError` (or
+    `TemplateError`) at the first mistake. A request naming `packs` may have no queries of its own. `request` is
+    the decoded struct (the server's, decoded once at the boundary), or a plain body (a JSON file, a Python caller),
+    checked first against `ScoreRequest` as the server checks one (json_body.py). A `null` field is an absent one."""
+    if not isinstance(request, ScoreRequest):
+        request = convert_body(request, ScoreRequest, source)
+    where = JsonWhere(source)
+    contents = _contents(request, where)
+    # the query set as MessagePack, not JSON: JSON would write NaN and infinity (from a Python caller or a TOML
+    # file) as null, and the remembered set would then be read with None where the body had NaN
+    encoded = msgspec.msgpack.encode(request.scoring) if request.scoring is not None else b""
+    packs = request.packs is not None
+    if len(encoded) <= QUERY_SET_BYTES:  # read once per query set (a server sees one set request after request)
+        queries = _queries_of(source, packs, encoded)
     else:
-        queries = _queries(f)
+        queries = _read_queries(source, packs, encoded)
     return Program(model=model, contents=contents, queries=queries)
+
+
+def _read_queries(source: str, packs: bool, scoring: bytes) -> tuple[Query, ...]:
+    """The queries of a `scoring` given as MessagePack (empty: no `scoring`), read by query.py's walk: the one
+    reader of a query, a request's as a pack's (TOML). `packs`: the request names packs (it may ask none of its own)."""
+    body = {"scoring": msgspec.msgpack.decode(scoring)} if scoring else {}
+    if packs:
+        body["packs"] = None
+    return _queries(Fields(body, (), JsonWhere(source), RequestError, "a JSON object"))
 
 
 @functools.lru_cache(maxsize=QUERY_SETS_REMEMBERED)
 def _queries_of(source: str, packs: bool, scoring: bytes) -> tuple[Query, ...]:
-    """`_queries` of a body whose `scoring` is this MessagePack (and that names `packs` or not): the queries, and any
-    mistake in them, depend on nothing else (the same frozen values, the same JSON paths); a mistake raises and is
-    not remembered."""
-    body = {"scoring": msgspec.msgpack.decode(scoring), **({"packs": None} if packs else {})}
-    return _queries(Fields(body, (), JsonWhere(source), RequestError, "a JSON object"))
+    """`_read_queries`, remembered: the queries, and any mistake in them, depend on nothing else (the same frozen
+    values, the same JSON paths); a mistake raises and is not remembered."""
+    return _read_queries(source, packs, scoring)
 
 
-def _contents(f: Fields) -> tuple[Content, ...]:
-    if f.has("messages") and f.has("inputs"):
-        f.fail(
-            "inputs",
-            "the body has both `messages` and `inputs`",
-            code="conflicting_fields",
-            hint="send one content as `messages`, or several as `inputs: [{messages: [...]}, ...]`",
-        )
-    if f.has("messages"):
-        return (_content("input-0", f, "messages"),)
-    if not f.has("inputs"):
-        f.fail(
-            None,
-            "the body has no content: neither `messages` nor `inputs`",
-            code="missing_content",
-            hint=f'send the content as "messages": {MESSAGE_EXAMPLE}',
-        )
-    inputs = f.tables("inputs", "an object", '[{"messages": [...]}]')
-    if not inputs:
-        f.fail("inputs", "`inputs` is empty", code="empty_list", hint='give at least one: [{"messages": [...]}]')
-    contents = []
-    for i, item in enumerate(inputs):
-        item.check_keys(("messages",))
-        item.require("messages", "the input's messages", MESSAGE_EXAMPLE)
-        contents.append(_content(f"input-{i}", item, "messages"))
-    return tuple(contents)
+def _fail(where: JsonWhere, path: tuple, message: str, *, code: str, hint: str) -> NoReturn:
+    """The `RequestError` at `path` (a JSON path as keys and indices), as the `Fields` walk words one."""
+    Fields({}, (), where, RequestError, "a JSON object").fail(path or None, message, code=code, hint=hint)
 
 
-def _content(content_id: str, f: Fields, key: str) -> Content:
+def _contents(request: ScoreRequest, where: JsonWhere) -> tuple[Content, ...]:
+    """The request's contents, `input-0`, `input-1`, ...: read on the typed struct (types and keys were checked
+    when it was decoded); what remains to check is what the schema cannot say."""
+    if request.messages is not None and request.inputs is not None:
+        _fail(where, ("inputs",), "the body has both `messages` and `inputs`", code="conflicting_fields",
+              hint="send one content as `messages`, or several as `inputs: [{messages: [...]}, ...]`")
+    if request.messages is not None:
+        return (_content("input-0", request.messages, ("messages",), where),)
+    if request.inputs is None:
+        _fail(where, (), "the body has no content: neither `messages` nor `inputs`", code="missing_content",
+              hint=f'send the content as "messages": {MESSAGE_EXAMPLE}')
+    if not request.inputs:
+        _fail(where, ("inputs",), "`inputs` is empty", code="empty_list", hint='give at least one: [{"messages": [...]}]')
+    return tuple(_content(f"input-{i}", item.messages, ("inputs", i, "messages"), where)
+                 for i, item in enumerate(request.inputs))
+
+
+def _content(content_id: str, messages: list[Message], path: tuple, where: JsonWhere) -> Content:
     """The messages' texts joined with a blank line, and their media where their parts hold any
     (content_parts.py: image_url, input_audio, video_url, video)."""
-    messages = f.tables(key, "a message object", '{"role": "user", "content": "..."}')
     if not messages:
-        f.fail(key, f"`{key}` is empty", code="empty_list", hint=f"give at least one message: {MESSAGE_EXAMPLE}")
+        key = path[-1]
+        _fail(where, path, f"`{key}` is empty", code="empty_list", hint=f"give at least one message: {MESSAGE_EXAMPLE}")
     pieces = []
-    for m in messages:
-        m.check_keys(("role", "content", "name"))
-        m.string("role", "role", '"user"')
-        content = m.value("content", (str, list), "message content", '"the text to score"')
-        if isinstance(content, str):
-            pieces.append(content)
-        else:  # a message's text parts are joined with a blank line, like messages
-            pieces.extend(read_parts(m))
+    for j, m in enumerate(messages):
+        if isinstance(m.content, str):
+            pieces.append(m.content)
+        else:  # a message's text parts are joined with a blank line, like messages; its media read by content_parts
+            pieces.extend(read_parts(Fields(msgspec.to_builtins(m), path + (j,), where, RequestError)))
     text, placed = join(pieces)
     return Content(content_id, text, media=tuple(MediaPiece(at, source) for at, source in placed))
 

@@ -12,12 +12,11 @@ pass beside this input's content is said of the content (`inputs[2].state`), sin
 
 from __future__ import annotations
 
-from collections.abc import Callable
 
 from spinfc.errors import CompileError, ContentTooLong
 from spinfc.runtime.compiled import Refused
 from spinfc.runtime.decisions import decision_messages, decision_queries
-from spinfc.server.decision_rounds import check_processed, compile_rounds, written_pieces
+from spinfc.runtime.decisions.rounds import check_processed, compile_rounds, score_rounds, written_pieces
 from spinfc.server.errors import ApiError, to_api_error
 from spinfc.server.per_input import answering
 
@@ -44,7 +43,7 @@ def of_input(error: Exception, index: int, field: str) -> Exception:
     return ApiError(api.status, api.code, message, at, api.headers)
 
 
-async def answer_inputs(engine, body: dict, limits, precheck, score_rounds: Callable, extra_keys=()):
+async def answer_inputs(engine, body: dict, limits, precheck, extra_keys=()):
     """-> (per input answered: (its rounds, their scored parts)), the indices answered, {index: ApiError})."""
     async def attempt(tried: dict) -> list[tuple[list, list]]:
         queries = decision_queries(tried, extra_keys=extra_keys)  # validates: an input's mistake names it

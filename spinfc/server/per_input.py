@@ -16,11 +16,14 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import msgspec
+
 from spinfc.errors import CompileError, ContentTooLong
 from spinfc.runtime.compiled import Refused
 from spinfc.server.errors import ApiError, to_api_error
 
 T = TypeVar("T")
+B = TypeVar("B")
 AT_INPUT = re.compile(r"^inputs\[(\d+)\]")
 
 
@@ -37,19 +40,24 @@ def at_input(error: Exception) -> tuple[int, ApiError] | None:
     return int(found.group(1)), api
 
 
+def with_inputs(body: B, inputs: list) -> B:
+    """`body` asking about `inputs` alone."""
+    return {**body, "inputs": inputs} if isinstance(body, dict) else msgspec.structs.replace(body, inputs=inputs)
+
+
 def relocated(api: ApiError, at: int, index: int) -> ApiError:
     """`api` about `inputs[at]` of a retry, said of `inputs[index]` of the request as sent."""
     old, new = f"inputs[{at}]", f"inputs[{index}]"
     return ApiError(api.status, api.code, api.message.replace(old, new), (api.param or "").replace(old, new, 1))
 
 
-async def answering(body: dict, attempt: Callable[[dict], Awaitable[T]]) -> tuple[T, list[int], dict[int, ApiError]]:
-    """`attempt`'s result on the inputs that can be answered, those inputs' indices in `body["inputs"]`, and the
-    error of each input set aside (by index)."""
-    inputs = body["inputs"]
+async def answering(body: B, attempt: Callable[[B], Awaitable[T]]) -> tuple[T, list[int], dict[int, ApiError]]:
+    """`attempt`'s result on the inputs that can be answered, those inputs' indices in `body`'s `inputs`, and the
+    error of each input set aside (by index). `body` is the decoded request (a struct) or a dict."""
+    inputs = body["inputs"] if isinstance(body, dict) else body.inputs
     kept, failed = list(range(len(inputs))), {}
     while True:
-        tried = body if len(kept) == len(inputs) else {**body, "inputs": [inputs[i] for i in kept]}
+        tried = body if len(kept) == len(inputs) else with_inputs(body, [inputs[i] for i in kept])
         try:
             return await attempt(tried), kept, failed
         except Exception as error:

@@ -43,7 +43,7 @@ from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
 from spinfc.runtime.limits import limits_that_hold
 from spinfc.shapes import Shapes
-from spinfc.server.prechecks import model_longest_token
+from spinfc.runtime.prechecks import model_longest_token
 from spinfc.server.shutdown import Shutdown, on_daemon_thread
 
 # How long a thread holding the GIL keeps it while another waits (Python's default: 5 ms). Each of the CUDA calls
@@ -75,7 +75,7 @@ class Service:
         self.source: ModelSource | None = None
         self.created = int(time.time())
         self.fingerprint = ""
-        self.longest_token: int | None = None  # characters one token covers at most (server/prechecks.py)
+        self.longest_token: int | None = None  # characters one token covers at most (runtime/prechecks.py)
         self._load_model = load_model
         self.media = None  # towers.MediaReader, once the model is loaded
         self._task: asyncio.Task | None = None

@@ -50,12 +50,12 @@ def client(monkeypatch):
     route = importlib.import_module("spinfc.server.routes.score")  # the module (the package exports the handler)
     own = [query_results(program(), scores, FLOOR) for scores in SCORES]
 
-    async def score_body(service, ctx, body, pack_ids, prechecks=None):
-        n = len(body.get("inputs") or [None])
-        return ScoringOutcome(own=own[:n], packs=[[PACK] if pack_ids else [] for _ in range(n)], scored=Scored(),
-                              questions=3 * n, debug=None)
+    async def score_request(service, ctx, request):
+        n = len(request.inputs or [None])
+        return ScoringOutcome(own=own[:n], packs=[[PACK] if request.packs else [] for _ in range(n)],
+                              scored=Scored(), questions=3 * n, debug=None)
 
-    monkeypatch.setattr(route, "score_body", score_body)
+    monkeypatch.setattr(route, "score_request", score_request)
     monkeypatch.setattr(route.uuid, "uuid4", lambda: type("U", (), {"hex": "0" * 32})())
     monkeypatch.setattr(route.time, "time", lambda: 1_700_000_000.5)
     app = create_app(Settings(engine=EngineSettings(model="gemma3-270m", device="cpu")), load_model=None)

@@ -16,7 +16,6 @@ import time
 import uuid
 from typing import Annotated
 
-import msgspec
 from litestar import Request, post
 from litestar.params import Body
 from litestar.response import ServerSentEvent
@@ -26,12 +25,12 @@ from spinfc.server.announce import withdraw
 from spinfc.server.chat_stream import stream_answer
 from spinfc.server.context import CallContext, call_context
 from spinfc.server.openapi import BODY_ROUTE, errors
-from spinfc.server.prechecks import Prechecks
 from spinfc.server.errors import ApiError
 from spinfc.server.hangup import while_connected
 from spinfc.server.logprobs import Pieces, chat_logprobs, ids_in
-from spinfc.wire.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage, StreamOptions
-from spinfc.server.scoring import score_body
+from spinfc.wire.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage, ScoreRequest
+from spinfc.wire.schemas import StreamOptions
+from spinfc.server.scoring import score_request
 from spinfc.server.service import ServiceDep
 
 DEFAULT_MAX_TOKENS = 256
@@ -55,7 +54,7 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     service.check_model(data.model)
     if scoring:
         return await while_connected(request, service, scored(data, service, ctx))
-    Prechecks(ctx.limits, service.longest_token).messages(messages, "messages")  # before the prompt is tokenized
+    ctx.policy(service.longest_token).prechecks.messages(messages, "messages")  # before the prompt is tokenized
     stream = (data.stream_options or StreamOptions()) if data.stream else None
     top = (data.top_logprobs or 0) if data.logprobs else None
     if stream is not None:  # a stream notices a client that leaves itself (chat_stream.py) and stops the generation
@@ -103,14 +102,9 @@ def completion(service, content: str, finish: str, usage: ChatUsage, **extra) ->
 
 
 async def scored(data: ChatRequest, service, ctx: CallContext) -> ChatCompletion:
-    """The /v1/score path (server/scoring.py) on the messages as one content."""
-    body = {"messages": msgspec.to_builtins(data.messages)}
-    if data.scoring is not None:
-        body["scoring"] = msgspec.to_builtins(data.scoring)
-    if data.packs:
-        body["packs"] = msgspec.to_builtins(data.packs)
-    Prechecks(ctx.limits, service.longest_token).score_body(body)  # sizes and counts before any parsing
-    outcome = await score_body(service, ctx, body, [ref.id for ref in data.packs or []])
+    """The /v1/score path (server/scoring.py, the runtime's one scoring entry) on the messages as one content."""
+    request = ScoreRequest(messages=data.messages, scoring=data.scoring, packs=data.packs or None)
+    outcome = await score_request(service, ctx, request)
     tokens = outcome.scored.processed_tokens
     usage = ChatUsage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens, questions=outcome.questions)
     answer = completion(service, "", "stop", usage, scoring=outcome.own[0])
@@ -123,10 +117,7 @@ async def scored(data: ChatRequest, service, ctx: CallContext) -> ChatCompletion
 
 def sampling_of(data: ChatRequest, ctx: CallContext) -> Sampling:
     """How to generate the answer; 400 when generation is off or a field is out of bounds."""
-    if not ctx.features.get("generation", True):
-        raise ApiError(400, "generation_disabled", "this server was started with --no-generation: it scores but "
-                       "does not generate; send a `scoring` block (with the openai SDK: extra_body={\"scoring\": "
-                       "...}), or ask the operator to turn generation on")
+    ctx.policy(None).check_generates()
     if data.max_tokens is not None and data.max_completion_tokens is not None \
             and data.max_tokens != data.max_completion_tokens:
         raise ApiError(400, "conflicting_fields", "`max_tokens` and `max_completion_tokens` disagree: send one of "

@@ -28,7 +28,7 @@ from spinfc.wire.completions import (
 from spinfc.server.context import call_context
 from spinfc.server.errors import ApiError
 from spinfc.server.hangup import while_connected
-from spinfc.server.prechecks import Prechecks
+from spinfc.runtime.prechecks import Prechecks
 from spinfc.server.logprobs import Pieces, completion_logprobs, ids_in
 from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS, stop_strings
 from spinfc.server.service import ServiceDep

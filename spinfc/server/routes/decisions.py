@@ -1,7 +1,7 @@
 """POST /v1/decisions (alias /v1/systemone): typed questions (noul, choice, score) over one shared state.
 
 The body is checked (spinfc/wire/decisions.py, then `validate_decision_request`), each question becomes one option-slot
-query (`decision_queries`), the queries are compiled into rounds (decision_rounds.py: one read of the state per
+query (`decision_queries`), the queries are compiled into rounds (runtime/decisions/rounds.py: one read of the state per
 round, usually one round), run in the engine's shared passes, and the label probabilities become answers
 (`decision_answers`). Nothing is generated: usage.output_tokens is 0. With `inputs`, every question is asked of
 each input and each is answered on its own, an input that alone is wrong with its error (decision_inputs.py).
@@ -20,16 +20,16 @@ from litestar.openapi.spec import Example
 from litestar.params import Body
 
 from spinfc.runtime.decisions import decision_answers, decision_messages, decision_queries
+from spinfc.runtime.decisions.rounds import compile_rounds, score_rounds, written_pieces
+from spinfc.runtime.prechecks import Prechecks
 from spinfc.server.context import call_context
 from spinfc.server.debug import plan_summary
 from spinfc.server.decision_inputs import answer_inputs
-from spinfc.server.decision_rounds import compile_rounds, written_pieces
 from spinfc.server.errors import error_body
-from spinfc.server.openapi import BODY_ROUTE, errors
-from spinfc.server.prechecks import Prechecks
-from spinfc.wire.decisions import DecisionInputResult, DecisionRequest, DecisionResponse
 from spinfc.server.hangup import while_connected
+from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.service import ServiceDep
+from spinfc.wire.decisions import DecisionInputResult, DecisionRequest, DecisionResponse
 
 SERVER_KEYS = ("limits", "features")
 EXAMPLE = Example(summary="a noul, a choice and a score question about one state", value={
@@ -40,18 +40,6 @@ EXAMPLE = Example(summary="a noul, a choice and a score question about one state
                   "criteria": {"billing": "charges and refunds", "technical": "something broken"}},
         "anger": {"type": "score", "instructions": "How angry is the customer?",
                   "criteria": ["calm", "annoyed", "angry"]}}})
-
-
-async def score_rounds(engine, rounds) -> list:
-    """Score every round; when one fails the others are withdrawn (not left running in the engine after the
-    request has given back its admission place), and the first error is raised as it is."""
-    tasks = [asyncio.ensure_future(engine.score(compiled)) for compiled in rounds]
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        raise
 
 
 @post(["/v1/decisions", "/v1/systemone"], status_code=200, responses=errors(*BODY_ROUTE))
@@ -103,7 +91,7 @@ async def many_inputs(service, request: Request, ctx, body: dict) -> DecisionRes
 
     async def run():
         with service.admission.admit():
-            return await answer_inputs(engine, body, ctx.limits, precheck, score_rounds, extra_keys=SERVER_KEYS)
+            return await answer_inputs(engine, body, ctx.limits, precheck, extra_keys=SERVER_KEYS)
 
     answered, kept, failed = await while_connected(request, service, run())  # a hang-up withdraws every round
     results: dict[int, DecisionInputResult] = {}

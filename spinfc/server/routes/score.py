@@ -14,10 +14,9 @@ from litestar.params import Body
 from spinfc.server.context import call_context
 from spinfc.server.errors import error_body
 from spinfc.server.openapi import BODY_ROUTE, errors
-from spinfc.server.prechecks import Prechecks
 from spinfc.server.hangup import while_connected
 from spinfc.wire.schemas import InputResult, ScoreRequest, ScoreResponse, Usage
-from spinfc.server.scoring import ScoringOutcome, score_body
+from spinfc.server.scoring import ScoringOutcome, score_request
 from spinfc.server.service import ServiceDep
 
 
@@ -33,16 +32,9 @@ async def score(data: Annotated[ScoreRequest, Body(title="A scoring request", ex
     service.ready_engine()
     ctx = call_context(request, data.limits, data.features)
     service.check_model(data.model)
-    body = frontend_body(data)
-    checks = Prechecks(ctx.limits, service.longest_token)  # sizes and counts before any parsing
-    work = score_body(service, ctx, body, [ref.id for ref in data.packs or []], checks)
+    work = score_request(service, ctx, data)  # the decoded request as it is: the runtime's one scoring entry
     outcome = await while_connected(request, service, work)  # a hang-up withdraws it from the engine
     return score_response(outcome, data.inputs is not None, bool(data.packs), service.model_name, service.fingerprint)
-
-
-def frontend_body(data: ScoreRequest) -> dict:
-    """The request as the frontend reads it: without the call's limits and features, and without empty `packs`."""
-    return {k: v for k, v in data.to_body().items() if k not in ("limits", "features") and (k != "packs" or v)}
 
 
 def score_response(outcome: ScoringOutcome, many: bool, packs: bool, model: str, fingerprint: str) -> ScoreResponse:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 
 from spinfc.config import Limits, LimitExceeded
+from spinfc.frontend.request_schema import ContentPart, Message, ScoreRequest, ScoringQuery
 
 
 def longest_token(tokenizer) -> int:
@@ -49,43 +50,44 @@ class Prechecks:
 
     def messages(self, messages: Sequence, param: str, name: str = "max_content_tokens") -> None:
         """A content: its messages' texts (and the blank lines joining them)."""
-        self.text(name, sum(text_chars(m.get("content") if isinstance(m, Mapping) else None) + 2
+        self.text(name, sum(text_chars(m.content if isinstance(m, Message) else
+                                       m.get("content") if isinstance(m, Mapping) else None) + 2
                             for m in messages), param)
 
-    def queries(self, queries: Sequence[Mapping], at: str = "scoring.queries") -> None:
+    def queries(self, queries: Sequence[ScoringQuery], at: str = "scoring.queries") -> None:
         """Counts first (questions: queries x placeholder values; options per query), then each template,
         placeholder value and option in characters."""
         if not self.plainly_within(queries):
             self.each_query(queries, at)
 
-    def plainly_within(self, queries: Sequence[Mapping]) -> bool:
+    def plainly_within(self, queries: Sequence[ScoringQuery]) -> bool:
         """Whether `queries` have no placeholders and pass every check of `each_query`: the usual body, told in a
         few passes in C without a JSON path built (56 queries: ~25 us, against ~100 one by one). When not,
         `each_query` finds the first check that fails, in its order, or passes them all (placeholders)."""
-        if any(query.get("placeholders") for query in queries):
+        if any(query.placeholders for query in queries):
             return False
         limits, longest = self.limits, self.longest
-        options = [query.get("options") or () for query in queries]
+        options = [query.options or () for query in queries]
         if len(queries) > limits.max_prompts_per_input or max(map(len, options), default=0) > limits.max_options:
             return False
         if longest is None:  # no character bound
             return True
-        return (max((len(query.get("template") or "") for query in queries), default=0)
+        return (max((len(query.template) for query in queries), default=0)
                 <= limits.max_query_tokens * longest
                 and max(map(len, chain.from_iterable(options)), default=0) <= limits.max_option_tokens * longest)
 
-    def each_query(self, queries: Sequence[Mapping], at: str) -> None:
+    def each_query(self, queries: Sequence[ScoringQuery], at: str) -> None:
         """`queries`' checks one by one, in order: the first that fails raises, naming where."""
-        questions = sum(math.prod(len(v) for v in (q.get("placeholders") or {}).values()) for q in queries)
+        questions = sum(math.prod(len(v) for v in (q.placeholders or {}).values()) for q in queries)
         self.limits.check("max_prompts_per_input", questions, at)
         for k, query in enumerate(queries):
-            self.limits.check("max_options", len(query.get("options") or []), f"{at}[{k}].options")
+            self.limits.check("max_options", len(query.options or []), f"{at}[{k}].options")
         for k, query in enumerate(queries):
             where = f"{at}[{k}]"
-            self.text("max_query_tokens", len(query.get("template") or ""), f"{where}.template")
-            for name, values in (query.get("placeholders") or {}).items():
+            self.text("max_query_tokens", len(query.template), f"{where}.template")
+            for name, values in (query.placeholders or {}).items():
                 self.longest_of("max_query_tokens", values, f"{where}.placeholders.{name}")
-            self.longest_of("max_option_tokens", query.get("options") or [], f"{where}.options")
+            self.longest_of("max_option_tokens", query.options or [], f"{where}.options")
 
     def longest_of(self, name: str, texts: Sequence[str], param: str) -> None:
         """`text` for the longest of `texts` (param `param[j]`): one pass in C, however many there are."""
@@ -93,13 +95,13 @@ class Prechecks:
             chars = max(map(len, texts))
             self.text(name, chars, f"{param}[{next(j for j, t in enumerate(texts) if len(t) == chars)}]")
 
-    def score_body(self, body: Mapping) -> None:
-        """A /v1/score-shaped body (also chat's scoring mode): contents, then queries."""
-        if body.get("messages") is not None:
-            self.messages(body["messages"], "messages")
-        for i, item in enumerate(body.get("inputs") or []):
-            self.messages(item.get("messages") or [], f"inputs[{i}].messages")
-        self.queries((body.get("scoring") or {}).get("queries") or [])
+    def score_request(self, request: ScoreRequest) -> None:
+        """A /v1/score request (also chat's scoring mode), as decoded: contents, then queries."""
+        if request.messages is not None:
+            self.messages(request.messages, "messages")
+        for i, item in enumerate(request.inputs or []):
+            self.messages(item.messages, f"inputs[{i}].messages")
+        self.queries(request.scoring.queries if request.scoring is not None else [])
 
     def pieces(self, pieces: Iterable[tuple[str, str]]) -> None:
         """Texts each under max_query_tokens: (JSON path, text), e.g. the parts of a decision question."""
@@ -108,9 +110,12 @@ class Prechecks:
 
 
 def text_chars(content) -> int:
-    """Characters of a message's content: a string, or text parts (joined with blank lines)."""
+    """Characters of a message's content: a string, or text parts (joined with blank lines), decoded
+    (`ContentPart`) or plain (a dict)."""
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):
-        return sum(len(part.get("text") or "") + 2 for part in content if isinstance(part, Mapping))
+        return sum(len((part.text if isinstance(part, ContentPart) else
+                        part.get("text") if isinstance(part, Mapping) else None) or "") + 2 for part in content
+                   if isinstance(part, (ContentPart, Mapping)))
     return 0

@@ -1,4 +1,7 @@
-"""A /v1/decisions question set -> compiled rounds: each round is one read of the state with a group of questions as
+"""A /v1/decisions question set -> compiled rounds, and the rounds scored (`score_rounds`): the runtime's side of
+/v1/decisions, as runtime/scoring.py is /v1/score's; the server's route keeps the HTTP.
+
+The rounds: each round is one read of the state with a group of questions as
 its branches, small enough for one pass; a large set becomes several rounds, never a rejection.
 
 All questions go into one round when the state and their question tree fit a pass (`--token-budget`). When they do
@@ -16,6 +19,7 @@ the labels the template asks for (one per option or level, a token or two each).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 
 from spinfc.config import Limits
@@ -95,3 +99,15 @@ async def compile_rounds(engine: Engine, body: Mapping, messages: list[dict], qu
 def check_processed(limits: Limits, rounds: list[Compiled]) -> None:
     """`max_processed_tokens` over every round of a request."""
     limits.check("max_processed_tokens", sum(processed_tokens(c.program) for c in rounds))
+
+
+async def score_rounds(engine: Engine, rounds: list[Compiled]) -> list:
+    """Score every round; when one fails the others are withdrawn (not left running in the engine after the
+    request has given back its admission place), and the first error is raised as it is."""
+    tasks = [asyncio.ensure_future(engine.score(compiled)) for compiled in rounds]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
