@@ -29,6 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spinfc import compiler  # noqa: E402
+from spinfc.config import CUDA_TOKEN_BUDGET  # noqa: E402
 from spinfc.frontend import program_from_request  # noqa: E402
 from spinfc.media import MediaPolicy  # noqa: E402
 from spinfc.passes import PassContext  # noqa: E402
@@ -36,7 +37,7 @@ from spinfc.passes.layout import used_rows  # noqa: E402
 from spinfc.runtime.models import build_model  # noqa: E402
 from spinfc.runtime.precision import Precision  # noqa: E402
 from spinfc.runtime.runner import Runner, SegmentArrays  # noqa: E402
-from spinfc.runtime.towers import MediaReader, towers_of  # noqa: E402
+from spinfc.runtime.towers import TOWER_PREFIXES, MediaReader, towers_of  # noqa: E402
 from spinfc.runtime.weights.config import from_hf  # noqa: E402
 from spinfc.shapes import Shapes  # noqa: E402
 from tests.media.snapshots import SPECIALS, byte_tokenizer  # noqa: E402
@@ -61,7 +62,7 @@ def text_config(layers: int, smoke: bool) -> dict:
                                      "rope_theta": 1_000_000.0}})
 
 
-def random_model(args, tokenizer, device: str, dtype: torch.dtype):
+def random_model(args, tokenizer, device: str, precision: Precision):
     """spinfc's Gemma 4 stack and towers on random weights made on the device (no checkpoint on disk)."""
     from transformers import Gemma4Config, Gemma4ForConditionalGeneration
 
@@ -74,17 +75,20 @@ def random_model(args, tokenizer, device: str, dtype: torch.dtype):
     with torch.device("meta"):
         shapes = {k: (v.shape, v.dtype) for k, v in Gemma4ForConditionalGeneration(config).state_dict().items()}
     g = torch.Generator(device=device).manual_seed(0)
-    state = {}
+    state, last = {}, args.layers - 1
     for name, (shape, kind) in shapes.items():
+        if name.startswith(TOWER_PREFIXES):
+            dtype = precision.compute
+        else:  # the text stack's weights in the dtype the served precision keeps each in
+            dtype = precision.dtype_of(name.replace("model.language_model.", "model."), last)
         if not kind.is_floating_point:
             state[name] = torch.zeros(shape, dtype=kind, device=device)
         elif "norm" in name or name.endswith("layer_scalar"):
-            state[name] = 1 + 0.1 * torch.randn(shape, generator=g, device=device)
-        else:
-            state[name] = 0.02 * torch.randn(shape, generator=g, device=device)
+            state[name] = 1 + 0.1 * torch.randn(shape, generator=g, device=device, dtype=dtype)
+        else:  # made in the run's dtype: the 31B shape in float32 would not fit beside its half-precision copy
+            state[name] = 0.02 * torch.randn(shape, generator=g, device=device, dtype=dtype)
     hf = config.to_dict()
-    towers = towers_of(hf, state, None, device=device, dtype=dtype)
-    state = {k: v.to(dtype) for k, v in state.items()}
+    towers = towers_of(hf, state, None, device=device, dtype=precision.compute)
     ops = None
     if device.startswith("cuda"):
         from spinfc.backend import triton_ops as ops
@@ -152,15 +156,19 @@ def main() -> int:
     parser.add_argument("--questions", type=int, default=56)
     parser.add_argument("--image", type=int, default=896, help="image side in pixels")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--precision", choices=("fp16-mixed", "bf16", "float32"), default=None,
+                        help="the text stack's (default: fp16-mixed, the served default on CUDA; --smoke float32)")
     args = parser.parse_args()
     args.layers = args.layers or (6 if args.smoke else 60)
     device = "cpu" if args.smoke else "cuda:0"
-    dtype = torch.float32 if args.smoke else torch.bfloat16
+    precision = {"fp16-mixed": Precision.mixed(torch.float16), "bf16": Precision.uniform(torch.bfloat16),
+                 "float32": Precision.uniform(torch.float32)}[args.precision or ("float32" if args.smoke else
+                                                                                 "fp16-mixed")]
     tokenizer = byte_tokenizer(Path(tempfile.mkdtemp()))
     print(f"building a Gemma 4 {'tiny' if args.smoke else '31B-like'} model, {args.layers} layers, on {device} ...",
           flush=True)
-    model = random_model(args, tokenizer, device, dtype)
-    shapes = Shapes(budget=2048, block=64) if args.smoke else Shapes.for_device(device, 16384, 128, 1)
+    model = random_model(args, tokenizer, device, precision)
+    shapes = Shapes(budget=8192, block=64) if args.smoke else Shapes.for_device(device, CUDA_TOKEN_BUDGET, 128, 4)
     ctx = PassContext(tokenizer=tokenizer, shapes=shapes, media=MediaReader(model.towers, MediaPolicy(), tokenizer))
     runner = Runner(model, shapes, device)
     tower_seconds = [0.0]
@@ -195,9 +203,14 @@ def main() -> int:
     alone = run(runner, arrays[:1], shapes)[0]
     packed = run(runner, arrays[:6], shapes)[0]
     shifted = run(runner, [arrays[1], arrays[0]] + arrays[2:6], shapes)[1]
-    if not (np.array_equal(alone, packed) and np.array_equal(alone, shifted)):
+    same = np.array_equal if not args.smoke else (lambda x, y: np.allclose(x, y, rtol=0, atol=1e-4))  # CPU: rounding
+    if not (same(alone, packed) and same(alone, shifted)):
         failed.append(f"batch invariance: alone vs packed differ by {np.abs(alone - packed).max():.3g}, "
                       f"vs shifted by {np.abs(alone - shifted).max():.3g}")
+    reads = [read for a in arrays[:6] for _, read in a.media]
+    together = model.towers.embed(reads, device)
+    if not torch.equal(model.towers.embed(reads[:1], device), together[:len(reads[0].embedded)]):
+        failed.append("the first image's tower embeddings differ alone and beside the others")
     other, other_arrays = compiled(job(6, 4, args.image, True, seed=6), ctx)
     if np.array_equal(run(runner, other_arrays[:1], shapes)[0], alone):
         failed.append("a different image gave the same scores: the tower's embeddings did not reach the questions")
@@ -206,7 +219,8 @@ def main() -> int:
         print(f"{label:<20} {tokens:>15,} {rate:>12,.0f} {share:>11.1%} {compile_seconds:>10.2f}")
     for failure in failed:
         print("FAILED:", failure)
-    print("checks:", "failed" if failed else "passed (batch invariance bit for bit, the image reaches the scores)")
+    how = "within 1e-4 on the CPU" if args.smoke else "bit for bit"
+    print("checks:", "failed" if failed else f"passed (batch invariance {how}, the image reaches the scores)")
     return 1 if failed else 0
 
 

@@ -112,3 +112,20 @@ def test_the_media_reach_the_questions(gemma4):
     for index in range(3):
         assert max(abs(first[k] - second[k]) for k in first if k[0] == index) > 1e-4, index
     assert all(first[k] == second[k] for k in first if k[0] == 3)  # the text-only content is not disturbed
+
+
+def test_a_pieces_embeddings_do_not_depend_on_its_neighbours(gemma4, seed):
+    """The towers run fixed batches of pieces (`fixed_batches`), so an image's and a video's embeddings are the same
+    bits alone and beside other media of a pass (what batch invariance on CUDA rests on; same shapes, same kernels)."""
+    ours, _, tokenizer = gemma4
+    program, _ = spinfc_scores(ours, tokenizer, request(seed % 1000))
+    extra, _ = spinfc_scores(ours, tokenizer, request(seed % 1000 + 1))
+    reads = [piece.read for content in program.contents + extra.contents for piece in content.media]
+    visual = [read for read in reads if read.kind in ("image", "video")]
+    together = ours.towers.embed(visual, "cpu")
+    start = 0
+    for read in visual:
+        alone = ours.towers.embed([read], "cpu")
+        assert torch.equal(alone, together[start:start + len(read.embedded)]), read.kind
+        start += len(read.embedded)
+    assert start == len(together)

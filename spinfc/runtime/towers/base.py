@@ -6,11 +6,18 @@ and (b) those embeddings. (a) runs on the compile thread (the processor: resize,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import ClassVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import ClassVar, TypeVar
 
 import attrs
 import torch
+
+T = TypeVar("T")
+
+# Media pieces (images, frames) per tower forward. Every forward has exactly this batch, the last padded with copies
+# of its final piece, so the kernels a piece meets (their shapes) never depend on what else shares its pass: a
+# content's media embeddings, and so its scores, are the same bits alone and packed.
+TOWER_BATCH = 4
 
 
 @attrs.frozen(eq=False)
@@ -48,3 +55,12 @@ def prefixed(state: dict, prefix: str) -> dict:
     """The entries of `state` under `prefix`, popped, with the prefix removed."""
     keys = [key for key in state if key.startswith(prefix)]
     return {key[len(prefix):]: state.pop(key) for key in keys}
+
+
+def fixed_batches(pieces: Sequence[T], size: int = TOWER_BATCH) -> Iterator[tuple[list[T], int]]:
+    """`pieces` in batches of exactly `size` (the last padded by repeating its final piece), each with how many of
+    its pieces are real (the padding comes after them)."""
+    for start in range(0, len(pieces), size):
+        batch = list(pieces[start:start + size])
+        real = len(batch)
+        yield batch + [batch[-1]] * (size - real), real

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from spinfc.runtime.towers.base import MediaRead, Tower, prefixed
+from spinfc.runtime.towers.base import MediaRead, Tower, fixed_batches, prefixed
 
 
 class Gemma3Vision(Tower):
@@ -52,8 +52,12 @@ class Gemma3Vision(Tower):
 
     @torch.inference_mode()
     def embed(self, reads: Sequence[MediaRead], device) -> torch.Tensor:
-        """One SigLIP forward over every image of the pass: [images * mm_tokens_per_image, D]."""
+        """The images of the pass through SigLIP and the projector in fixed batches (`fixed_batches`: an image's
+        shapes never depend on its neighbours): [images * mm_tokens_per_image, D]."""
         dtype = self.projector.mm_input_projection_weight.dtype
-        pixels = torch.stack([read.inputs["pixel_values"] for read in reads]).to(device=device, dtype=dtype)
-        hidden = self.vision(pixel_values=pixels).last_hidden_state  # [B, patches, Dv]
-        return self.projector(hidden).reshape(-1, self.config.text_config.hidden_size)  # [B * soft, D]
+        parts = []
+        for batch, real in fixed_batches(reads):
+            pixels = torch.stack([read.inputs["pixel_values"] for read in batch]).to(device=device, dtype=dtype)
+            hidden = self.vision(pixel_values=pixels).last_hidden_state  # [B, patches, Dv]
+            parts.append(self.projector(hidden)[:real])  # [real, soft, D]
+        return torch.cat(parts).reshape(-1, self.config.text_config.hidden_size)  # [images * soft, D]

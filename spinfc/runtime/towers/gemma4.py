@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from spinfc.runtime.towers.base import MediaRead, Tower, prefixed
+from spinfc.runtime.towers.base import MediaRead, Tower, fixed_batches, prefixed
 
 VIDEO_SOFT_TOKENS = 70  # Gemma4VideoProcessor's max_soft_tokens a frame
 
@@ -87,27 +87,31 @@ class Gemma4Vision(Tower):
 
     @torch.inference_mode()
     def embed(self, reads: Sequence[MediaRead], device) -> torch.Tensor:
-        """One encoder forward over every image and frame of the pass (padded patches are dropped by the
-        encoder): [soft tokens, D] in read order."""
+        """The images and frames of the pass through the encoder in fixed batches of pieces of one patch count
+        (`fixed_batches`: a piece's shapes never depend on its neighbours), each piece's soft tokens through the
+        embedder on their own: [soft tokens, D] in read order."""
         dtype = self.embedder.embedding_projection.weight.dtype
-        pixels, positions = [], []
+        pieces = []  # (pixels [patches, 3 p^2], positions [patches, 2]) of every image and frame, in read order
         for read in reads:
             p, q = read.inputs["pixel_values"], read.inputs["position_ids"]
-            pixels.append(p if p.dim() == 3 else p[None])  # [frames, patches, 3 p^2]
-            positions.append(q if q.dim() == 3 else q[None])
-        width = max(p.shape[1] for p in pixels)
-        pixels = torch.cat([_pad(p, width, 0.0) for p in pixels]).to(device=device, dtype=dtype)
-        positions = torch.cat([_pad(q, width, -1) for q in positions]).to(device=device)
-        hidden = self.encoder(pixel_values=pixels, pixel_position_ids=positions).last_hidden_state
-        return self.embedder(inputs_embeds=hidden).reshape(-1, self.config.text_config.hidden_size)
+            pieces.extend(zip(p, q) if p.dim() == 3 else [(p, q)])
+        hidden: list[torch.Tensor | None] = [None] * len(pieces)
+        for width in dict.fromkeys(p.shape[0] for p, _ in pieces):  # the processors' patch counts (images, frames)
+            mine = [i for i, (p, _) in enumerate(pieces) if p.shape[0] == width]
+            for batch, real in fixed_batches(mine):
+                pixels = torch.stack([pieces[i][0] for i in batch]).to(device=device, dtype=dtype)
+                positions = torch.stack([pieces[i][1] for i in batch]).to(device=device)
+                out = self.encoder(pixel_values=pixels, pixel_position_ids=positions).last_hidden_state
+                counts = [self._soft_tokens(pieces[i][1]) for i in batch]
+                assert sum(counts) == len(out), f"the encoder kept {len(out)} soft tokens, not {sum(counts)}"
+                for i, rows in zip(batch[:real], out.split(counts)):
+                    hidden[i] = rows
+        return torch.cat([self.embedder(inputs_embeds=rows[None])[0] for rows in hidden])
 
-
-def _pad(x: torch.Tensor, width: int, value) -> torch.Tensor:
-    """[B, P, ...] padded along P to `width` (more padding patches: the encoder drops them)."""
-    if x.shape[1] == width:
-        return x
-    pad = torch.full((x.shape[0], width - x.shape[1], *x.shape[2:]), value, dtype=x.dtype)
-    return torch.cat((x, pad), dim=1)
+    def _soft_tokens(self, positions: torch.Tensor) -> int:
+        """How many soft tokens the encoder keeps of a piece: its real patches (position not -1) per pooled cell."""
+        k = self.config.vision_config.pooling_kernel_size
+        return int((positions != -1).any(-1).sum()) // (k * k)
 
 
 class Gemma4Audio(Tower):
