@@ -57,9 +57,9 @@ def measure(o, root: Path, job: dict, name: str) -> dict:
     from gpu_served import pattern, scores_of
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    child = subprocess.Popen([sys.executable, __file__, "--serve", str(root), "--tokenizer", name, "--a", ".",
-                              "--b", ".", "--device", o.device, "--port", str(o.port)] + (["--small"] if o.small else []),
-                             env=env)
+    command = [sys.executable, __file__, "--serve", str(root), "--tokenizer", name, "--a", ".", "--b", ".",
+               "--device", o.device, "--port", str(o.port)] + (["--small"] if o.small else [])
+    child = subprocess.Popen(command, env=env)
     base = f"http://127.0.0.1:{o.port}"
     try:
         ready = wait_ready(base, child)
@@ -81,7 +81,8 @@ def measure(o, root: Path, job: dict, name: str) -> dict:
             for answer in best["answers"]:
                 got += scores_of(answer)
             out["patterns"][label] = {"questions_per_s": best["questions_per_s"], "passes": best["passes"],
-                                      "429": sum(r["429"] for r in runs), "all_q_per_s": [r["questions_per_s"] for r in runs]}
+                                      "429": sum(r["429"] for r in runs),
+                                      "all_q_per_s": [r["questions_per_s"] for r in runs]}
             out["scores"] = out["scores"] or got
             out["patterns"][label]["same_as_one_request"] = got == out["scores"]
             print(f"  {label}: {best['questions_per_s']:,.1f} q/s (runs {out['patterns'][label]['all_q_per_s']})",
