@@ -58,8 +58,10 @@ class ParityError(ValueError):
 
 
 async def _score(engine, job: dict, model_name: str, where: str, base: Path):
-    """The one adapter onto the engine: compile a job (request body or pack + contents), score it, results."""
+    """The one adapter onto the engine: compile a job (request body or pack + contents) with no request limits (a
+    fixture is the operator's own), score it through the scoring entry's form for compiled work, results."""
     from spinfc.compiler import load_source
+    from spinfc.runtime.scoring import score_compiled
 
     if "request" in job:
         compiled = await engine.compile_async(job["request"])
@@ -68,7 +70,8 @@ async def _score(engine, job: dict, model_name: str, where: str, base: Path):
         compiled = await engine.compile_program_async(program)
     else:
         raise ParityError(f"{where}: a job needs `request` (a /v1/score body) or `pack` (a .toml path)")
-    return (await engine.score(compiled)).results()
+    (scored,) = await score_compiled(engine, [compiled])
+    return scored.results()
 
 
 def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu", dtype: str | None = None,

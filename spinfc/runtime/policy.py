@@ -10,13 +10,17 @@ the server answers 400 with its code and `param`; nothing here knows HTTP.
                       questions (max_prompts_per_input, counted before any grid is built)
     check_compiled    the compiled program: every limit on what was tokenized (limits.py `check_limits`)
 
-The three run in this order on every scoring request (runtime/scoring.py), each at the first moment what it
-counts is known: a hostile body costs microseconds, not a compile.
+The three run in this order on every scoring request (runtime/scoring.py: `score`, and `plan` for /v1/plan), each
+at the first moment what it counts is known: a hostile body costs microseconds, not a compile.
+
+A /v1/decisions request (runtime/decisions/rounds.py) is checked by the same limits, counted where its templates
+are the server's: `check_questions` and the prechecks before anything is tokenized, `check_round` on each compiled
+round, `check_processed` over every round together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
@@ -24,7 +28,7 @@ from spinfc.config import Limits
 from spinfc.errors import RequestError
 from spinfc.frontend.request_schema import ScoreRequest
 from spinfc.ir.nodes import GenerateSlot, OptionSlot, Program
-from spinfc.runtime.limits import check_extractions, check_limits, check_prompts
+from spinfc.runtime.limits import check_extractions, check_limits, check_prompts, processed_tokens
 from spinfc.runtime.prechecks import Prechecks
 
 
@@ -52,6 +56,32 @@ class Policy:
     def check_compiled(self, program: Program, many_inputs: bool, where: Mapping[str, str] | None = None) -> None:
         """The compiled program against every limit (limits.py); `many_inputs`: the request sent `inputs`."""
         check_limits(program, self.limits, many_inputs, where=where)
+
+    # ---- /v1/decisions: questions whose templates the server writes (runtime/decisions/rounds.py) ----------------
+
+    def check_questions(self, count: int) -> None:
+        """`max_prompts_per_input` on a decision request's questions (one question each), before any is built."""
+        self.limits.check("max_prompts_per_input", count, "questions")
+
+    def check_round(self, program: Program, where: Mapping[str, str], content_field: str,
+                    pieces: Iterable[tuple[str, int]]) -> None:
+        """One compiled decision round: every limit but `max_query_tokens` and `max_prompts_per_input` (the template
+        of a choice lists every option, so it counts instead each `pieces` (JSON path, tokens) the client wrote; the
+        questions are counted by `check_questions`), options counted at `criteria`."""
+        check_limits(program, self.limits, many_inputs=False, where=where, options_field="criteria",
+                     skip=("max_query_tokens", "max_prompts_per_input"), content_field=content_field)
+        limit = self.limits.max_query_tokens
+        for param, tokens in pieces:
+            if tokens > limit:
+                raise RequestError(
+                    f"{param}: {tokens:,} tokens in one piece of a question, over the server's limit of {limit:,} "
+                    "(max_query_tokens)", code="max_query_tokens_exceeded", param=param,
+                    hint="shorten it, or start the server with a higher --max-query-tokens "
+                    "(SPINFC_MAX_QUERY_TOKENS, [limits] max_query_tokens)")
+
+    def check_processed(self, programs: Sequence[Program]) -> None:
+        """`max_processed_tokens` over every round of a decision request together."""
+        self.limits.check("max_processed_tokens", sum(processed_tokens(program) for program in programs))
 
     def check_generates(self) -> None:
         """400 generation_disabled for a chat request that asks for an answer where generation is off."""

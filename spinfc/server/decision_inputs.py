@@ -15,14 +15,11 @@ from __future__ import annotations
 
 from spinfc.errors import CompileError, ContentTooLong
 from spinfc.runtime.compiled import Refused
-from spinfc.runtime.decisions import decision_messages, decision_queries
-from spinfc.runtime.decisions.rounds import check_processed, compile_rounds, score_rounds, written_pieces
+from spinfc.runtime.decisions import decision_queries
+from spinfc.runtime.decisions.rounds import check_decisions, compile_rounds, content_field
+from spinfc.runtime.scoring import score_compiled
 from spinfc.server.errors import ApiError, to_api_error
 from spinfc.server.per_input import answering
-
-
-def content_field(item: dict) -> str:
-    return "messages" if item.get("messages") is not None else "state"
 
 
 def of_input(error: Exception, index: int, field: str) -> Exception:
@@ -43,23 +40,21 @@ def of_input(error: Exception, index: int, field: str) -> Exception:
     return ApiError(api.status, api.code, message, at, api.headers)
 
 
-async def answer_inputs(engine, body: dict, limits, precheck, extra_keys=()):
+async def answer_inputs(engine, body: dict, policy, extra_keys=()):
     """-> (per input answered: (its rounds, their scored parts)), the indices answered, {index: ApiError})."""
     async def attempt(tried: dict) -> list[tuple[list, list]]:
         queries = decision_queries(tried, extra_keys=extra_keys)  # validates: an input's mistake names it
-        limits.check("max_prompts_per_input", len(queries), "questions")
-        precheck.pieces(p for qid, question in tried["questions"].items() for p in written_pieces(qid, question))
-        for i, item in enumerate(tried["inputs"]):
-            precheck.messages(decision_messages(item), f"inputs[{i}].{content_field(item)}")
+        check_decisions(policy, tried, queries)
         per_input = []
         for i, item in enumerate(tried["inputs"]):
             try:
-                per_input.append(await compile_rounds(engine, {**item, "questions": tried["questions"]},
-                                                      decision_messages(item), queries, limits, check_total=False))
+                per_input.append(await compile_rounds(engine, {**item, "questions": tried["questions"]}, queries,
+                                                      policy, check_total=False))
             except Exception as error:
                 raise of_input(error, i, content_field(item)) from None
-        check_processed(limits, [c for rounds in per_input for c in rounds])
-        scored = await score_rounds(engine, [c for rounds in per_input for c in rounds])
+        every = [c for rounds in per_input for c in rounds]
+        policy.check_processed([c.program for c in every])
+        scored = await score_compiled(engine, every)
         out, first = [], 0
         for rounds in per_input:
             out.append((rounds, scored[first:first + len(rounds)]))

@@ -191,6 +191,39 @@ def test_max_decode_tokens(client) -> None:
     refused(client, "max_decode_tokens", body, "scoring.queries", max_decode_tokens=100)
 
 
+# Bodies /v1/score refuses, each for what one of the checks counts (runtime/policy.py: the decoded request, the
+# frontend's program, the compiled program; a feature; the packs; the strict decoding): /v1/plan, which compiles a
+# /v1/score body without scoring it, must answer each with the same bytes
+EXTRACT = {"id": "when", "template": "\n\nWhen?\nAnswer:<*>", "beam_width": 4, "max_tokens": 16}
+PLAN_REFUSED = {
+    "max_content_tokens_exceeded": {**BODY, "messages": [{"role": "user", "content": TEXT * 40}],
+                                    "limits": {"max_content_tokens": 2}},
+    "max_prompts_per_input_exceeded": {**BODY, "limits": {"max_prompts_per_input": 3}},
+    "max_processed_tokens_exceeded": {**BODY, "limits": {"max_processed_tokens": 40}},
+    "max_decode_tokens_exceeded": {**BODY, "scoring": {"queries": [EXTRACT]}, "limits": {"max_decode_tokens": 10}},
+    "extraction_disabled": {**BODY, "scoring": {"queries": [EXTRACT]}, "features": {"extraction": False}},
+    "pack_not_enabled": {**BODY, "packs": [{"id": "nobody/nothing"}]},
+    "unknown_field": {**BODY, "debug": True},
+}
+
+
+@pytest.mark.parametrize("code", sorted(PLAN_REFUSED))
+def test_plan_refuses_what_score_refuses_with_the_same_answer(client, code: str) -> None:
+    body = PLAN_REFUSED[code]
+    scored = client.post("/v1/score", json=body, headers=TRUSTED)
+    assert scored.status_code == 400 and scored.json()["error"]["code"] == code, scored.text
+    planned = client.post("/v1/plan", json=body, headers=TRUSTED)
+    assert (planned.status_code, planned.content) == (scored.status_code, scored.content)
+
+
+def test_plan_of_a_body_score_answers(client) -> None:
+    plan = client.post("/v1/plan", json={**BODY, "packs": [{"id": "spinfc/moderation"}]}, headers=TRUSTED)
+    assert plan.status_code == 200, plan.text
+    plan = plan.json()
+    assert plan["object"] == "plan" and plan["contents"] == 2 and plan["budget"] == 512 and plan["passes"] >= 1
+    assert plan["questions"] > 4 and plan["tokens"] > 0 and plan["saving"] > 1
+
+
 # The media limits are refused with 413 from the media's header, on a model with a tower: tested with the media
 # (their code in each file named here, read below, so this list cannot name a test that is not there).
 MEDIA_LIMITS = {"max_image_pixels": "media/test_hostile.py", "max_audio_seconds": "media/test_hostile.py",

@@ -1,7 +1,8 @@
 """The seam of issue 26: a scoring request is decoded once, checked against its policy in one place
-(runtime/policy.py) and scored through one entry (runtime/scoring.py::score) by every caller: the /v1/score route,
-chat's scoring mode and the bulk job's in-process transport. Read from the source, so a caller that orchestrates
-compile + submit + results itself again, or a new place raising a feature's code, fails here."""
+(runtime/policy.py) and scored through one entry (runtime/scoring.py) by every caller: `score` for the /v1/score
+route, chat's scoring mode and the bulk job's in-process transport; `plan` for /v1/plan; `score_compiled` for the
+decision rounds and `spinfc parity`. Read from the source, so a caller that orchestrates compile + submit + results
+itself again, or a new place raising a feature's code or checking a limit, fails here."""
 
 from __future__ import annotations
 
@@ -20,12 +21,22 @@ from spinfc.server.errors import to_api_error
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spinfc"
 ENTRY_CALLERS = {"server/scoring.py": "score", "server/routes/score.py": "score_request",
-                 "server/routes/chat.py": "score_request", "bulk/engine_transport.py": "score"}
-ORCHESTRATION = {"compile_and_score", "compile_program_async", "compile_async", "submit", "split_results",
-                 "check_limits", "check_prompts", "check_extractions", "check_features", "Prechecks"}
-# the checks against a request's limits, by the files that call them: the policy; the decision rounds, whose limits
-# count a question's written pieces (runtime/decisions/rounds.py); /v1/plan, which compiles without scoring
-CHECK_CALLERS = {"runtime/policy.py", "runtime/decisions/rounds.py", "server/routes/playground.py"}
+                 "server/routes/chat.py": "score_request", "bulk/engine_transport.py": "score",
+                 "server/routes/playground.py": "plan", "server/routes/decisions.py": "score_compiled",
+                 "server/decision_inputs.py": "score_compiled"}
+ORCHESTRATION = {"compile_and_score", "compile_program_async", "compile_async", "compile", "submit",
+                 "split_results", "resolve_packs", "check_limits", "check_prompts", "check_extractions",
+                 "check_features", "Prechecks"}
+# what runs compiled work in the engine's passes, by the files that call it: the scoring entry; the engine itself
+# (its warm-up); the server's extraction warm-up, before it reports ready
+RUNS = {"submit", "compile_and_score"}
+RUN_CALLERS = {"runtime/scoring.py", "runtime/engine.py", "server/service.py"}
+# the checks against a request's limits, by the files that call them: the policy alone
+CHECK_CALLERS = {"runtime/policy.py"}
+# a limit checked by name (`limits.check("max_...")`): the checks themselves (limits.py, prechecks.py) and the
+# policy; generation, not scoring: /v1/completions' prompts (token ids) and chat's generated answer's prompt
+LIMIT_CALLERS = {"runtime/limits.py", "runtime/prechecks.py", "runtime/policy.py", "server/routes/completions.py",
+                 "server/routes/chat.py"}
 FEATURE_CODES = {"extraction_disabled": {"runtime/policy.py"},
                  # /v1/completions refuses generation for a model that cannot generate too, in its own words
                  "generation_disabled": {"runtime/policy.py", "server/routes/completions.py"}}
@@ -64,6 +75,34 @@ def test_the_limit_checks_are_called_from_the_policy_alone() -> None:
                if imported(path, "spinfc.runtime.limits") & checks and called(path) & checks}
     assert callers == CHECK_CALLERS
     assert {name for name, path in sources().items() if "check_features" in called(path)} == {"runtime/policy.py"}
+    # nor is a request's limit checked by name (`limits.check("max_...")`) or its sizes prechecked anywhere else
+    checked_by_name = {name for name, path in sources().items()
+                       if any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                              and node.func.attr == "check" and limits_of(node.func.value)
+                              for node in ast.walk(ast.parse(path.read_text())))}
+    assert checked_by_name == LIMIT_CALLERS
+    prechecking = {name for name, path in sources().items() if "Prechecks" in called(path)}
+    assert prechecking == {"runtime/policy.py", "server/routes/completions.py"}
+
+
+def limits_of(node: ast.AST) -> bool:
+    """Whether `node` reads `limits` or `<...>.limits`."""
+    return (node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")) == "limits"
+
+
+def engine_scores(path: Path) -> bool:
+    """Whether `path` calls `<...>engine.score(...)`: runs a compiled request itself."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "score":
+            owner = node.func.value
+            if (owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")) == "engine":
+                return True
+    return False
+
+
+def test_compiled_work_is_run_by_the_scoring_entry_alone() -> None:
+    runners = {name for name, path in sources().items() if called(path) & RUNS or engine_scores(path)}
+    assert runners == RUN_CALLERS
 
 
 @pytest.mark.parametrize("code", sorted(FEATURE_CODES))

@@ -1,10 +1,11 @@
 """POST /v1/decisions (alias /v1/systemone): typed questions (noul, choice, score) over one shared state.
 
 The body is checked (spinfc/wire/decisions.py, then `validate_decision_request`), each question becomes one option-slot
-query (`decision_queries`), the queries are compiled into rounds (runtime/decisions/rounds.py: one read of the state per
-round, usually one round), run in the engine's shared passes, and the label probabilities become answers
-(`decision_answers`). Nothing is generated: usage.output_tokens is 0. With `inputs`, every question is asked of
-each input and each is answered on its own, an input that alone is wrong with its error (decision_inputs.py).
+query (`decision_queries`), the request is checked against the call's policy and the queries are compiled into rounds
+(runtime/decisions/rounds.py: one read of the state per round, usually one round), run in the engine's shared passes
+(runtime/scoring.py `score_compiled`), and the label probabilities become answers (`decision_answers`). Nothing is
+generated: usage.output_tokens is 0. With `inputs`, every question is asked of each input and each is answered on
+its own, an input that alone is wrong with its error (decision_inputs.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from litestar import Request, post
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
-from spinfc.runtime.decisions import decision_answers, decision_messages, decision_queries
-from spinfc.runtime.decisions.rounds import compile_rounds, score_rounds, written_pieces
-from spinfc.runtime.prechecks import Prechecks
+from spinfc.runtime.decisions import decision_answers, decision_queries
+from spinfc.runtime.decisions.rounds import check_decisions, compile_rounds
+from spinfc.runtime.scoring import score_compiled
 from spinfc.server.context import call_context
 from spinfc.server.debug import plan_summary
 from spinfc.server.decision_inputs import answer_inputs
@@ -52,15 +53,13 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
     if body.get("inputs") is not None:
         return await many_inputs(service, request, ctx, body)
     queries = decision_queries(body, extra_keys=SERVER_KEYS)
-    ctx.limits.check("max_prompts_per_input", len(queries), "questions")
-    precheck = Prechecks(ctx.limits, service.longest_token)  # sizes before anything is tokenized
-    precheck.messages(decision_messages(body), "messages" if body.get("messages") is not None else "state")
-    precheck.pieces(piece for qid, question in body["questions"].items() for piece in written_pieces(qid, question))
+    policy = ctx.policy(service.longest_token)
+    check_decisions(policy, body, queries)  # sizes before anything is tokenized
 
     async def run() -> tuple[list, list]:
         with service.admission.admit():
-            rounds = await compile_rounds(engine, body, decision_messages(body), queries, ctx.limits)
-            return rounds, await score_rounds(engine, rounds)
+            rounds = await compile_rounds(engine, body, queries, policy)
+            return rounds, await score_compiled(engine, rounds)
 
     rounds, scored = await while_connected(request, service, run())  # a hang-up withdraws every round
     input_tokens = sum(part.processed_tokens for part in scored)
@@ -87,11 +86,11 @@ async def scored_results(scored) -> dict:
 async def many_inputs(service, request: Request, ctx, body: dict) -> DecisionResponse:
     """The answer to a request with `inputs`: per input its answers, or its error (decision_inputs.py)."""
     engine = service.ready_engine()
-    precheck = Prechecks(ctx.limits, service.longest_token)
+    policy = ctx.policy(service.longest_token)
 
     async def run():
         with service.admission.admit():
-            return await answer_inputs(engine, body, ctx.limits, precheck, extra_keys=SERVER_KEYS)
+            return await answer_inputs(engine, body, policy, extra_keys=SERVER_KEYS)
 
     answered, kept, failed = await while_connected(request, service, run())  # a hang-up withdraws every round
     results: dict[int, DecisionInputResult] = {}

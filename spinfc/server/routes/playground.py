@@ -12,17 +12,19 @@ the playground for it as it asks any client.
 
 from __future__ import annotations
 
-import asyncio
 from importlib import resources
 from typing import Annotated, Any
 
 from litestar import Request, Response, get, post
 from litestar.params import Body, PathParameter
 
+from spinfc.ir.printer import one_sequence_per_question
+from spinfc.runtime import scoring
 from spinfc.server.context import call_context
 from spinfc.server.errors import ApiError
 from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.service import ServiceDep
+from spinfc.wire.schemas import ScoreRequest
 
 ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 PUBLIC = {"public": True}
@@ -57,30 +59,15 @@ def playground_asset(asset: Annotated[str, PathParameter()]) -> Response:
 
 
 @post("/v1/plan", status_code=200, responses=errors(*BODY_ROUTE))
-async def plan(data: Annotated[dict[str, Any], Body(title="A /v1/score body")], service: ServiceDep, request: Request) -> dict:
+async def plan(data: Annotated[ScoreRequest, Body(title="A /v1/score body")], service: ServiceDep,
+               request: Request) -> dict:
     """How the engine would run a /v1/score body: its passes, the tokens it reads, and what one sequence per
-    question would read instead. Compiled, not scored; the same checks as /v1/score."""
-    from spinfc.compiler import compile
-    from spinfc.frontend import program_from_request
-    from spinfc.ir.printer import one_sequence_per_question
-    from spinfc.runtime.limits import check_limits, check_prompts
-    from spinfc.runtime.request_packs import add_packs, resolve_packs
-
+    question would read instead. Compiled, not scored; the same decoding and checks as /v1/score (the runtime's
+    `scoring.plan`), so a body /v1/score refuses is refused here with the same answer."""
     engine = service.ready_engine()
-    ctx = call_context(request, None, None)
-    service.check_model(data.get("model"))
-    refs = data.get("packs") or []
-    if not isinstance(refs, list) or not all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in refs):
-        raise ApiError(400, "wrong_type", "packs is a list of {\"id\": \"namespace/name\"}", param="packs")
-    body = {k: v for k, v in data.items() if k not in ("packs", "limits", "features", "debug")}
-    with_packs = add_packs(program_from_request(body, model=engine.model.name),
-                           resolve_packs(service.packs, [r["id"] for r in refs]))
-    check_prompts(with_packs.program, ctx.limits)
-    # the engine compiles through `segment` (its scheduler packs the passes of every request in flight); the plan
-    # of this request alone is the rest of the pipeline, as `spinfc compile --emit plan` runs it
-    program = await asyncio.to_thread(
-        compile, with_packs.program, engine.context, "plan-packing",
-        check=lambda p: check_limits(p, ctx.limits, "inputs" in body, where=with_packs.where))
+    ctx = call_context(request, data.limits, data.features)
+    service.check_model(data.model)
+    program = await scoring.plan(engine, data, ctx.policy(service.longest_token), packs=service.packs)
     used = sum(p.used for p in program.plan.passes)
     baseline = one_sequence_per_question(program)
     return {"object": "plan", "passes": len(program.plan.passes), "budget": program.plan.budget,
