@@ -116,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def compile_shapes(device: str, budget: int | None, block: int, sizes: int = 4) -> Shapes:
-    """The shapes a server on `device` runs (`Shapes.for_device`), with its default budget when none is given."""
-    from spinfc.config import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET
+    """The shapes a server on `device` runs (`Shapes.for_settings`), with its default budget when none is given."""
+    from spinfc.config import EngineSettings
 
-    cuda = device.startswith("cuda")
+    settings = EngineSettings(device=device, token_budget=budget or None, block=block, pass_sizes=sizes)
     try:
-        return Shapes.for_device(device, budget or (CUDA_TOKEN_BUDGET if cuda else CPU_TOKEN_BUDGET), block, sizes)
+        return Shapes.for_settings(settings)
     except ShapeError as error:
         raise CompileError(str(error), code="bad_shapes", hint="change --token-budget or --block") from None
 

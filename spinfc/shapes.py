@@ -22,6 +22,7 @@ constants and refuses, naming the flag to change, a shape the kernels cannot run
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import attrs
 
@@ -45,6 +46,14 @@ LONE_PASS_ROWS = 16384
 
 def round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
+
+
+def used_rows(lengths: Sequence[int], block: int) -> int:
+    """The rows segments of `lengths` take in one pass, each at the next multiple of `block`: the last one's stop."""
+    used = 0
+    for length in lengths:
+        used = round_up(used, block) + length
+    return used
 
 
 class ShapeError(ValueError):
@@ -72,6 +81,14 @@ class Shapes:
                            or any(size % self.block for size in self.sizes)):
             raise ValueError(f"pass sizes {self.sizes} must ascend to the budget {self.budget} in multiples of the "
                              f"block {self.block}")
+
+    @classmethod
+    def for_settings(cls, settings) -> "Shapes":
+        """The shapes an engine of `settings` (spinfc.config.EngineSettings) runs: `for_device` on its resolved
+        device, budget (the device's default where none is set), block and pass sizes. Every caller that builds an
+        engine or reports its shapes before it starts comes here (runtime/start.py, the server, `spinfc compile`)."""
+        return cls.for_device(settings.resolved_device(), settings.resolved_budget(), settings.block,
+                              settings.pass_sizes)
 
     @classmethod
     def for_device(cls, device: str, budget: int, block: int = 128, sizes: int = CUDA_PASS_SIZES) -> "Shapes":

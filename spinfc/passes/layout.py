@@ -9,16 +9,7 @@ import attrs
 
 from spinfc.ir.nodes import PassLayout, Program, Segment
 from spinfc.passes.context import PassContext
-from spinfc.passes.plan_packing import round_up
-from spinfc.shapes import Shapes
-
-
-def used_rows(lengths: Sequence[int], block: int) -> int:
-    """The rows segments of `lengths` take, each at the next multiple of `block`: the last one's stop."""
-    used = 0
-    for length in lengths:
-        used = round_up(used, block) + length
-    return used
+from spinfc.shapes import Shapes, round_up, used_rows  # noqa: F401 (used_rows re-exported)
 
 
 def pass_shape(lengths: Sequence[int], answer_rows: int, reads: int, shapes: Shapes) -> tuple[int, int, int]:

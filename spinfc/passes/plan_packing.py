@@ -15,11 +15,7 @@ import attrs
 from spinfc.errors import ContentTooLong
 from spinfc.ir.nodes import OptionSlot, Pass, Placement, Plan, Program, Segment
 from spinfc.passes.context import PassContext
-from spinfc.shapes import Shapes
-
-
-def round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
+from spinfc.shapes import Shapes, round_up  # noqa: F401 (round_up re-exported)
 
 
 def fill(segments: Sequence[Segment], shapes: Shapes) -> list[int]:

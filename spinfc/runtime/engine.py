@@ -41,24 +41,21 @@ from collections.abc import Callable
 
 from spinfc.ir.nodes import Program
 from spinfc.passes import PassContext
-from spinfc.passes.layout import used_rows
-from spinfc.passes.plan_packing import floor_first, round_up
+from spinfc.passes.plan_packing import floor_first
 from spinfc.runtime.cached_rows import PassCache
 from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Refused re-exported)
 from spinfc.runtime.content_cache import ContentCache
 from spinfc.runtime.extract.budget import DecodeMemory, decode_work
 from spinfc.runtime.extract.scheduling import (Decoding, decodes_at_once, extraction_prompt_rows, extracts,
                                                floors_first)
-from spinfc.runtime.gather import room_for_one_more
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.results import ContentScores
 from spinfc.runtime.runner import Pending, Runner
-from spinfc.runtime.scheduler import EngineStats, Job, Unit, schedule
+from spinfc.runtime.scheduler import FULL, EngineStats, Job, Scheduler, Unit  # noqa: F401 (FULL re-exported)
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
 
-FULL = 0.85  # a pass this full is launched behind the one in flight; a less full one waits for it to end
 # Where shapes are fixed, how long the first pass after a quiet spell (nothing queued, nothing running) waits for a
 # request to start arriving when it would launch mostly empty and none is on its way: requests sent together reach
 # the server a few milliseconds apart, and a pass launched with the first alone can cost a larger last pass.
@@ -99,6 +96,7 @@ class Engine:
         self.tokenizer = tokenizer if tokenizer is not None else model.tokenizer
         # `media`: what reads a content's media (towers.MediaReader); None refuses media
         self.context = PassContext(tokenizer=self.tokenizer, shapes=shapes, media=media)
+        self.scheduler = Scheduler(shapes)  # what the next pass holds, its launch size, and whether it waits
         self.runner = Runner(model, shapes, device, pad=self.tokenizer.pad_token_id or 0)
         self.on_pass = on_pass
         self.stats = EngineStats()
@@ -206,7 +204,7 @@ class Engine:
                 # a quiet spell: LINGER, even before any is seen arriving).
                 lingers = self._quiet and self.shapes.fixed
                 if in_flight is None and self._units and (self.intake.expecting or lingers) and \
-                        not self._decodings and not self._full(self._units, of_launch=True):
+                        not self._decodings and not self.scheduler.full(self._units, of_launch=True):
                     self._deliver_ended()  # answers first: a gather may wait half a pass
                     self._gather(linger=lingers)
                 units = self._schedule(full_only=in_flight is not None) if self._units else None
@@ -325,7 +323,7 @@ class Engine:
         """The units of the next pass, taken off the queue; with `full_only`, None unless they fill FULL of the
         budget (or the answer rows or reads) — the pass would otherwise run part-empty."""
         chosen = self._chosen()
-        if full_only and not self._full([self._units[i] for i in chosen]):
+        if full_only and not self.scheduler.full([self._units[i] for i in chosen]):
             return None
         taken = set(chosen)
         units = [self._units[i] for i in chosen]
@@ -336,9 +334,9 @@ class Engine:
         """The indices of the queued units the next pass would hold (while `_decode_limit` decodes run, none that
         extracts: its decode would wait for one of theirs to end)."""
         if self._decode_room():
-            return floors_first(self._units, schedule(self._units, self.shapes)) if self._units else []
+            return floors_first(self._units, self.scheduler.next_pass(self._units)) if self._units else []
         free = [i for i, unit in enumerate(self._units) if not extracts(unit)]
-        return [free[k] for k in schedule([self._units[i] for i in free], self.shapes)] if free else []
+        return [free[k] for k in self.scheduler.next_pass([self._units[i] for i in free])] if free else []
 
     def _decode_room(self) -> bool:
         """Whether one more pass's decode may start now."""
@@ -390,7 +388,7 @@ class Engine:
         and the pass's end."""
         def filled() -> bool:
             chosen = self._chosen()
-            return len(chosen) < len(self._units) and self._full([self._units[i] for i in chosen])
+            return len(chosen) < len(self._units) and self.scheduler.full([self._units[i] for i in chosen])
 
         full = filled()
         while not full and not self.runner.done(pending):
@@ -410,50 +408,17 @@ class Engine:
         half a pass's time as measured (of that size). A pass costs what its launch size costs, full or part-empty,
         so such a wait costs no rows and is paid back whenever it lets the pass hold more. With `linger`, wait up to
         LINGER for a request to start arriving even while none is."""
-        rate = self.stats.rate
-        rows = self._launch_rows(self._units)
         now = time.perf_counter()
-        deadline, lingering = now + (0.5 * rows / rate if rate else 0.05), now + (LINGER if linger else 0.0)
+        deadline = now + self.scheduler.longest_wait(self._units, self.stats.rate)
+        lingering = now + (LINGER if linger else 0.0)
         while (self.intake.expecting or time.perf_counter() < lingering) and \
-                not self._full(self._units, of_launch=True) and \
-                (not self.shapes.fixed or self._room_for_one_more()) and time.perf_counter() < deadline:
+                self.scheduler.waits_for_more(self._units) and time.perf_counter() < deadline:
             try:
                 job = self._inbox.get(timeout=max(0.0, min(0.005, deadline - time.perf_counter())))
             except queue.Empty:
                 continue
             if not self._admit_arrived(job):  # it, then whatever else came, in order
                 return
-
-    def _room_for_one_more(self) -> bool:
-        """Whether one more content like the largest queued would still run in the launch size of the queued work."""
-        item = lambda unit: (unit.segment.length, unit.segment.rows, unit.segment.read_count)  # noqa: E731
-        inputs = [item(unit) for unit in self._units if unit.floor_key is None]
-        return room_for_one_more([item(unit) for unit in self._units], inputs, self.shapes)
-
-    def _launch_rows(self, units: list[Unit]) -> int:
-        """The rows a pass of `units` would launch with (the budget where they need a pass or more)."""
-        shapes = self.shapes
-        used = used_rows([unit.segment.length for unit in units], shapes.block)
-        answer_rows = sum(unit.segment.rows for unit in units)
-        reads = sum(unit.segment.read_count for unit in units)
-        if not shapes.fixed or used > shapes.budget or answer_rows > shapes.answer_rows or reads > shapes.reads:
-            return shapes.budget
-        return shapes.launch_for(used, answer_rows, reads)[0]
-
-    def _full(self, units: list[Unit], of_launch: bool = False) -> bool:
-        """Whether `units` fill FULL of a pass's rows (rounded up to the block), answer rows or reads; with
-        `of_launch`, where shapes are fixed, of the launch size they would take (a full pass, where they need
-        more than a pass)."""
-        shapes = self.shapes
-        used = used_rows([unit.segment.length for unit in units], shapes.block)
-        rows = min(shapes.budget, round_up(max(used, 1), shapes.block))
-        answer_rows = sum(unit.segment.rows for unit in units)
-        reads = sum(unit.segment.read_count for unit in units)
-        T, R, N = shapes.budget, shapes.answer_rows, shapes.reads
-        if of_launch and shapes.fixed and used <= T and answer_rows <= R and reads <= N:
-            T, R, N = shapes.launch_for(used, answer_rows, reads)
-        return (rows >= FULL * T or (R is not None and answer_rows >= FULL * R)
-                or (N is not None and reads >= FULL * N))
 
     def _run(self, units: list[Unit]) -> tuple[list[Unit], Pending] | None:
         """Launch the pass of `units`; a launch that raises puts them back to be run one by one."""

@@ -16,20 +16,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spinfc.passes.layout import used_rows
-from spinfc.shapes import Shapes
+from spinfc.shapes import Shapes, used_rows
 
 Item = tuple[int, int, int]  # a segment's rows, answer rows and reads
 
 
-def launch_size(items: Sequence[Item], shapes: Shapes) -> int | None:
-    """The rows one pass of `items` launches with (in order, each at a multiple of the block), or None where they
-    do not fit one pass."""
+def launch(items: Sequence[Item], shapes: Shapes) -> tuple[int, int, int] | None:
+    """The launch size (rows, answer rows, reads: `Shapes.launch_for`) one pass of `items` takes (in order, each at a
+    multiple of the block) where shapes are fixed, or None where they do not fit one pass."""
     used = used_rows([length for length, _, _ in items], shapes.block)
     answer_rows, reads = sum(item[1] for item in items), sum(item[2] for item in items)
     if used > shapes.budget or answer_rows > shapes.answer_rows or reads > shapes.reads:
         return None
-    return shapes.launch_for(used, answer_rows, reads)[0]
+    return shapes.launch_for(used, answer_rows, reads)
+
+
+def launch_size(items: Sequence[Item], shapes: Shapes) -> int | None:
+    """The rows of `launch`, or None where `items` do not fit one pass."""
+    size = launch(items, shapes)
+    return size[0] if size is not None else None
 
 
 def room_for_one_more(queued: Sequence[Item], inputs: Sequence[Item], shapes: Shapes) -> bool:

@@ -26,8 +26,7 @@ import torch
 from spinfc.backend.launch import Launch, packed, packed_bytes
 from spinfc.ir.nodes import Segment, TreeRows
 from spinfc.passes.layout import pass_shape
-from spinfc.passes.plan_packing import round_up
-from spinfc.shapes import Shapes
+from spinfc.shapes import Shapes, round_up
 
 
 @attrs.frozen(eq=False)

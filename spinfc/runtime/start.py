@@ -61,7 +61,7 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
     anything is captured (a server reports its progress)."""
     device = settings.resolved_device()
     # a budget or block the kernels cannot run fails here, naming the flag
-    shapes = Shapes.for_device(device, settings.resolved_budget(), settings.block, settings.pass_sizes)
+    shapes = Shapes.for_settings(settings)
     # On CUDA: the Triton ops (fp16 matmuls around a float32 residual stream unless set otherwise), every pass at one
     # of a few fixed launch sizes, each replayed from a CUDA graph.
     model = load_model(settings.model, settings.resolved_precision(), device, **({} if towers else {"media": False}))

@@ -174,7 +174,7 @@ class Service:
             device = config.resolved_device()
             # a budget or block the kernels cannot run fails here, naming the flag, before the model loads; the
             # limits served are ones a content can meet in the largest pass
-            self._hold_limits(Shapes.for_device(device, config.resolved_budget(), config.block, config.pass_sizes))
+            self._hold_limits(Shapes.for_settings(config))
             started = time.perf_counter()
             log.info("loading %s on %s (%s; on a first start the weights are unpacked and converted, which can "
                      "take a minute on a CPU)", config.model, device, config.resolved_precision().name())

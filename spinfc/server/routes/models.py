@@ -50,11 +50,7 @@ def model_card(service) -> ModelCard:
 def pass_limits(service) -> dict[str, int]:
     """`token_budget`: the rows a pass packs; `max_pass_rows`: the most rows one content with its questions may take
     (a content alone in a longer pass, where passes are trimmed: Shapes.largest), over which it is content_too_long."""
-    if service.engine is not None:
-        shapes = service.engine.shapes
-    else:
-        engine = service.settings.engine
-        shapes = Shapes.for_device(engine.resolved_device(), engine.resolved_budget(), engine.block, engine.pass_sizes)
+    shapes = service.engine.shapes if service.engine is not None else Shapes.for_settings(service.settings.engine)
     return {"token_budget": shapes.budget, "max_pass_rows": shapes.largest}
 
 
