@@ -4,8 +4,9 @@ contents in shared passes.
     compile  (a compile thread)  body -> frontend -> compiler.compile(program, ctx, until="segment") -> `Segment`s,
                                  one per content and the floor (the same driver `spinfc compile` runs; intake.py)
     submit   (any thread)        a compiled request joins the queue; returns a future of its scores
-    worker   (one thread)        loop: schedule (fill the next pass from the oldest work) / run (the runner stages
-                                 and launches it) / postprocess (the pass before it: its scores to their requests)
+    worker   (one thread)        loop: schedule (its `Scheduler`, scheduler.py: the next pass from the oldest work,
+                                 the size it launches at, whether it waits for more) / run (the runner stages and
+                                 launches it) / postprocess (the pass before it: its scores to their requests)
 
 A pass holds segments of any number of requests; a segment's rows are the same wherever it lands (scheduler.py),
 so a content's results never depend on its neighbours. On CUDA the runner's launch returns at once, so pass k+1
