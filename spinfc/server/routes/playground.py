@@ -13,7 +13,7 @@ the playground for it as it asks any client.
 from __future__ import annotations
 
 from importlib import resources
-from typing import Annotated, Any
+from typing import Annotated
 
 from litestar import Request, Response, get, post
 from litestar.params import Body, PathParameter
