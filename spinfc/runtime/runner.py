@@ -70,19 +70,55 @@ class SegmentArrays:
     # 0 (the first row that sees each key: its image block's start inside a block, else the key itself)
     media: tuple = ()
     firsts: np.ndarray | None = None
+    # a content whose media turn rope by three positions (M-RoPE, Qwen3.5's images): every row's (t, h, w), [3, L]
+    # (`positions` is then their t: a text row's one position, all three being equal)
+    rope_positions: np.ndarray | None = None
 
     @classmethod
     def of(cls, segment: Segment, tree: TreeArrays | None = None) -> "SegmentArrays":
-        """`tree`: `TreeArrays.of(segment.tree)`, made once for every segment of a tree (made here when not given)."""
+        """`tree`: `TreeArrays.of(segment.tree)`, made once for every segment of a tree (made here when not given).
+        Each question row's position is its depth after the content's last position (the content's length, or
+        with M-RoPE media the position its text continues from)."""
         tree = TreeArrays.of(segment.tree) if tree is None else tree
         length = len(segment.content_tokens)
+        content = _rope_positions(segment)
+        if content is None:
+            positions, rope = np.concatenate((np.arange(length, dtype=np.int64), tree.depths + length)), None
+        else:
+            content, after = content
+            rope = np.concatenate((content, np.broadcast_to(tree.depths + after, (3, len(tree.depths)))), axis=1)
+            positions = rope[0].copy()
         return cls(
             tokens=np.concatenate((np.asarray(segment.content_tokens, np.int64).reshape(-1), tree.tokens)),
-            positions=np.concatenate((np.arange(length, dtype=np.int64), tree.depths + length)),
+            positions=positions,
             ends=np.concatenate((np.full(length, segment.length, np.int32), tree.ends + np.int32(length))),
             answer_rows=tree.answer_rows + length, read_row=tree.read_row, read_token=tree.read_token,
             media=tuple((piece.start, piece.read) for piece in segment.media), firsts=_firsts(segment),
+            rope_positions=rope,
         )
+
+
+def _rope_positions(segment: Segment) -> tuple[np.ndarray, int] | None:
+    """The (t, h, w) positions [3, length] of a content whose media have them (`MediaRead.positions`, M-RoPE), as
+    transformers' Qwen3.5 `get_rope_index` gives them, and the position the text after the content takes: text rows
+    count on by one in all three, a piece's rows sit at its offsets from the position it starts at, and the text
+    after it continues from their max + 1; None for a content without such media."""
+    if not any(piece.read.positions is not None for piece in segment.media):
+        return None
+    length = len(segment.content_tokens)
+    out = np.empty((3, length), np.int64)
+    row = position = 0
+    for piece in segment.media:  # in content order
+        read, start = piece.read, piece.start
+        out[:, row:start] = np.arange(position, position + start - row)
+        position += start - row
+        n = len(read.tokens)
+        offsets = read.positions if read.positions is not None else np.broadcast_to(np.arange(n), (3, n))
+        out[:, start:start + n] = position + offsets
+        position += int(offsets.max()) + 1
+        row = start + n
+    out[:, row:] = np.arange(position, position + length - row)
+    return out, position + length - row
 
 
 def _firsts(segment: Segment) -> np.ndarray | None:
@@ -202,7 +238,7 @@ class Runner:
         else:
             launch = Launch(spans=spans, **{name: torch.from_numpy(views[name]) for name in FIELDS})
         if any(a.media for a in arrays):
-            launch = dataclasses.replace(launch, **_media_of(arrays, starts, T))
+            launch = dataclasses.replace(launch, **_media_of(arrays, starts, positions[:T]))
         return launch, Pending(output=output, reads=n, starts=starts, rows=T, slot=slot)
 
     def launch(self, arrays: Sequence[SegmentArrays], cached: Sequence | None = None, record: bool = False) -> Pending:
@@ -263,11 +299,13 @@ class Runner:
         return pending.output[:pending.reads].numpy().copy()
 
 
-def _media_of(arrays: Sequence[SegmentArrays], starts: Sequence[int], T: int) -> dict:
-    """A pass's `Launch.media` and `Launch.firsts` from its segments' media (placed at `starts`)."""
+def _media_of(arrays: Sequence[SegmentArrays], starts: Sequence[int], positions: np.ndarray) -> dict:
+    """A pass's `Launch.media`, `Launch.firsts` and `Launch.rope_positions` from its segments' media (placed at
+    `starts`; `positions` [T]: the staged pass's, which every row without three positions of its own repeats)."""
     from spinfc.backend.launch import MediaRows
 
-    rows, reads, firsts = [], [], None
+    T = len(positions)
+    rows, reads, firsts, rope = [], [], None, None
     for a, start in zip(arrays, starts):
         for first, read in a.media:
             rows.extend(start + first + offset for offset in read.embedded)
@@ -276,8 +314,13 @@ def _media_of(arrays: Sequence[SegmentArrays], starts: Sequence[int], T: int) ->
             if firsts is None:
                 firsts = np.arange(T, dtype=np.int32)
             firsts[start:start + len(a.firsts)] = a.firsts + start
+        if a.rope_positions is not None:
+            if rope is None:
+                rope = np.repeat(positions[None, :], 3, axis=0)  # [3, T]
+            rope[:, start:start + a.rope_positions.shape[1]] = a.rope_positions
     return {"media": MediaRows(torch.tensor(rows, dtype=torch.int64), tuple(reads)),
-            "firsts": None if firsts is None else torch.from_numpy(firsts)}
+            "firsts": None if firsts is None else torch.from_numpy(firsts),
+            "rope_positions": None if rope is None else torch.from_numpy(rope)}
 
 
 @attrs.frozen
