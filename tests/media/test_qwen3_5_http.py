@@ -1,18 +1,27 @@
 """Images over HTTP on Qwen3.5: a random-weight Qwen3_5ForConditionalGeneration snapshot with its vision tower
 (snapshots.py), served on the CPU (the app in-process), answers /v1/score and chat requests holding images with
-scores; /v1/models says it reads images; audio and video are refused naming the models that read them; a hostile
-file is a 4xx that leaves the next request's answer as it was."""
+scores, and text generated after an image is transformers' greedy text; /v1/models says it reads images; audio and
+video are refused naming the models that read them; a hostile file is a 4xx that leaves the next request's answer as
+it was."""
 
 from __future__ import annotations
 
 import base64
+import json
 import time
 
 import pytest
+import torch
 from litestar.testing import TestClient
 
+from spinfc import compiler
 from spinfc.config import EngineSettings, FeatureSettings, Settings
+from spinfc.frontend import program_from_request
+from spinfc.media import MediaPolicy
+from spinfc.passes import PassContext
+from spinfc.runtime.towers import MediaReader, towers_of
 from spinfc.server.app import create_app
+from spinfc.shapes import Shapes
 
 from .snapshots import png, qwen3_5_snapshot, wav
 
@@ -30,9 +39,15 @@ def image(seed: int = 0, width: int = 40, height: int = 28) -> dict:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
+def snapshot(tmp_path_factory):
     directory = tmp_path_factory.mktemp("qwen3_5-served")
-    qwen3_5_snapshot(directory)
+    theirs, tokenizer = qwen3_5_snapshot(directory)
+    return directory, theirs, tokenizer
+
+
+@pytest.fixture(scope="module")
+def client(snapshot):
+    directory = snapshot[0]
     settings = Settings(engine=EngineSettings(model=str(directory), device="cpu", token_budget=1024, block=64,
                                               warmup="none"),
                         features=FeatureSettings(media=("image,video,audio",)))
@@ -101,3 +116,26 @@ def test_hostile_media_is_refused_and_disturbs_nothing(client):
     strip = image(0, 4000, 1)
     assert chat(client, strip, status=400)["error"]["code"] == "image_aspect_exceeded"
     assert chat(client, image(0))["scoring"] == before
+
+
+def test_text_generated_after_an_image_is_transformers_greedy_generate(client, snapshot):
+    """A `<gen>` slot after an image decodes from the content's M-RoPE position (the text after an image continues
+    from its max + 1): its greedy text is transformers' greedy `generate` on the same processed inputs."""
+    directory, theirs, tokenizer = snapshot
+    content = [{"type": "text", "text": "Here:"}, image(0), {"type": "text", "text": "ok"}]
+    body = {"inputs": [{"messages": [{"role": "user", "content": content}]}],
+            "scoring": {"queries": [{"id": "what", "template": "\nAnswer: <gen>", "max_tokens": 10}]}}
+    response = client.post("/v1/score", json=body)
+    assert response.status_code == 200, response.text
+    text = response.json()["inputs"][0]["results"][0]["combinations"][0]["text"]
+    towers = towers_of(json.loads((directory / "config.json").read_text()), dict(theirs.state_dict()), directory)
+    ctx = PassContext(tokenizer=tokenizer, shapes=Shapes(budget=1024, block=64),
+                      media=MediaReader(towers, MediaPolicy(), tokenizer))
+    program = compiler.compile(program_from_request(body, model="qwen3_5"), ctx, until="tokenize")
+    read = program.contents[0].media[0].read
+    ids = torch.tensor([program.contents[0].tokens + program.questions[0].tokens])
+    with torch.inference_mode():
+        out = theirs.generate(input_ids=ids, mm_token_type_ids=(ids == theirs.config.image_token_id).int(),
+                              pixel_values=read.inputs["pixel_values"], image_grid_thw=read.inputs["grid_thw"][None],
+                              max_new_tokens=10, do_sample=False)
+    assert text and text == tokenizer.decode(out[0, ids.shape[1]:]).split("\n")[0]
