@@ -172,18 +172,21 @@ QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|
                  "<|image_pad|>", "<|video_pad|>"]
 
 
-def qwen3_5_snapshot(directory: Path, seed: int = 0):
+def qwen3_5_snapshot(directory: Path, seed: int = 0, moe: bool = False):
     """Qwen3_5ForConditionalGeneration of a tiny real-shaped config: the text stack of tests/runtime/qwen3_5_random.py
     (three Gated DeltaNet layers to one gated full-attention layer) with heads of 32 (8 rotary dims: M-RoPE's
     sections 2, 1, 1 of Qwen3.5's 11, 11, 10 interleaved), a 2-block vision tower (4-pixel patches, merged 2 x 2 into
     the text width, a 4 x 4 learned position grid), random weights (norms, decays randomized as the text tests do),
     saved with a byte tokenizer holding Qwen's special tokens (no BOS) and a preprocessor_config.json for small
-    images. Returns (transformers' model, tokenizer)."""
+    images; with `moe`, Qwen3.5-MoE's (every MLP a sparse block, as tests/runtime/qwen3_5_random.py scales it).
+    Returns (transformers' model, tokenizer)."""
     import json
 
-    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+    import transformers
 
-    from tests.runtime.qwen3_5_random import SHAPE
+    from tests.runtime.qwen3_5_random import MOE, SHAPE
+
+    kind = "Qwen3_5Moe" if moe else "Qwen3_5"
 
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = byte_tokenizer(directory, QWEN_SPECIALS, bos=None, eos_token="<|im_end|>", pad_token="<|endoftext|>")
@@ -191,8 +194,8 @@ def qwen3_5_snapshot(directory: Path, seed: int = 0):
     rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1],
             "mrope_interleaved": True}
     text = {**SHAPE, "vocab_size": VOCAB, "head_dim": 32, "rope_parameters": rope, "pad_token_id": ids["<|endoftext|>"],
-            "eos_token_id": ids["<|im_end|>"]}
-    config = Qwen3_5Config(
+            "eos_token_id": ids["<|im_end|>"], **(MOE if moe else {})}
+    config = getattr(transformers, f"{kind}Config")(
         text_config=text,
         vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, patch_size=4,
                            spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=SHAPE["hidden_size"],
@@ -204,13 +207,15 @@ def qwen3_5_snapshot(directory: Path, seed: int = 0):
     for sub in (config, config.text_config, config.vision_config):
         sub._attn_implementation = "eager"
     torch.manual_seed(seed)
-    model = Qwen3_5ForConditionalGeneration(config).eval()
+    model = getattr(transformers, f"{kind}ForConditionalGeneration")(config).eval()
     with torch.no_grad():
         for name, parameter in model.model.language_model.named_parameters():
             if "norm" in name:
                 parameter.normal_(0.0, 0.3)
             elif name.endswith("dt_bias"):
                 parameter.normal_(0.0, 1.0)
+            elif "experts" in name or name.endswith("mlp.gate.weight"):  # created empty / zero by transformers
+                parameter.normal_(0.0, 0.2)
     model.save_pretrained(directory)
     (directory / "preprocessor_config.json").write_text(json.dumps({
         "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen3VLProcessor",

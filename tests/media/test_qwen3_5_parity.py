@@ -87,9 +87,17 @@ def transformers_logprobs(theirs, program) -> dict:
     return want
 
 
-def test_image_questions_match_transformers(qwen, seed):
-    ours, theirs, tokenizer = qwen
-    assert ours.towers.kinds == {"image"}
+@pytest.fixture(scope="module")
+def qwen_moe(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("qwen3_5_moe-vision")
+    theirs, tokenizer = qwen3_5_snapshot(directory, moe=True)
+    return load_model(str(directory)), theirs, tokenizer
+
+
+@pytest.mark.parametrize("variant", ["dense", "moe"])
+def test_image_questions_match_transformers(qwen, qwen_moe, variant, seed):
+    ours, theirs, tokenizer = qwen if variant == "dense" else qwen_moe
+    assert ours.towers.kinds == {"image"} and (ours.config.experts is not None) == (variant == "moe")
     program, got = spinfc_logprobs(ours, tokenizer, body(seed % 1000))
     assert program.stat("media") == 3
     want = transformers_logprobs(theirs, program)
@@ -97,7 +105,7 @@ def test_image_questions_match_transformers(qwen, seed):
     for index, kind in enumerate(("image", "text", "two images")):
         keys = [key for key in want if key[0] == index]
         difference = max(abs(got[key] - want[key]) for key in keys)
-        print(f"qwen3_5 {kind}: max |logprob - transformers| = {difference:.2e} over {len(keys)} reads")
+        print(f"qwen3_5 {variant} {kind}: max |logprob - transformers| = {difference:.2e} over {len(keys)} reads")
         assert difference < TOLERANCE, kind
 
 
