@@ -126,13 +126,13 @@ def test_the_rows_positions_are_transformers_m_rope_positions(qwen):
         else:
             want = torch.arange(ids.shape[1]).expand(3, -1)
         assert torch.equal(torch.from_numpy(rope[:, :L]), want[:, :L]), content.id
-        after = torch.from_numpy(segment_depths(segment)) + want[:, L:L + 1]  # [3, tree rows]
+        after = torch.from_numpy(segment_depths(segment).copy()) + want[:, L:L + 1]  # [3, tree rows]
         assert torch.equal(torch.from_numpy(rope[:, L:]), after), content.id
         assert torch.equal(torch.from_numpy(arrays.positions), torch.from_numpy(rope[0]))
 
 
 def segment_depths(segment):
-    from spinfc.runtime.runner import TreeArrays
+    from spinfc.runtime.segment_arrays import TreeArrays
 
     return TreeArrays.of(segment.tree).depths
 
