@@ -178,3 +178,21 @@ def test_text_rows_turn_by_m_rope_as_by_plain_rope(qwen):
     plain = ours.forward(launch)
     three = dataclasses.replace(launch, rope_positions=launch.positions[None].repeat(3, 1))
     assert torch.equal(ours.forward(three), plain)
+
+
+def test_without_media_the_text_stack_loads_alone(qwen, tmp_path_factory):
+    """--no-media: the tower's weights are dropped, not loaded; a text content scores the same bits as beside a
+    loaded tower, and an image part is refused naming the models that read images."""
+    from spinfc.media import MediaError
+
+    ours, _, tokenizer = qwen
+    directory = tmp_path_factory.mktemp("qwen3_5-text-alone")
+    qwen3_5_snapshot(directory)
+    text_only = load_model(str(directory), media=False)
+    assert text_only.towers is None
+    request = body(0)
+    request["inputs"] = [request["inputs"][1]]
+    assert spinfc_logprobs(text_only, tokenizer, request)[1] == spinfc_logprobs(ours, tokenizer, request)[1]
+    with pytest.raises(MediaError) as refused:
+        compiled(text_only, tokenizer, body(0))
+    assert refused.value.code == "image_unsupported" and "Qwen3.5" in refused.value.hint
