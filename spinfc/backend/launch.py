@@ -17,7 +17,7 @@ from spinfc.ir.nodes import PassLayout
 @dataclass(frozen=True)
 class Launch:
     tokens: torch.Tensor  # [T] int64 token ids
-    positions: torch.Tensor  # [T] int64 position of each row in its own sequence
+    positions: torch.Tensor  # [T] int64 position of each row in its own sequence (M-RoPE media: its t, below)
     ends: torch.Tensor  # [T] int32; query i sees key j iff j <= i < ends[j]
     spans: tuple[tuple[int, int], ...]  # [start, stop) of each content with its tree; the mask never crosses one
     rows: torch.Tensor  # [R] int64 answer rows (distinct), padded with row 0 where R is fixed
