@@ -25,7 +25,7 @@ from spinfc.shapes import Shapes
 
 from .snapshots import png, qwen3_5_snapshot, wav
 
-pytestmark = pytest.mark.slow  # starts the app (~20 s on a shared CPU)
+pytestmark = pytest.mark.slow  # a live server (the app in-process), as tests/media/test_http.py; ~10 s here
 
 QUERY = {"queries": [{"id": "shown", "template": "\nAnswer:<?>", "options": [" yes", " no"]}]}
 
@@ -139,3 +139,26 @@ def test_text_generated_after_an_image_is_transformers_greedy_generate(client, s
                               pixel_values=read.inputs["pixel_values"], image_grid_thw=read.inputs["grid_thw"][None],
                               max_new_tokens=10, do_sample=False)
     assert text and text == tokenizer.decode(out[0, ids.shape[1]:]).split("\n")[0]
+
+
+def test_decisions_read_image_parts(client):
+    """/v1/decisions (NInfer's image parts) on Qwen3.5: the image is read, the same image gives the same answers, and
+    a bad part is the 4xx /v1/score gives, naming the part."""
+    questions = {"shown": {"type": "noul", "instructions": "Is there a cat in the picture?"},
+                 "colour": {"type": "choice", "instructions": "Which colour dominates?",
+                            "criteria": {"red": "mostly red", "green": "mostly green", "blue": "mostly blue"}}}
+
+    def decide(*parts, status: int = 200) -> dict:
+        body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "Look:"}, *parts]}],
+                "questions": questions}
+        response = client.post("/v1/decisions", json=body)
+        assert response.status_code == status, response.text
+        return response.json()
+
+    first, again, other = decide(image(0)), decide(image(0)), decide(image(1))
+    assert set(first["answers"]) == set(questions) and first["answers"] == again["answers"]
+    assert first["answers"] != other["answers"]
+    assert first["usage"]["input_tokens"] > decide()["usage"]["input_tokens"]  # the image's rows are read
+    cut = {"type": "image_url", "image_url": {"url": url(png(8, 8)[:40])}}
+    error = decide(image(0), cut, status=400)["error"]
+    assert error["code"] == "corrupt_media" and error["param"] == "messages[0].content[2].image_url"
