@@ -1,6 +1,6 @@
 """Images over HTTP on Qwen3.5: a random-weight Qwen3_5ForConditionalGeneration snapshot with its vision tower
-(snapshots.py), served on the CPU (the app in-process), answers /v1/score and chat requests holding images with
-scores, and text generated after an image is transformers' greedy text; /v1/models says it reads images; audio and
+(snapshots.py), served on the CPU (the app in-process), answers /v1/score, chat and /v1/decisions requests holding
+images, and text generated after an image is transformers' greedy text; /v1/models says it reads images; audio and
 video are refused naming the models that read them; a hostile file is a 4xx that leaves the next request's answer as
 it was."""
 
