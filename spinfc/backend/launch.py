@@ -17,7 +17,7 @@ from spinfc.ir.nodes import PassLayout
 @dataclass(frozen=True)
 class Launch:
     tokens: torch.Tensor  # [T] int64 token ids
-    positions: torch.Tensor  # [T] int64 position of each row in its own sequence
+    positions: torch.Tensor  # [T] int64 position of each row in its own sequence (M-RoPE media: its t, below)
     ends: torch.Tensor  # [T] int32; query i sees key j iff j <= i < ends[j]
     spans: tuple[tuple[int, int], ...]  # [start, stop) of each content with its tree; the mask never crosses one
     rows: torch.Tensor  # [R] int64 answer rows (distinct), padded with row 0 where R is fixed
@@ -34,6 +34,9 @@ class Launch:
     # ways): query i sees key j iff firsts[j] <= i < ends[j]. None for text only (firsts[j] = j).
     media: "MediaRows | None" = None
     firsts: torch.Tensor | None = None
+    # a pass holding media whose rope turns by three positions (M-RoPE: Qwen3.5's images): every row's (t, h, w),
+    # [3, T] int64 (a text row's three equal to its position). None: plain rope at `positions`, as every text pass.
+    rope_positions: torch.Tensor | None = None
 
     @property
     def budget(self) -> int:
@@ -53,11 +56,12 @@ class Launch:
         )._with_media_of(self, device)
 
     def _with_media_of(self, other: "Launch", device) -> "Launch":
-        if other.media is None and other.firsts is None:
+        if other.media is None and other.firsts is None and other.rope_positions is None:
             return self
-        media = other.media and MediaRows(other.media.rows.to(device, non_blocking=True), other.media.reads)
-        firsts = None if other.firsts is None else other.firsts.to(device, non_blocking=True)
-        return dataclasses.replace(self, media=media, firsts=firsts)
+        move = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
+        media = other.media and MediaRows(move(other.media.rows), other.media.reads)
+        return dataclasses.replace(self, media=media, firsts=move(other.firsts),
+                                   rope_positions=move(other.rope_positions))
 
 
 @dataclass(frozen=True)

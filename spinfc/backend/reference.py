@@ -53,20 +53,23 @@ def add_rms_norm(
     return rms_norm(residual_out, weight, eps, unit_offset, out_dtype, quant), residual_out
 
 
-# The last tables built per (theta, head_dim): every layer of a forward asks for the same ones, twice.
-_ROPE_TABLES: dict[tuple[float, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+# The last tables built per (theta, head_dim, rotated, sections): every layer of a forward asks for the same ones.
+_ROPE_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
 
-def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float,
-                 rotated: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """positions: [T] int64 -> cos, sin: [T, head_dim] float32, in Hugging Face's layout (the half-size table
-    repeated twice), inv_freq[i] = theta ** (-2i / head_dim) (`inv_freq`). The last tables per (theta, head_dim,
-    rotated) are kept and reused when the positions are equal."""
-    kept = _ROPE_TABLES.get((theta, head_dim, rotated))
-    if kept is not None and kept[0].device == positions.device and torch.equal(kept[0], positions):
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, rotated: int | None = None,
+                 sections: tuple[int, ...] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """positions: [T] int64 (or [3, T] with `sections`: M-RoPE, see `mrope_axes`) -> cos, sin: [T, head_dim]
+    float32, in Hugging Face's layout (the half-size table repeated twice), inv_freq[i] = theta ** (-2i / head_dim)
+    (`inv_freq`). The last tables per (theta, head_dim, rotated, sections) are kept and reused when the positions
+    are equal."""
+    key = (theta, head_dim, rotated, sections)
+    kept = _ROPE_TABLES.get(key)
+    if kept is not None and kept[0].device == positions.device and kept[0].shape == positions.shape \
+            and torch.equal(kept[0], positions):
         return kept[1], kept[2]
-    cos, sin = _rope_tables(positions, head_dim, theta, rotated)
-    _ROPE_TABLES[(theta, head_dim, rotated)] = (positions.clone(), cos, sin)
+    cos, sin = _rope_tables(positions, head_dim, theta, rotated, sections)
+    _ROPE_TABLES[key] = (positions.clone(), cos, sin)
     return cos, sin
 
 
@@ -80,19 +83,39 @@ def inv_freq(head_dim: int, theta: float, rotated: int | None, device) -> torch.
     return freq
 
 
-def _rope_tables(positions: torch.Tensor, head_dim: int, theta: float,
-                 rotated: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    freqs = positions.float()[:, None] * inv_freq(head_dim, theta, rotated, positions.device)[None, :]  # [T, D/2]
+def mrope_axes(half: int, sections: tuple[int, ...], device=None) -> torch.Tensor:
+    """[half] int64: which of a row's three positions (t, h, w) each rotary frequency turns by, under Qwen3.5's
+    interleaved M-RoPE (`mrope_section` (t, h, w)): frequency i reads h where i % 3 == 1 and i < 3 * h, w where
+    i % 3 == 2 and i < 3 * w, t otherwise (transformers' `Qwen3_5TextRotaryEmbedding.recomposition_frequencies`).
+    A row whose three positions are equal (text) turns exactly as plain rope at that position."""
+    i = torch.arange(half, dtype=torch.int64, device=device)
+    axes = torch.zeros(half, dtype=torch.int64, device=device)
+    axes[(i % 3 == 1) & (i < 3 * sections[1])] = 1
+    axes[(i % 3 == 2) & (i < 3 * sections[2])] = 2
+    return axes
+
+
+def _rope_tables(positions: torch.Tensor, head_dim: int, theta: float, rotated: int | None = None,
+                 sections: tuple[int, ...] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    freq = inv_freq(head_dim, theta, rotated, positions.device)  # [D/2]
+    if sections is None:
+        freqs = positions.float()[:, None] * freq[None, :]  # [T, D/2]
+    else:  # [3, T] positions: each frequency turns by one of them (the same product, so text rows match plain rope)
+        axes = mrope_axes(head_dim // 2, sections, positions.device)
+        by_axis = positions.float()[:, :, None] * freq[None, None, :]  # [3, T, D/2]
+        freqs = by_axis.gather(0, axes.expand(1, positions.shape[1], -1))[0]  # [T, D/2]
     angles = torch.cat((freqs, freqs), dim=-1)  # [T, D]
     return angles.cos(), angles.sin()
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float, rotated: int | None = None) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float, rotated: int | None = None,
+               sections: tuple[int, ...] | None = None) -> torch.Tensor:
     """x: [T, H, D], positions: [T] int64 -> [T, H, D] in x.dtype: rotary embedding in Hugging Face's
     rotate_half convention (dimension i pairs with i + D/2); with `rotated`, only the first `rotated` pairs turn
-    (`inv_freq`). Returns a new tensor; the Triton kernel may work in place, so callers must not rely on `x`
-    keeping its value."""
-    cos, sin = rope_cos_sin(positions, x.shape[-1], theta, rotated)
+    (`inv_freq`); with `sections` (M-RoPE: Qwen3.5 reading images), positions are [3, T] (t, h, w) and each
+    frequency turns by one of them (`mrope_axes`). Returns a new tensor; the Triton kernel may work in place, so
+    callers must not rely on `x` keeping its value."""
+    cos, sin = rope_cos_sin(positions, x.shape[-1], theta, rotated, sections)
     cos, sin = cos[:, None, :], sin[:, None, :]  # [T, 1, D]
     x32 = x.float()
     half = x.shape[-1] // 2

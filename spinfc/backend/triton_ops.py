@@ -60,10 +60,11 @@ def add_rms_norm(
     return _rms_norm.add_rms_norm(x, residual, weight, eps, unit_offset, out_dtype, quant)
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float, rotated: int | None = None) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float, rotated: int | None = None,
+               sections: tuple[int, ...] | None = None) -> torch.Tensor:
     if not _on_triton(x):
-        return reference.apply_rope(x, positions, theta, rotated)
-    return rope.apply_rope(x, positions, theta, rotated)
+        return reference.apply_rope(x, positions, theta, rotated, sections)
+    return rope.apply_rope(x, positions, theta, rotated, sections)
 
 
 def tree_attention(

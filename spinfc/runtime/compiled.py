@@ -11,7 +11,7 @@ import attrs
 
 from spinfc.ir.nodes import Program, Segment
 from spinfc.runtime.results import ContentScores, QueryResult, contents_results
-from spinfc.runtime.runner import SegmentArrays
+from spinfc.runtime.segment_arrays import SegmentArrays
 from spinfc.runtime.score_map import ScoreMap
 
 

@@ -24,7 +24,7 @@ from spinfc.passes import SCHEDULED_FROM, PassContext
 from spinfc.passes.plan_packing import admits
 from spinfc.runtime.compiled import Compiled
 from spinfc.runtime.extract import budget
-from spinfc.runtime.runner import SegmentArrays, TreeArrays
+from spinfc.runtime.segment_arrays import SegmentArrays, TreeArrays
 from spinfc.runtime.scheduler import floor_key
 from spinfc.runtime.score_map import ScoreMap
 

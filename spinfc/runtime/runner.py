@@ -24,75 +24,9 @@ import numpy as np
 import torch
 
 from spinfc.backend.launch import Launch, packed, packed_bytes
-from spinfc.ir.nodes import Segment, TreeRows
 from spinfc.passes.layout import pass_shape
+from spinfc.runtime.segment_arrays import SegmentArrays, TreeArrays  # noqa: F401  (the runner's inputs)
 from spinfc.shapes import Shapes, round_up
-
-
-@attrs.frozen(eq=False)
-class TreeArrays:
-    """A question tree's rows (`TreeRows`) as arrays, counted from the tree's first row: made once per tree, shared
-    (read-only) by the arrays of every segment that places it."""
-
-    tokens: np.ndarray  # [t] int64
-    depths: np.ndarray  # [t] int64
-    ends: np.ndarray  # [t] int32
-    answer_rows: np.ndarray  # [r] int64 distinct rows holding a read, ascending
-    read_row: np.ndarray  # [n] int64 index into answer_rows, one per read in row order
-    read_token: np.ndarray  # [n] int64
-
-    @classmethod
-    def of(cls, tree: TreeRows) -> "TreeArrays":
-        rows = np.fromiter((k for k, _ in tree.reads), np.int64, len(tree.reads))
-        answer_rows, read_row = np.unique(rows, return_inverse=True)
-        arrays = cls(tokens=np.asarray(tree.tokens, np.int64).reshape(-1),
-                     depths=np.asarray(tree.depths, np.int64).reshape(-1),
-                     ends=np.asarray(tree.ends, np.int32).reshape(-1), answer_rows=answer_rows.astype(np.int64),
-                     read_row=read_row.astype(np.int64).reshape(-1),
-                     read_token=np.fromiter((r.token for _, r in tree.reads), np.int64, len(tree.reads)))
-        for array in attrs.astuple(arrays, recurse=False):
-            array.flags.writeable = False
-        return arrays
-
-
-@attrs.frozen(eq=False)
-class SegmentArrays:
-    """A segment's rows as arrays, made once on the compile thread: what staging copies."""
-
-    tokens: np.ndarray  # [L] int64
-    positions: np.ndarray  # [L] int64
-    ends: np.ndarray  # [L] int32, from 0
-    answer_rows: np.ndarray  # [r] int64 distinct answer rows, ascending
-    read_row: np.ndarray  # [n] int64 index into answer_rows, one per read in the segment's read order
-    read_token: np.ndarray  # [n] int64
-    # a content with media: (row of the first placeholder, towers.MediaRead) per piece, and `firsts` [L] int32 from
-    # 0 (the first row that sees each key: its image block's start inside a block, else the key itself)
-    media: tuple = ()
-    firsts: np.ndarray | None = None
-
-    @classmethod
-    def of(cls, segment: Segment, tree: TreeArrays | None = None) -> "SegmentArrays":
-        """`tree`: `TreeArrays.of(segment.tree)`, made once for every segment of a tree (made here when not given)."""
-        tree = TreeArrays.of(segment.tree) if tree is None else tree
-        length = len(segment.content_tokens)
-        return cls(
-            tokens=np.concatenate((np.asarray(segment.content_tokens, np.int64).reshape(-1), tree.tokens)),
-            positions=np.concatenate((np.arange(length, dtype=np.int64), tree.depths + length)),
-            ends=np.concatenate((np.full(length, segment.length, np.int32), tree.ends + np.int32(length))),
-            answer_rows=tree.answer_rows + length, read_row=tree.read_row, read_token=tree.read_token,
-            media=tuple((piece.start, piece.read) for piece in segment.media), firsts=_firsts(segment),
-        )
-
-
-def _firsts(segment: Segment) -> np.ndarray | None:
-    """The segment's `firsts` where a media piece has blocks that attend both ways, else None."""
-    blocks = [(piece.start + a, piece.start + b) for piece in segment.media for a, b in piece.read.blocks]
-    if not blocks:
-        return None
-    firsts = np.arange(segment.length, dtype=np.int32)
-    for a, b in blocks:
-        firsts[a:b] = a
-    return firsts
 
 
 @attrs.define(eq=False)
@@ -201,7 +135,7 @@ class Runner:
         else:
             launch = Launch(spans=spans, **{name: torch.from_numpy(views[name]) for name in FIELDS})
         if any(a.media for a in arrays):
-            launch = dataclasses.replace(launch, **_media_of(arrays, starts, T))
+            launch = dataclasses.replace(launch, **_media_of(arrays, starts, positions[:T]))
         return launch, Pending(output=output, reads=n, starts=starts, rows=T, slot=slot)
 
     def launch(self, arrays: Sequence[SegmentArrays], cached: Sequence | None = None, record: bool = False) -> Pending:
@@ -262,11 +196,13 @@ class Runner:
         return pending.output[:pending.reads].numpy().copy()
 
 
-def _media_of(arrays: Sequence[SegmentArrays], starts: Sequence[int], T: int) -> dict:
-    """A pass's `Launch.media` and `Launch.firsts` from its segments' media (placed at `starts`)."""
+def _media_of(arrays: Sequence[SegmentArrays], starts: Sequence[int], positions: np.ndarray) -> dict:
+    """A pass's `Launch.media`, `Launch.firsts` and `Launch.rope_positions` from its segments' media (placed at
+    `starts`; `positions` [T]: the staged pass's, which every row without three positions of its own repeats)."""
     from spinfc.backend.launch import MediaRows
 
-    rows, reads, firsts = [], [], None
+    T = len(positions)
+    rows, reads, firsts, rope = [], [], None, None
     for a, start in zip(arrays, starts):
         for first, read in a.media:
             rows.extend(start + first + offset for offset in read.embedded)
@@ -275,8 +211,13 @@ def _media_of(arrays: Sequence[SegmentArrays], starts: Sequence[int], T: int) ->
             if firsts is None:
                 firsts = np.arange(T, dtype=np.int32)
             firsts[start:start + len(a.firsts)] = a.firsts + start
+        if a.rope_positions is not None:
+            if rope is None:
+                rope = np.repeat(positions[None, :], 3, axis=0)  # [3, T]
+            rope[:, start:start + a.rope_positions.shape[1]] = a.rope_positions
     return {"media": MediaRows(torch.tensor(rows, dtype=torch.int64), tuple(reads)),
-            "firsts": None if firsts is None else torch.from_numpy(firsts)}
+            "firsts": None if firsts is None else torch.from_numpy(firsts),
+            "rope_positions": None if rope is None else torch.from_numpy(rope)}
 
 
 @attrs.frozen

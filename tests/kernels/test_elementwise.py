@@ -59,6 +59,21 @@ def test_rope_in_place_on_a_view(heads, dim, g):
     assert torch.equal(fused[:, heads * dim :], untouched)
 
 
+def test_mrope_matches_the_reference_and_plain_rope_where_the_positions_agree(g):
+    """M-RoPE (positions [3, T], Qwen3.5's interleaved sections): the kernel matches the reference; rows whose three
+    positions are equal (text) are the same bits as plain rope at that position."""
+    rows, heads, dim, sections = 10, 3, 16, (4, 2, 2)
+    q = torch.randn(rows, heads, dim, generator=g)
+    positions = torch.randint(0, 600, (3, rows), generator=g)
+    positions[:, :4] = positions[0, :4]  # text rows: t = h = w
+    want = rope.reference(q.clone(), positions, 10000.0, None, sections)
+    out = rope.apply_rope(q.clone(), positions, 10000.0, None, sections)
+    torch.testing.assert_close(out, want, atol=1e-4, rtol=1e-4)
+    plain = rope.apply_rope(q[:4].clone(), positions[0, :4].contiguous(), 10000.0)
+    assert torch.equal(out[:4], plain)
+    assert torch.equal(want[:4], rope.reference(q[:4].clone(), positions[0, :4].contiguous(), 10000.0))
+
+
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp")  # exp(-x) -> inf is how sigmoid reaches 0
 @pytest.mark.parametrize("kind", ["silu", "gelu_tanh"])
 def test_gated_act_on_views_of_a_fused_output(kind, g):

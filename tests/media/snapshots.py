@@ -14,9 +14,10 @@ SPECIALS = ["<pad>", "<bos>", "<eos>", "<start_of_image>", "<end_of_image>", "<i
             "<video_soft_token>", "<start_of_audio>", "<end_of_audio>", "<audio_soft_token>"]
 
 
-def byte_tokenizer(directory: Path):
+def byte_tokenizer(directory: Path, specials=SPECIALS, bos: str | None = "<bos>", **named):
     """A byte-level BPE tokenizer without merges: ids 0..255 are the bytes, then the special tokens (Gemma's
-    names), a BOS before every encoding."""
+    names, or `specials`), a BOS before every encoding (none where `bos` is None); `named`: the special tokens'
+    attributes (Gemma's by default)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -25,12 +26,13 @@ def byte_tokenizer(directory: Path):
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
-    core.add_special_tokens(SPECIALS)
-    bos = core.token_to_id("<bos>")
-    core.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", bos)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>",
-                                        pad_token="<pad>", boi_token="<start_of_image>",
-                                        eoi_token="<end_of_image>", image_token="<image_soft_token>")
+    core.add_special_tokens(list(specials))
+    if bos is not None:
+        core.post_processor = processors.TemplateProcessing(single=f"{bos} $A",
+                                                            special_tokens=[(bos, core.token_to_id(bos))])
+    named = named or dict(bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", boi_token="<start_of_image>",
+                          eoi_token="<end_of_image>", image_token="<image_soft_token>")
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, **named)
     tokenizer.save_pretrained(str(directory))
     return tokenizer
 
@@ -164,3 +166,59 @@ def wav(seconds: float, rate: int = 16000, seed: int = 0) -> bytes:
         noise = np.random.default_rng(seed).normal(0, 3000, int(seconds * rate)).clip(-32000, 32000)
         out.writeframes(noise.astype("<i2").tobytes())
     return buffer.getvalue()
+
+
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                 "<|image_pad|>", "<|video_pad|>"]
+
+
+def qwen3_5_snapshot(directory: Path, seed: int = 0, moe: bool = False):
+    """Qwen3_5ForConditionalGeneration of a tiny real-shaped config: the text stack of tests/runtime/qwen3_5_random.py
+    (three Gated DeltaNet layers to one gated full-attention layer) with heads of 32 (8 rotary dims: M-RoPE's
+    sections 2, 1, 1 of Qwen3.5's 11, 11, 10 interleaved), a 2-block vision tower (4-pixel patches, merged 2 x 2 into
+    the text width, a 4 x 4 learned position grid), random weights (norms, decays randomized as the text tests do),
+    saved with a byte tokenizer holding Qwen's special tokens (no BOS) and a preprocessor_config.json for small
+    images; with `moe`, Qwen3.5-MoE's (every MLP a sparse block, as tests/runtime/qwen3_5_random.py scales it).
+    Returns (transformers' model, tokenizer)."""
+    import json
+
+    import transformers
+
+    from tests.runtime.qwen3_5_random import MOE, SHAPE
+
+    kind = "Qwen3_5Moe" if moe else "Qwen3_5"
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = byte_tokenizer(directory, QWEN_SPECIALS, bos=None, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    ids = {name: tokenizer.convert_tokens_to_ids(name) for name in QWEN_SPECIALS}
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1],
+            "mrope_interleaved": True}
+    text = {**SHAPE, "vocab_size": VOCAB, "head_dim": 32, "rope_parameters": rope, "pad_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"], **(MOE if moe else {})}
+    config = getattr(transformers, f"{kind}Config")(
+        text_config=text,
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, patch_size=4,
+                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=SHAPE["hidden_size"],
+                           num_position_embeddings=16),
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+    )
+    for sub in (config, config.text_config, config.vision_config):
+        sub._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = getattr(transformers, f"{kind}ForConditionalGeneration")(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.model.language_model.named_parameters():
+            if "norm" in name:
+                parameter.normal_(0.0, 0.3)
+            elif name.endswith("dt_bias"):
+                parameter.normal_(0.0, 1.0)
+            elif "experts" in name or name.endswith("mlp.gate.weight"):  # created empty / zero by transformers
+                parameter.normal_(0.0, 0.2)
+    model.save_pretrained(directory)
+    (directory / "preprocessor_config.json").write_text(json.dumps({
+        "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen3VLProcessor",
+        "size": {"shortest_edge": 8 * 8, "longest_edge": 48 * 48}, "patch_size": 4, "temporal_patch_size": 2,
+        "merge_size": 2, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}))
+    return model, tokenizer

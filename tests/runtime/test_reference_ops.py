@@ -93,6 +93,23 @@ def test_apply_rope_matches_transformers():
     torch.testing.assert_close(ops.apply_rope(q, positions, theta), want[0].transpose(0, 1))
 
 
+def test_mrope_matches_transformers_qwen3_5():
+    """Interleaved M-RoPE (positions [3, T]) against transformers' Qwen3_5TextRotaryEmbedding and its partial
+    rotary apply: image rows with distinct (t, h, w), text rows with three equal positions."""
+    from transformers import Qwen3_5TextConfig
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5TextRotaryEmbedding, apply_rotary_pos_emb
+
+    torch.manual_seed(0)
+    sections, rd, theta = (3, 3, 2), 16, 10000.0
+    config = Qwen3_5TextConfig(head_dim=64, rope_parameters={"rope_type": "default", "rope_theta": theta,
+                                                            "partial_rotary_factor": 0.25, "mrope_section": sections})
+    positions = torch.tensor([[0, 1, 2, 2, 2, 2, 4, 5], [0, 1, 2, 2, 3, 3, 4, 5], [0, 1, 2, 3, 2, 3, 4, 5]])
+    q = torch.randn(8, 3, rd)
+    cos, sin = Qwen3_5TextRotaryEmbedding(config)(q, positions[:, None])
+    want, _ = apply_rotary_pos_emb(q.transpose(0, 1)[None], q.transpose(0, 1)[None], cos, sin)
+    torch.testing.assert_close(ops.apply_rope(q, positions, theta, None, sections), want[0].transpose(0, 1))
+
+
 def test_gated_act_and_answer_logprobs():
     torch.manual_seed(0)
     gate, up = torch.randn(4, 6), torch.randn(4, 6)

@@ -183,7 +183,7 @@ def test_an_image_for_a_model_without_a_vision_tower_names_the_models_that_read_
             "questions": QUESTIONS}
     err = error(client, body)
     assert err["code"] == "image_unsupported" and err["param"] == "messages[0].content[1].image_url"
-    assert "Gemma 3 (4B and larger) and Gemma 4" in err["message"]
+    assert "Gemma 3 (4B and larger), Gemma 4 and Qwen3.5" in err["message"]
 
 
 def test_confidence_is_the_normalised_gini(answered) -> None:

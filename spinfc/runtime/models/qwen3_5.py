@@ -3,7 +3,8 @@ short depthwise causal convolution) and gated full-attention layers, three to on
 
 Full-attention layers: q_proj writes each head's query and an output gate side by side ([T, H, 2 Dh]); q and k
 are RMS-normed per head; rope turns only the first `rotary_dim` dims of a head (partial rotary); the attention's
-output is multiplied by sigmoid(gate) before o_proj. Tree attention over the pass, as every stack.
+output is multiplied by sigmoid(gate) before o_proj. Tree attention over the pass, as every stack. A pass holding
+images (the vision tower: runtime/towers/qwen3_5.py) turns rope by M-RoPE's three positions per row.
 
 Gated DeltaNet layers: in_proj_qkv -> conv1d (per channel, kernel K, silu) -> q, k, v heads; beta = sigmoid(b),
 g = -exp(A_log) * softplus(a + dt_bias); the gated delta rule (backend/gated_delta.py) along each row's own chain
@@ -149,7 +150,7 @@ class Qwen3_5Model(Model):
         q = self.norm(q.reshape(T * H, Dh), w["q_norm"]).view(T, H, Dh)
         k = self.norm(self.linear(h, w["k"]).view(T * Hk, Dh), w["k_norm"]).view(T, Hk, Dh)
         v = self.linear(h, w["v"]).view(T, Hk, Dh)
-        q, k = self.partial_rope(q, launch.positions), self.partial_rope(k, launch.positions)
+        q, k = self.partial_rope(q, launch), self.partial_rope(k, launch)
         out = self.ops.tree_attention(q, k, v, launch.ends, launch.positions, launch.spans, scale=Dh**-0.5,
                                       window=None)  # [T, H, Dh]
         if keep is not None:
@@ -158,10 +159,17 @@ class Qwen3_5Model(Model):
         gated = out.reshape(n, H * Dh).float() * torch.sigmoid(gate.reshape(n, H * Dh).float())
         return gated.to(self.answer_dtype(keep) or self.dtype)
 
-    def partial_rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rope on the first `rotary_dim` dims of each head (their own frequencies), the rest as they are."""
-        rd = self.config.rotary_dim
-        turned = self.ops.apply_rope(x[..., :rd].contiguous(), positions, self.config.rope_theta)
+    def partial_rope(self, x: torch.Tensor, launch: Launch) -> torch.Tensor:
+        """Rope on the first `rotary_dim` dims of each head (their own frequencies), the rest as they are; in a
+        pass holding images, M-RoPE: each frequency turns by one of the row's (t, h, w) positions
+        (`launch.rope_positions`, sections `config.mrope_sections`; a text row's three are equal, so it turns as
+        plain rope). Text passes carry no extra positions and take the plain kernel."""
+        rd, c = self.config.rotary_dim, self.config
+        part = x[..., :rd].contiguous()
+        if launch.rope_positions is not None:
+            turned = self.ops.apply_rope(part, launch.rope_positions, c.rope_theta, None, c.mrope_sections)
+        else:
+            turned = self.ops.apply_rope(part, launch.positions, c.rope_theta)
         return torch.cat((turned, x[..., rd:]), dim=-1)
 
     def delta_net(self, index: int, w: dict, h: torch.Tensor, launch: Launch, keep) -> torch.Tensor:

@@ -21,7 +21,7 @@ from spinfc.media.policy import MediaPolicy
 from spinfc.runtime.towers.base import MediaRead, Tower
 
 # which models read each kind: what a refusal tells the user to serve instead
-READERS = {"image": "Gemma 3 (4B and larger) and Gemma 4", "audio": "Gemma 4 E2B and E4B",
+READERS = {"image": "Gemma 3 (4B and larger), Gemma 4 and Qwen3.5", "audio": "Gemma 4 E2B and E4B",
            "video": "Gemma 4 (as frames)"}
 DECODERS = {"image": decode_image, "audio": decode_audio, "video": decode_video}
 # a multimodal checkpoint's names (as saved: transformers 4's, and 5's in memory) -> the names the stacks and towers
@@ -30,6 +30,7 @@ NAMES = (("language_model.model.", "model."), ("model.language_model.", "model."
          ("language_model.lm_head.", "lm_head."), ("vision_tower.vision_model.", "model.vision_tower."),
          ("model.vision_tower.vision_model.", "model.vision_tower."), ("vision_tower.", "model.vision_tower."),
          ("multi_modal_projector.", "model.multi_modal_projector."))
+QWEN_VISION = "model.visual."
 TOWER_PREFIXES = ("model.vision_tower.", "model.multi_modal_projector.", "model.audio_tower.", "model.embed_vision.",
                   "model.embed_audio.")
 
@@ -68,6 +69,8 @@ def towers_of(hf_config: dict, state: dict, directory: Path | None, *, device="c
     and the language model's renamed to the text stack's names (`model.language_model.X` -> `model.X`), whether
     or not they are loaded (`load` False: --no-media, the towers' weights are dropped)."""
     model_type = hf_config.get("model_type")
+    if model_type in ("qwen3_5", "qwen3_5_moe"):
+        return _qwen3_5_towers(hf_config, state, directory, device=device, dtype=dtype, load=load)
     if model_type not in ("gemma3", "gemma4"):
         return None
     for key in list(state):
@@ -89,6 +92,19 @@ def towers_of(hf_config: dict, state: dict, directory: Path | None, *, device="c
     from spinfc.runtime.towers.gemma3 import Gemma3Vision
 
     return Towers([Gemma3Vision(hf_config, state, processor, device=device, dtype=dtype)])
+
+
+def _qwen3_5_towers(hf_config: dict, state: dict, directory: Path | None, *, device, dtype,
+                    load: bool) -> Towers | None:
+    """Qwen3.5's vision tower (its weights under `model.visual.`; the text stack's names are its own to read), or
+    None for a snapshot without one."""
+    if not load or not hf_config.get("vision_config") or not any(k.startswith(QWEN_VISION) for k in state):
+        for key in [k for k in state if k.startswith(QWEN_VISION)]:
+            del state[key]
+        return None
+    from spinfc.runtime.towers.qwen3_5 import Qwen3_5Vision
+
+    return Towers([Qwen3_5Vision(hf_config, state, _processor_config(directory), device=device, dtype=dtype)])
 
 
 def _processor_config(directory: Path | None) -> dict | None:

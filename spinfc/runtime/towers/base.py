@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import ClassVar, TypeVar
 
 import attrs
+import numpy as np
 import torch
 
 T = TypeVar("T")
@@ -25,7 +26,10 @@ class MediaRead:
     """One image, clip or video as its tower read it. `tokens`: its placeholder tokens, in content order;
     `embedded`: the offsets into `tokens` whose rows take the tower's embeddings (in the order `Tower.embed`
     returns them); `blocks`: [start, stop) offsets whose rows attend each other both ways (an image's soft tokens
-    where the model reads images bidirectionally); `inputs`: the processor's tensors for this piece."""
+    where the model reads images bidirectionally); `inputs`: the processor's tensors for this piece; `positions`:
+    where the model turns its rope by three positions (M-RoPE: Qwen3.5), the (t, h, w) of each token as offsets from
+    the piece's first position ([3, len(tokens)] int64; the text after the piece continues from their max + 1),
+    else None (one position per token, as text)."""
 
     kind: str
     tower: str  # the tower's name in `Towers`
@@ -33,6 +37,7 @@ class MediaRead:
     embedded: tuple[int, ...]
     blocks: tuple[tuple[int, int], ...]
     inputs: dict = attrs.field(factory=dict, repr=False)
+    positions: np.ndarray | None = attrs.field(default=None, repr=False)
 
 
 class Tower:

@@ -46,6 +46,9 @@ class ModelConfig:
     # Qwen3.5: the Gated DeltaNet layers' shape (None in other families) and the rotated dims of a head (partial rope)
     linear: "LinearAttention | None" = None
     rotary_dim: int | None = None
+    # Qwen3.5 with a vision tower: M-RoPE's (t, h, w) sections of the rotary frequencies (`mrope_section`), which a
+    # pass holding images turns by each row's three positions (`Launch.rope_positions`); None: plain rope only
+    mrope_sections: tuple[int, ...] | None = None
     # Qwen3.5-MoE: every layer's MLP is a sparse block of routed experts beside a gated shared expert (whose width
     # is `intermediate`); None for dense models (Gemma 4's MoE block is in `gemma4`)
     experts: "Experts | None" = None
@@ -70,6 +73,8 @@ class ModelConfig:
     def from_json(cls, text: str) -> "ModelConfig":
         fields = json.loads(text)
         fields["sliding_layers"] = tuple(fields.get("sliding_layers", ()))
+        if fields.get("mrope_sections") is not None:
+            fields["mrope_sections"] = tuple(fields["mrope_sections"])
         if fields.get("linear") is not None:
             fields["linear"] = LinearAttention(**{**fields["linear"], "layers": tuple(fields["linear"]["layers"])})
         if fields.get("gemma4") is not None:

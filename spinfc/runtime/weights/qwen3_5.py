@@ -43,6 +43,13 @@ def qwen3_5_config(hf: dict[str, Any]) -> ModelConfig:
     partial = float(rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25)))
     heads = text["num_attention_heads"]
     head_dim = text.get("head_dim") or text["hidden_size"] // heads
+    rotary_dim = int(head_dim * partial)
+    sections = None
+    if multimodal and hf.get("vision_config"):  # images turn by (t, h, w) positions (M-RoPE, interleaved)
+        sections = tuple(int(n) for n in rope.get("mrope_section", (11, 11, 10)))
+        if len(sections) != 3 or sum(sections) != rotary_dim // 2:
+            raise UnsupportedModel(f"qwen3_5: mrope_section {list(sections)} must be three sections summing to the "
+                                   f"{rotary_dim // 2} rotary frequencies of a head")
     return ModelConfig(
         family="qwen3_5",
         hidden=text["hidden_size"],
@@ -64,8 +71,9 @@ def qwen3_5_config(hf: dict[str, Any]) -> ModelConfig:
             value_dim=text.get("linear_value_head_dim", 128),
             conv_kernel=text.get("linear_conv_kernel_dim", 4),
         ),
-        rotary_dim=int(head_dim * partial),
+        rotary_dim=rotary_dim,
         experts=experts,
+        mrope_sections=sections,
     )
 
 

@@ -1,0 +1,82 @@
+"""Qwen3.5's vision tower: transformers' own `Qwen3_5VisionModel` (patch embed, learned positions resampled to the
+image's grid, 2D vision rotary, blocks, the patch merger into the text width) on the snapshot's weights, and its
+image processor (`Qwen2VLImageProcessorPil`: the aspect-preserving resize to multiples of patch x merge, patches,
+`image_grid_thw`). As the chat template and Qwen3VLProcessor write it, an image is `<|vision_start|>` + one
+`<|image_pad|>` per merged patch (grid_t * grid_h * grid_w / merge^2) + `<|vision_end|>`, read causally.
+
+Its text stack turns rope by three positions (M-RoPE): an image's pads sit at (t, h, w) = (s, s + row, s + column)
+of the merged grid, s the position after `<|vision_start|>`, and the text after the image continues from the max +
+1 (`MediaRead.positions`, transformers' `get_rope_index`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from spinfc.runtime.towers.base import MediaRead, Tower, fixed_batches, prefixed
+
+# preprocessor_config.json keys the image processor takes (the rest name the processor's classes)
+PROCESSOR_OPTIONS = ("size", "min_pixels", "max_pixels", "patch_size", "temporal_patch_size", "merge_size",
+                     "image_mean", "image_std", "rescale_factor", "do_normalize", "do_rescale", "do_resize",
+                     "do_convert_rgb", "resample")
+
+
+class Qwen3_5Vision(Tower):
+    name = "qwen3_5-vision"
+    kinds = frozenset({"image"})
+
+    def __init__(self, hf_config: dict, state: dict, processor_config: dict | None, *, device, dtype) -> None:
+        """`hf_config`: the snapshot's config.json (Qwen3_5ForConditionalGeneration's, or the MoE's); `state`: its
+        weights (the tower's, under `model.visual.`, are popped from it)."""
+        from transformers import AutoConfig, AutoModel
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+        config = AutoConfig.for_model(**hf_config)
+        v = config.vision_config
+        v._attn_implementation = "eager"
+        self.config, self.merge = config, v.spatial_merge_size
+        vision = AutoModel.from_config(v)
+        vision.load_state_dict(prefixed(state, "model.visual."), strict=True)
+        self.vision = vision.to(device=device, dtype=dtype).eval()
+        options = {"patch_size": v.patch_size, "temporal_patch_size": v.temporal_patch_size,
+                   "merge_size": v.spatial_merge_size}
+        options.update({k: value for k, value in (processor_config or {}).items() if k in PROCESSOR_OPTIONS})
+        self.processor = Qwen2VLImageProcessorPil(**options)
+
+    def read(self, kind, image, encode) -> MediaRead:
+        out = self.processor(images=[image], return_tensors="pt")
+        grid = out["image_grid_thw"][0]  # [3]: t, h, w in patches
+        t, h, w = (int(grid[0]), int(grid[1]) // self.merge, int(grid[2]) // self.merge)
+        n, c = t * h * w, self.config
+        tokens = (c.vision_start_token_id, *[c.image_token_id] * n, c.vision_end_token_id)
+        return MediaRead("image", self.name, tokens, tuple(range(1, 1 + n)), (),
+                         {"pixel_values": out["pixel_values"], "grid_thw": grid}, positions=image_positions(t, h, w))
+
+    @torch.inference_mode()
+    def embed(self, reads: Sequence[MediaRead], device) -> torch.Tensor:
+        """The images of the pass through the tower in fixed batches of images of one grid (`fixed_batches`: an
+        image's shapes never depend on its neighbours): [sum of merged patches, D] in read order."""
+        dtype = self.vision.patch_embed.proj.weight.dtype
+        merged: list[torch.Tensor | None] = [None] * len(reads)
+        grids = [tuple(read.inputs["grid_thw"].tolist()) for read in reads]
+        for grid in dict.fromkeys(grids):
+            mine = [i for i, g in enumerate(grids) if g == grid]
+            for batch, real in fixed_batches(mine):
+                pixels = torch.cat([reads[i].inputs["pixel_values"] for i in batch]).to(device=device, dtype=dtype)
+                grid_thw = torch.stack([reads[i].inputs["grid_thw"] for i in batch]).to(device)
+                out = self.vision(pixels, grid_thw=grid_thw).pooler_output  # [B * merged patches, D]
+                for i, rows in zip(batch[:real], out.chunk(len(batch))):
+                    merged[i] = rows
+        return torch.cat(merged)
+
+
+def image_positions(t: int, h: int, w: int) -> np.ndarray:
+    """[3, 1 + t h w + 1] int64: the (t, h, w) offsets of `<|vision_start|>` (0), the image's pads (1 + their frame,
+    row and column in the merged grid) and `<|vision_end|>` (1 + max(h, w), where the text after the image goes on:
+    transformers' `get_vision_position_ids` for an image, t = 1)."""
+    frames, rows, columns = np.meshgrid(np.arange(t), np.arange(h), np.arange(w), indexing="ij")
+    pads = np.stack((frames, rows, columns)).reshape(3, -1) + 1
+    end = np.full((3, 1), 1 + max(h, w))
+    return np.concatenate((np.zeros((3, 1), np.int64), pads, end), axis=1).astype(np.int64)
