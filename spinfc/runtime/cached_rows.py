@@ -8,6 +8,9 @@ whole layout, its keys and values at the cached rows taken from the cache.
     attention  per layer, q, k, v of the computed rows are scattered into [T] tensors of the layout, the cached rows'
                keys and values written in (their queries are zero, their outputs dropped), the backend's own
                `tree_attention` runs over the layout, and the computed rows' outputs are gathered back
+    media      a content with media is never cached, so its rows are all computed: the towers' rows are renumbered
+               into `inner`, its M-RoPE positions taken at the computed rows; the attention reads the layout's
+               `firsts`, as it reads the layout's `ends`
 
 A row's projections, norms and MLP depend on that row alone, and its attention on the keys and values it sees, which
 are the ones the content's own pass computed: so a cached content's scores are the scores it gets read anew, given
@@ -37,7 +40,7 @@ class CachedRows:
     computed rows, and per layer the cached rows' keys and values, gathered for the whole pass."""
 
     layout: object  # backend.launch.Launch, `cached` None
-    inner: object  # Launch of the computed rows: tokens, positions [Tc]; rows index into them
+    inner: object  # Launch of the computed rows: tokens, positions [Tc]; rows and media rows index into them
     computed: torch.Tensor  # [Tc] int64 layout rows
     rows: torch.Tensor  # [C] int64 layout rows read from the cache
     keys: tuple[torch.Tensor, ...]  # per layer [C, Hk, D]
@@ -77,6 +80,8 @@ class _FromCache:
         v_all[c.computed] = v
         k_all[c.rows] = c.keys[layer].to(k.dtype)
         v_all[c.rows] = c.values[layer].to(v.dtype)
+        if "firsts" in kwargs:  # the inner launch's are its computed rows'; the attention runs over the layout
+            kwargs["firsts"] = layout.firsts
         out = self._ops.tree_attention(q_all, k_all, v_all, layout.ends, layout.positions, layout.spans, **kwargs)
         return out[c.computed]
 
@@ -103,8 +108,26 @@ def reading(launch, starts: Sequence[int], entries: Sequence[CachedContent | Non
     computed, index, rows = computed.to(device), index.to(device), rows.to(device)
     layout = dataclasses.replace(launch, block=None, cached=None)
     inner = dataclasses.replace(layout, tokens=launch.tokens[computed], positions=launch.positions[computed],
-                                ends=launch.ends[computed], spans=(), rows=index[launch.rows])
+                                ends=launch.ends[computed], spans=(), rows=index[launch.rows],
+                                **_computed_media(launch, computed, index, from_cache))
     return dataclasses.replace(launch, cached=CachedRows(layout, inner, computed, rows, keys, values))
+
+
+def _computed_media(launch, computed: torch.Tensor, index: torch.Tensor, from_cache: torch.Tensor) -> dict:
+    """The media fields of the computed rows' launch: the towers' rows renumbered into it (a content with media is
+    never cached, so every one is computed), and per computed row its `firsts` (layout rows, as its `ends`: the
+    attention runs over the layout and reads the layout's) and its three M-RoPE positions."""
+    fields = {}
+    if launch.media is not None:
+        if from_cache[launch.media.rows.cpu()].any():
+            raise ValueError("a content read from the content cache holds media rows; a content with media is "
+                             "never cached (PassCache.key)")
+        fields["media"] = dataclasses.replace(launch.media, rows=index[launch.media.rows])
+    if launch.firsts is not None:
+        fields["firsts"] = launch.firsts[computed]
+    if launch.rope_positions is not None:
+        fields["rope_positions"] = launch.rope_positions[:, computed]  # [3, Tc]
+    return fields
 
 
 class PassCache:
