@@ -11,6 +11,7 @@ and packed, an image content's scores the same bits alone and packed with text a
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import tempfile
 import time
@@ -84,9 +85,14 @@ def model_checks(device: str) -> None:
 
     everything = parity.body(0)
     program, packed = scores(everything)
-    want = parity.transformers_logprobs(theirs, program)
-    error = max(abs(packed[key] - want[key]) for key in want)
-    check(error < 1e-4, f"{device} float32 vs transformers (CPU): max |logprob diff| {error:.2e} over {len(want)}")
+    if device == "cuda" and importlib.util.find_spec("fla") is not None:
+        # transformers binds its gated delta rule to fla's Triton kernels where fla is installed, and those refuse
+        # the CPU tensors of the float32 reference: parity is the CPU's check (tests/media/test_qwen3_5_parity.py)
+        print("      parity against transformers: not run here (fla installed); the CPU tests check it", flush=True)
+    else:
+        want = parity.transformers_logprobs(theirs, program)
+        error = max(abs(packed[key] - want[key]) for key in want)
+        check(error < 1e-4, f"{device} float32 vs transformers (CPU): max |logprob diff| {error:.2e} over {len(want)}")
     alone = dict(everything, inputs=[everything["inputs"][2]])
     _, by_itself = scores(alone)
     gap = max(abs(by_itself[(0, *key[1:])] - value) for key, value in packed.items() if key[0] == 2)

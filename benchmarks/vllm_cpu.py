@@ -3,8 +3,9 @@
     python benchmarks/vllm_cpu.py JOB.json OUT.json
 
 JOB.json: {"model": snapshot dir, "prompts": [[token ids] per question] per content, "options": [token ids],
-"threads": n}. vLLM scores each question as its own prompt (content + question), the options' logprobs at the next
-token through `logprob_token_ids` (one generated token, greedy), with prefix caching in blocks of 32 tokens:
+"threads": n, "cores": [the cores this process may use]}: vLLM's OMP threads are bound to the first n of those
+(VLLM_CPU_OMP_THREADS_BIND). vLLM scores each question as its own prompt (content + question), the options' logprobs
+at the next token through `logprob_token_ids` (one generated token, greedy), with prefix caching in blocks of 32 tokens:
 
     warm-up   one unrelated prompt (start-up and first-call costs are not counted)
     new       the contents not yet cached: primed (each content's first question alone first, so its blocks are
@@ -25,7 +26,10 @@ import time
 def main() -> int:
     job = json.loads(open(sys.argv[1]).read())
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core in this process: 2 cores
-    os.environ.setdefault("OMP_NUM_THREADS", str(job.get("threads", 2)))
+    threads = job.get("threads", 2)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    if job.get("cores"):
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, job["cores"][:threads])))
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
