@@ -4,6 +4,7 @@ loader and compare with transformers on."""
 
 from __future__ import annotations
 
+import base64
 import io
 from pathlib import Path
 
@@ -71,6 +72,11 @@ def gemma3_snapshot(directory: Path):
                 parameter.normal_(0.0, 0.3)
     model.save_pretrained(directory)
     return model, tokenizer
+
+
+def data_url(data: bytes, mime: str = "image/png") -> str:
+    """`data` as a data URL, as a client sends a file in an `image_url` (or `video_url`) part."""
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
 def png(width: int, height: int, seed: int = 0, mode: str = "RGB") -> bytes:
@@ -184,7 +190,7 @@ def qwen3_5_snapshot(directory: Path, seed: int = 0, moe: bool = False):
 
     import transformers
 
-    from tests.runtime.qwen3_5_random import MOE, SHAPE
+    from tests.runtime.qwen3_5_random import MOE, SHAPE, randomize
 
     kind = "Qwen3_5Moe" if moe else "Qwen3_5"
 
@@ -209,13 +215,7 @@ def qwen3_5_snapshot(directory: Path, seed: int = 0, moe: bool = False):
     torch.manual_seed(seed)
     model = getattr(transformers, f"{kind}ForConditionalGeneration")(config).eval()
     with torch.no_grad():
-        for name, parameter in model.model.language_model.named_parameters():
-            if "norm" in name:
-                parameter.normal_(0.0, 0.3)
-            elif name.endswith("dt_bias"):
-                parameter.normal_(0.0, 1.0)
-            elif "experts" in name or name.endswith("mlp.gate.weight"):  # created empty / zero by transformers
-                parameter.normal_(0.0, 0.2)
+        randomize(model.model.language_model.named_parameters())
     model.save_pretrained(directory)
     (directory / "preprocessor_config.json").write_text(json.dumps({
         "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen3VLProcessor",

@@ -6,7 +6,6 @@ text content's are what it gets read anew (runtime/cached_rows.py)."""
 from __future__ import annotations
 
 import asyncio
-import base64
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ from spinfc.runtime.loader import load_model
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 
-from .snapshots import gemma3_snapshot, gemma4_snapshot, png
+from .snapshots import data_url, gemma3_snapshot, gemma4_snapshot, png
 
 TOLERANCE = 1e-5  # CPU rounding, as tests/engine/test_content_cache.py: the computed rows run in a smaller launch
 TEXT = "The river rose over the bank and the town court moved its records to the hill. " * 2
@@ -36,7 +35,7 @@ def model(request, tmp_path_factory):
 
 
 def image_content(seed: int) -> dict:
-    url = f"data:image/png;base64,{base64.b64encode(png(40, 28, seed)).decode()}"
+    url = data_url(png(40, 28, seed))
     return {"messages": [{"role": "user", "content": [{"type": "text", "text": "Look:"},
                                                       {"type": "image_url", "image_url": {"url": url}},
                                                       {"type": "text", "text": "What is it?"}]}]}

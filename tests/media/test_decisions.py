@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from .snapshots import png, wav
+from .snapshots import data_url, png, wav
 
 pytestmark = pytest.mark.slow  # the app of conftest.py
 
@@ -20,10 +20,6 @@ QUESTIONS = {
 }
 
 
-def url(data: bytes, mime: str = "image/png") -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
-
-
 def decide(client, *parts, status: int = 200) -> dict:
     body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "Look:"}, *parts]}],
             "questions": QUESTIONS}
@@ -33,7 +29,7 @@ def decide(client, *parts, status: int = 200) -> dict:
 
 
 def image(seed: int) -> dict:
-    return {"type": "image_url", "image_url": {"url": url(png(40, 28, seed))}}
+    return {"type": "image_url", "image_url": {"url": data_url(png(40, 28, seed))}}
 
 
 def test_an_image_part_is_read_into_the_answers(served):
@@ -49,16 +45,16 @@ def test_an_image_part_is_read_into_the_answers(served):
 
 def test_audio_and_frames_are_read_too(served):
     audio = {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav(0.5)).decode(), "format": "wav"}}
-    frames = {"type": "video", "video": [url(png(24, 24, k)) for k in range(4)]}
+    frames = {"type": "video", "video": [data_url(png(24, 24, k)) for k in range(4)]}
     heard, seen = decide(served, audio), decide(served, frames)
     assert heard["answers"]["shown"]["answer"] != seen["answers"]["shown"]["answer"]
 
 
 def test_a_bad_part_is_the_4xx_of_score_naming_the_part(served):
-    cut = {"type": "image_url", "image_url": {"url": url(png(8, 8)[:40])}}
+    cut = {"type": "image_url", "image_url": {"url": data_url(png(8, 8)[:40])}}
     error = decide(served, image(0), cut, status=400)["error"]
     assert error["code"] == "corrupt_media" and error["param"] == "messages[0].content[2].image_url"
-    many = {"type": "video", "video": [url(png(8, 8))] * 9}
+    many = {"type": "video", "video": [data_url(png(8, 8))] * 9}
     assert decide(served, many, status=413)["error"]["code"] == "max_frames_exceeded"
     remote = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
     assert decide(served, remote, status=400)["error"]["code"] == "media_url_refused"

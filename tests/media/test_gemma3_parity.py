@@ -5,7 +5,6 @@ per question and option. A text-only content shares the pass."""
 
 from __future__ import annotations
 
-import base64
 
 import pytest
 import torch
@@ -19,13 +18,9 @@ from spinfc.runtime.runner import Runner, SegmentArrays
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 
-from .snapshots import gemma3_snapshot, png
+from .snapshots import data_url, gemma3_snapshot, png
 
 TOLERANCE = 1e-4
-
-
-def data_url(data: bytes, mime: str = "image/png") -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
 @pytest.fixture(scope="module")

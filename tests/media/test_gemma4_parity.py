@@ -18,13 +18,9 @@ from spinfc.runtime.runner import Runner, SegmentArrays
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 
-from .snapshots import gemma4_snapshot, png, wav
+from .snapshots import data_url, gemma4_snapshot, png, wav
 
 TOLERANCE = 1e-4
-
-
-def url(data: bytes, mime: str = "image/png") -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +31,10 @@ def gemma4(tmp_path_factory):
 
 
 def request(seed: int) -> dict:
-    image = {"type": "image_url", "image_url": {"url": url(png(40, 28, seed))}}
+    image = {"type": "image_url", "image_url": {"url": data_url(png(40, 28, seed))}}
     audio = {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav(0.6, seed=seed)).decode(),
                                                     "format": "wav"}}
-    video = {"type": "video", "video": [url(png(24, 24, seed + k)) for k in range(4)]}
+    video = {"type": "video", "video": [data_url(png(24, 24, seed + k)) for k in range(4)]}
     text = lambda words: {"type": "text", "text": words}  # noqa: E731
     return {"inputs": [
         {"messages": [{"role": "user", "content": [text("Look:"), image, text("What is it?")]}]},

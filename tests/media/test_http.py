@@ -8,21 +8,17 @@ import base64
 
 import pytest
 
-from .snapshots import frames_of, mp4, png, wav
+from .snapshots import data_url, frames_of, mp4, png, wav
 
 pytestmark = pytest.mark.slow  # starts the app (~20 s on a shared CPU)
 
 QUERY = {"queries": [{"id": "shown", "template": "\nAnswer:<?>", "options": [" yes", " no"]}]}
 
 
-def url(data: bytes, mime: str = "image/png") -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
-
-
 PARTS = {
-    "image": {"type": "image_url", "image_url": {"url": url(png(40, 28))}},
+    "image": {"type": "image_url", "image_url": {"url": data_url(png(40, 28))}},
     "audio": {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav(0.5)).decode(), "format": "wav"}},
-    "frames": {"type": "video", "video": [url(png(24, 24, k)) for k in range(4)]},
+    "frames": {"type": "video", "video": [data_url(png(24, 24, k)) for k in range(4)]},
 }
 
 
@@ -50,12 +46,12 @@ def test_a_video_file_reads_as_its_frames(client):
     """A `video_url` MP4 (decoded with PyAV) scores as the list of its decoded frames sent as images; a video of
     more frames than --max-frames is 413 from the container's count; bytes that are no video are 415."""
     video = mp4(4)
-    as_file = chat(client, {"type": "video_url", "video_url": {"url": url(video, "video/mp4")}})
-    as_frames = chat(client, {"type": "video", "video": [url(frame) for frame in frames_of(video)]})
+    as_file = chat(client, {"type": "video_url", "video_url": {"url": data_url(video, "video/mp4")}})
+    as_frames = chat(client, {"type": "video", "video": [data_url(frame) for frame in frames_of(video)]})
     assert as_file["scoring"] == as_frames["scoring"]
-    error = chat(client, {"type": "video_url", "video_url": {"url": url(mp4(9), "video/mp4")}}, 413)["error"]
+    error = chat(client, {"type": "video_url", "video_url": {"url": data_url(mp4(9), "video/mp4")}}, 413)["error"]
     assert error["code"] == "max_frames_exceeded" and error["param"] == "messages[0].content[1].video_url"
-    error = chat(client, {"type": "video_url", "video_url": {"url": url(b"\x00" * 64, "video/mp4")}}, 415)["error"]
+    error = chat(client, {"type": "video_url", "video_url": {"url": data_url(b"\x00" * 64, "video/mp4")}}, 415)["error"]
     assert error["code"] == "unsupported_media" and "not a video" in error["message"]
 
 
@@ -67,11 +63,11 @@ def test_models_reports_the_media(client):
 
 def test_hostile_media_is_refused_and_disturbs_nothing(client):
     before = chat(client, PARTS["image"])["scoring"]
-    bomb = {"type": "image_url", "image_url": {"url": url(png(8, 8)[:40])}}
+    bomb = {"type": "image_url", "image_url": {"url": data_url(png(8, 8)[:40])}}
     error = chat(client, bomb, 400)["error"]
     assert error["code"] == "corrupt_media" and error["param"] == "messages[0].content[1].image_url"
     many = {"type": "video", "video": [PARTS["image"]["image_url"]["url"]] * 9}
     assert chat(client, many, 413)["error"]["code"] == "max_frames_exceeded"
-    wrong = {"type": "image_url", "image_url": {"url": url(png(8, 8), "image/jpeg")}}
+    wrong = {"type": "image_url", "image_url": {"url": data_url(png(8, 8), "image/jpeg")}}
     assert chat(client, wrong, 415)["error"]["code"] == "media_type_mismatch"
     assert chat(client, PARTS["image"])["scoring"] == before

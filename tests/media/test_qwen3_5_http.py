@@ -8,34 +8,27 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 import pytest
 import torch
-from litestar.testing import TestClient
 
 from spinfc import compiler
-from spinfc.config import EngineSettings, FeatureSettings, Settings
 from spinfc.frontend import program_from_request
 from spinfc.media import MediaPolicy
 from spinfc.passes import PassContext
 from spinfc.runtime.towers import MediaReader, towers_of
-from spinfc.server.app import create_app
 from spinfc.shapes import Shapes
 
-from .snapshots import png, qwen3_5_snapshot, wav
+from .served import serving
+from .snapshots import data_url, png, qwen3_5_snapshot, wav
 
 pytestmark = pytest.mark.slow  # a live server (the app in-process), as tests/media/test_http.py; ~10 s here
 
 QUERY = {"queries": [{"id": "shown", "template": "\nAnswer:<?>", "options": [" yes", " no"]}]}
 
 
-def url(data: bytes, mime: str = "image/png") -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
-
-
 def image(seed: int = 0, width: int = 40, height: int = 28) -> dict:
-    return {"type": "image_url", "image_url": {"url": url(png(width, height, seed))}}
+    return {"type": "image_url", "image_url": {"url": data_url(png(width, height, seed))}}
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +40,7 @@ def snapshot(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(snapshot):
-    directory = snapshot[0]
-    settings = Settings(engine=EngineSettings(model=str(directory), device="cpu", token_budget=1024, block=64,
-                                              warmup="none"),
-                        features=FeatureSettings(media=("image,video,audio",)))
-    with TestClient(create_app(settings), timeout=600) as client:
-        for _ in range(600):
-            if client.get("/readyz").status_code == 200:
-                break
-            time.sleep(0.1)
+    with serving(snapshot[0]) as client:
         yield client
 
 
@@ -101,17 +86,17 @@ def test_audio_and_video_are_refused_naming_the_models_that_read_them(client):
     audio = {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav(0.5)).decode(), "format": "wav"}}
     error = chat(client, audio, status=400)["error"]
     assert error["code"] == "audio_unsupported" and "serve a model that reads audio: Gemma 4" in error["message"]
-    frames = {"type": "video", "video": [url(png(24, 24, k)) for k in range(4)]}
+    frames = {"type": "video", "video": [data_url(png(24, 24, k)) for k in range(4)]}
     error = chat(client, frames, status=400)["error"]
     assert error["code"] == "video_unsupported" and error["param"].startswith("messages[0].content[1]")
 
 
 def test_hostile_media_is_refused_and_disturbs_nothing(client):
     before = chat(client, image(0))["scoring"]
-    cut = {"type": "image_url", "image_url": {"url": url(png(8, 8)[:40])}}
+    cut = {"type": "image_url", "image_url": {"url": data_url(png(8, 8)[:40])}}
     error = chat(client, cut, status=400)["error"]
     assert error["code"] == "corrupt_media" and error["param"] == "messages[0].content[1].image_url"
-    wrong = {"type": "image_url", "image_url": {"url": url(png(8, 8), "image/jpeg")}}
+    wrong = {"type": "image_url", "image_url": {"url": data_url(png(8, 8), "image/jpeg")}}
     assert chat(client, wrong, status=415)["error"]["code"] == "media_type_mismatch"
     strip = image(0, 4000, 1)
     assert chat(client, strip, status=400)["error"]["code"] == "image_aspect_exceeded"
@@ -159,6 +144,6 @@ def test_decisions_read_image_parts(client):
     assert set(first["answers"]) == set(questions) and first["answers"] == again["answers"]
     assert first["answers"] != other["answers"]
     assert first["usage"]["input_tokens"] > decide()["usage"]["input_tokens"]  # the image's rows are read
-    cut = {"type": "image_url", "image_url": {"url": url(png(8, 8)[:40])}}
+    cut = {"type": "image_url", "image_url": {"url": data_url(png(8, 8)[:40])}}
     error = decide(image(0), cut, status=400)["error"]
     assert error["code"] == "corrupt_media" and error["param"] == "messages[0].content[2].image_url"

@@ -6,7 +6,6 @@ A text-only content shares the pass."""
 
 from __future__ import annotations
 
-import base64
 
 import pytest
 import torch
@@ -20,13 +19,9 @@ from spinfc.runtime.runner import Runner, SegmentArrays
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 
-from .snapshots import png, qwen3_5_snapshot
+from .snapshots import data_url, png, qwen3_5_snapshot
 
 TOLERANCE = 1e-4
-
-
-def data_url(data: bytes, mime: str = "image/png") -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
 @pytest.fixture(scope="module")

@@ -31,12 +31,18 @@ def random_qwen3_5(directory, vocab_size: int = 96, seed: int = 0, moe: bool = F
     config._attn_implementation = "eager"
     model = getattr(transformers, f"{kind}ForCausalLM")(config).eval()
     with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "norm" in name:
-                parameter.normal_(0.0, 0.3)
-            elif name.endswith("dt_bias"):
-                parameter.normal_(0.0, 1.0)
-            elif "experts" in name or name.endswith("mlp.gate.weight"):  # created empty / zero by transformers
-                parameter.normal_(0.0, 0.2)
+        randomize(model.named_parameters())
     model.save_pretrained(directory)
     return model
+
+
+def randomize(named_parameters) -> None:
+    """Draw the parameters transformers leaves constant or empty in a Qwen3.5 text stack (norms, dt_bias, the
+    experts and their router), so that a parity test exercises them; call under `torch.no_grad()`."""
+    for name, parameter in named_parameters:
+        if "norm" in name:
+            parameter.normal_(0.0, 0.3)
+        elif name.endswith("dt_bias"):
+            parameter.normal_(0.0, 1.0)
+        elif "experts" in name or name.endswith("mlp.gate.weight"):  # created empty / zero by transformers
+            parameter.normal_(0.0, 0.2)
