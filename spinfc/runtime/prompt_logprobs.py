@@ -23,7 +23,7 @@ import torch
 from spinfc.backend.launch import Launch, lower
 from spinfc.ir.nodes import Content, PassLayout, Program
 from spinfc.passes import PassContext, layout, plan_packing, segment
-from spinfc.shapes import Shapes
+from spinfc.shapes import Shapes, round_up
 
 HEAD_ROWS = 256  # rows per slice of the LM head: [256, V] float32 logits at a time (268 MB at Gemma's 262k)
 
@@ -52,10 +52,11 @@ def prompt_program(prompts: Sequence[Sequence[int]], model: str, budget: int, bl
     return layout(plan_packing(segment(program, ctx), ctx), ctx)
 
 
-def used_rows(lay: PassLayout, block: int) -> int:
-    """The rows a pass needs: up to its last span, rounded up to the block (the rest is padding no row sees)."""
+def trimmed_rows(lay: PassLayout, block: int) -> int:
+    """The rows a laid-out pass is trimmed to: up to its last span, rounded up to the block (the rest is padding no
+    row sees)."""
     stop = max((stop for _, stop in lay.spans), default=0)
-    return min(lay.budget, max(block, -(-stop // block) * block))
+    return min(lay.budget, max(block, round_up(stop, block)))
 
 
 @torch.inference_mode()
@@ -67,7 +68,7 @@ def score_prompts(model, program: Program, top: int, lock: threading.Lock | None
     tops: list[list[tuple]] = [[()] * len(t) for t in tokens]
     lock = lock or threading.Lock()
     for lay in program.layouts:
-        launch = trimmed(lower(lay), used_rows(lay, program.block)).to(model.device)
+        launch = trimmed(lower(lay), trimmed_rows(lay, program.block)).to(model.device)
         with lock:
             hidden = model.hidden(launch)  # [R, D]: the content rows, in row order
         rows = lay.content_rows  # the same order as launch.rows

@@ -8,7 +8,7 @@ import attrs
 from spinfc.backend.launch import lower
 from spinfc.ir.printer import print_ir
 from spinfc.ir.verifier import IRVerifyError, verify
-from spinfc.runtime.prompt_logprobs import prompt_program, used_rows
+from spinfc.runtime.prompt_logprobs import prompt_program, trimmed_rows
 
 PROMPTS = [(2, 10, 11, 12, 13), tuple(range(20, 150)), (2, 7)]
 
@@ -48,5 +48,5 @@ def test_lowering_gathers_the_content_rows_and_the_printer_counts_them():
         launch = lower(lay)
         assert launch.rows.tolist() == [c.row for c in lay.content_rows] and launch.read_row.numel() == 0
         stop = lay.spans[-1][1]
-        assert used_rows(lay, 128) == -(-stop // 128) * 128  # the rows up to the last span, in whole blocks
+        assert trimmed_rows(lay, 128) == -(-stop // 128) * 128  # the rows up to the last span, in whole blocks
     assert "content rows read" in print_ir(program)
