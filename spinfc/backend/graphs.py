@@ -17,6 +17,7 @@ the reference's `tree_attention` loops over `launch.spans` in Python, so a model
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Iterable, NamedTuple
 
 import torch
@@ -82,8 +83,8 @@ class GraphedPass:
                                    (s.rows, launch.rows), (s.read_row, launch.read_row),
                                    (s.read_token, launch.read_token)):
                 target.copy_(source, non_blocking=True)
-        if self.graph is None:
-            return self.forward(s).clone()
+        if self.graph is None:  # eager over the static buffers, with this launch's spans (a host tuple, not in them)
+            return self.forward(dataclasses.replace(s, spans=launch.spans)).clone()
         self.graph.replay()
         return self.output.clone()
 
