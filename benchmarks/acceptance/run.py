@@ -16,7 +16,7 @@ from pathlib import Path
 
 import attrs
 
-from benchmarks.acceptance import kinds, report
+from benchmarks.acceptance import kinds, report, timed
 from benchmarks.acceptance.families import BY_NAME, FAMILIES
 from benchmarks.acceptance.reference import FILE
 from benchmarks.acceptance.servers import ROOT, Server
@@ -39,9 +39,73 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--ready-timeout", type=float, default=420.0, help="seconds a server may take to be ready")
     parser.add_argument("--work", type=Path, default=None, help="where snapshots and logs go (default: a temp dir)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument("--timed", nargs="*", default=None, choices=sorted(timed.shapes(1)),
+                        help="the large shapes to time (default: all on CUDA; llama-3-8b and qwen3_5-27b, tiny, with "
+                             "--smoke); give none to skip")
+    parser.add_argument("--timed-layers", type=int, default=None, help="layers of each large shape (default 8; 4 with "
+                                                                        "--smoke)")
+    parser.add_argument("--tokenizer", type=Path, default=None,
+                        help="the large shapes' tokenizer folder (default: SmolLM2's, from its package)")
     args = parser.parse_args(argv)
     args.device = args.device or ("cpu" if args.smoke else "cuda:0")
+    if args.timed is None:
+        args.timed = ["llama-3-8b", "qwen3_5-27b"] if args.smoke else sorted(timed.shapes(1))
+    args.timed_layers = args.timed_layers or (4 if args.smoke else 8)  # Qwen3.5 keeps a full-attention layer
     return args
+
+
+def tokenizer_folder(args, work: Path) -> Path:
+    if args.tokenizer is not None:
+        return args.tokenizer
+    from spinfc.registry import load_tokenizer
+
+    folder = work / "tokenizer"
+    load_tokenizer("smollm2-135m").save_pretrained(str(folder))
+    return folder
+
+
+def build_timed(args, work: Path) -> dict:
+    """shape -> (snapshot folder, non-embedding parameters) or an error string; built one after the other."""
+    tokenizer = tokenizer_folder(args, work)
+    built = {}
+    for name in args.timed:
+        try:
+            params = timed.build(name, work / "timed" / name, tokenizer, args.timed_layers, args.smoke, args.device)
+            built[name] = (work / "timed" / name, params)
+            say(f"{name}: large shape built ({params / 1e9:.2f} B non-embedding parameters)")
+        except Exception as error:  # noqa: BLE001: reported in the table
+            built[name] = f"{type(error).__name__}: {error}"[:300]
+            say(f"{name}: LARGE SHAPE BUILD FAILED: {built[name]}")
+    return built
+
+
+def serve_and_time(built: dict, args, work: Path) -> list[dict]:
+    """Every large shape served at once (starting is mostly compiling), then timed one after the other."""
+    tokenizer = tokenizer_folder(args, work)
+    servers = {name: Server(entry[0], args.device, work / "logs" / f"timed-{name}.log").start()
+               for name, entry in built.items() if not isinstance(entry, str)}
+    rows = [{"shape": name, "error": entry} for name, entry in built.items() if isinstance(entry, str)]
+    job = dict(contents=2, questions=4, content_tokens=40) if args.smoke else \
+        dict(contents=24, questions=56, content_tokens=470)
+    try:
+        for name, server in servers.items():
+            if not server.wait_ready(args.ready_timeout):
+                rows.append({"shape": name, "error": "never ready: " + server.log()[-300:]})
+                continue
+            try:
+                timing = timed.time_job(server.url, tokenizer, **job)
+            except Exception as error:  # noqa: BLE001
+                rows.append({"shape": name, "error": f"{type(error).__name__}: {error}"[:300]})
+                continue
+            row = {"shape": name, "ready_after": server.ready_after,
+                   **timed.with_floor(timing, built[name][1], args.timed_layers)}
+            rows.append(row)
+            say(f"{name}: {row['questions_per_s']:,.0f} questions/s, {row['of_floor']:.2f} of the floor")
+            server.stop()
+    finally:
+        for server in servers.values():
+            server.stop()
+    return rows
 
 
 def _env() -> dict:
@@ -97,6 +161,8 @@ def main(argv=None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="spinfc-acceptance-"))
     cuda = args.device.startswith("cuda")
     say(f"{len(families)} families on {args.device} in {work}: building snapshots and transformers references")
+    large = ThreadPoolExecutor(max_workers=1)
+    large_built = large.submit(build_timed, args, work) if args.timed else None
     targets = {f.name: (work / f.name, f.media) for f in families}
     with ThreadPoolExecutor(max_workers=8 if cuda else 2) as pool:
         built = dict(zip(targets, pool.map(lambda n: build(n, targets[n][0], cuda), targets)))
@@ -117,10 +183,13 @@ def main(argv=None) -> int:
     parallel = args.parallel or (len(serve) if cuda else 2)
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         rows += list(pool.map(lambda n: serve_and_check(n, *serve[n], args, work), serve))
-    table = report.table(rows)
-    print(table, flush=True)
+    print(report.table(rows), flush=True)
+    timed_rows = serve_and_time(large_built.result(), args, work) if large_built is not None else []
+    if timed_rows:
+        print(timed.table(timed_rows), flush=True)
+    passed = report.passed(rows) and all("error" not in r for r in timed_rows)
     results = {"device": args.device, "smoke": args.smoke, "seconds": round(time.monotonic() - STARTED, 1),
-               "tolerance": kinds.TOLERANCE, "rows": rows, "passed": report.passed(rows)}
+               "tolerance": kinds.TOLERANCE, "rows": rows, "timed": timed_rows, "passed": passed}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1))
