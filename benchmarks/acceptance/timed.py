@@ -61,7 +61,8 @@ def build(name: str, directory: Path, tokenizer_dir: Path, layers: int, tiny: bo
                                        if kind == "Qwen3_5" else {}),
                   **({"global_head_dim": 32, "num_global_key_value_heads": 1} if kind == "Gemma4" else {})}
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    config_class = getattr(transformers, f"{kind}TextConfig" if kind in ("Gemma4", "Qwen3_5") else f"{kind}Config")
+    config_class = getattr(transformers, f"{kind}TextConfig" if kind.startswith(("Gemma", "Qwen3_5")) else
+                           f"{kind}Config")
     config = config_class(**widths, num_hidden_layers=layers, vocab_size=len(tokenizer),
                           max_position_embeddings=8192, tie_word_embeddings=False)
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
