@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import math
+import time
 
 import attrs
 import httpx
@@ -199,8 +200,49 @@ def packed(served: Served) -> Check:
     return Check("packed", ok, f"alone vs packed: {gap:.1e}", gap)
 
 
+def _close(a, b, tolerance: float) -> bool:
+    """JSON values equal, numbers within `tolerance`."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_close(x, y, tolerance) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], tolerance) for k in a)
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= tolerance
+    return a == b
+
+
+def turns(served: Served) -> Check:
+    """Two extraction requests at once, a long decode (six contents, beams of 4) and a short one sent just behind
+    it: both answer as when sent alone (bit-identical on CUDA, where each decode has a lane of fixed buffers), and
+    the figure is how long the short one took beside the long one."""
+    import concurrent.futures
+
+    def body(texts, query) -> dict:
+        return {"inputs": [{"messages": _messages(t)} for t in texts], "scoring": {"queries": [query]}}
+
+    long = body([CONTENT, *OTHERS, CONTENT + " Again.", OTHERS[0] + " Twice."],
+                {"id": "what", "template": '\n\nQ: What happened?\nA: "<*>"', "max_tokens": 16, "beam_width": 4})
+    short = body([CONTENT], {"id": "day", "template": "\n\nQ: Which day?\nA: <n>", "max_tokens": 2})
+
+    def answers(response: httpx.Response):
+        return response.status_code, [r["results"] for r in response.json().get("inputs", [])]
+
+    alone = [answers(_post(served, "/v1/score", b)) for b in (long, short)]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        started = time.perf_counter()
+        first = pool.submit(lambda: (answers(_post(served, "/v1/score", long)), time.perf_counter() - started))
+        time.sleep(0.05)
+        second = pool.submit(lambda: (answers(_post(served, "/v1/score", short)), time.perf_counter() - started))
+        (got_long, long_s), (got_short, short_s) = first.result(), second.result()
+    if any(status != 200 for status, _ in (*alone, got_long, got_short)):
+        return Check("turns", False, f"statuses alone {[a[0] for a in alone]}, together {got_long[0]}, {got_short[0]}")
+    tolerance = 0.0 if served.device == "cuda" else 1e-5  # the CPU may round a pass of other rows apart
+    same = _close([got_long, got_short], alone, tolerance)
+    return Check("turns", same, f"together as alone: {same}; short {short_s:.2f} s, long {long_s:.2f} s", short_s)
+
+
 KINDS = (options, text_slot, number_slot, amount_slot, gen_slot, chat, completions, decisions, image, audio, video,
-         packed)
+         packed, turns)
 NAMES = tuple(kind.__name__ for kind in KINDS)
 
 

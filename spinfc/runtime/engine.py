@@ -20,8 +20,8 @@ that raises is retried with each of its segments alone, so only the request whos
 
 A pass with extraction questions keeps its keys and values; its decode (`Decoding`) then runs a slice at a time
 (`_decode_turn`), in turn with the scoring passes that other requests queue and with the decodes of other passes:
-up to `decodes_at_once` passes' decodes take turns (their beams within one shared memory budget; on CUDA one, its
-pool being the device's fixed buffers), so a short extraction behind a long one waits a slice of it per slice of its
+up to `decodes_at_once` passes' decodes take turns (their beams within one shared memory budget; on CUDA each in a
+lane of the device's fixed buffers, extract/fixed.py), so a short extraction behind a long one waits a slice of it per slice of its
 own, not its end. Passes of extraction work wait only while that many decode. A decode whose requests are all
 withdrawn stops within one launch, and a withdrawn request's walkers are dropped at the next.
 """
@@ -48,7 +48,7 @@ from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Ref
 from spinfc.runtime.content_cache import ContentCache
 from spinfc.runtime.extract.budget import DecodeMemory, decode_work
 from spinfc.runtime.extract.scheduling import (Decoding, decodes_at_once, extraction_prompt_rows, extracts,
-                                               floors_first)
+                                               floors_first, free_lane)
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.results import ContentScores
 from spinfc.runtime.runner import Pending, Runner
@@ -507,7 +507,8 @@ class Engine:
                     self._decode_turn()
                 self._decodings.append(Decoding(
                     self.model, [units[k] for k in decoded], [scores[k] for k in decoded],
-                    [pending.starts[k] for k in decoded], pending.kept, self.stats, self._decode_memory))
+                    [pending.starts[k] for k in decoded], pending.kept, self.stats, self._decode_memory,
+                    free_lane(self._decodings)))
                 held = set(decoded)
                 units = [unit for k, unit in enumerate(units) if k not in held]
                 scores = [unit_scores for k, unit_scores in enumerate(scores) if k not in held]

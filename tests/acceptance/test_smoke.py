@@ -31,5 +31,5 @@ def test_every_kind_of_request_passes_on_the_cpu(tmp_path):
     assert families == {"llama", "llama-fp8-static", "gemma4-e2b", "qwen3_5"}
     kinds = {check["kind"] for row in results["rows"] for check in row["checks"]}
     assert {"options", "<*>", "<n>", "<$>", "<gen>", "chat", "completions", "decisions", "image", "audio", "video",
-            "packed"} <= kinds
+            "packed", "turns"} <= kinds
     assert [row["shape"] for row in results["timed"]] == ["qwen3_5-27b"]

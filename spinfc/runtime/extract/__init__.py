@@ -99,16 +99,18 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
                 return done.value
 
 
-def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None):
+def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: int = 0):
     """`extract_pass` as a generator: yields after each decode launch (or `decode.WAITING`, for a turn in which
     `memory`, a `budget.DecodeMemory` shared with other decodes, had no room for its next group), returns its
-    result (StopIteration's value). Run it inside `decode.decode_threads`."""
+    result (StopIteration's value); on CUDA its pool lives in `lane`'s buffers (fixed.py: a decode taking turns
+    with others has a lane of its own). Run it inside `decode.decode_threads`."""
     stack, _ = stack_of(model)
     tokenizer = _TOKENIZERS.get(stack)
     stops = end_tokens(tokenizer)
     grammars = grammars_for(tokenizer, stack.config.vocab, stops)
     out: list[dict[int, object]] = [{} for _ in items]
-    pool = KeyPool(kv.keys, kv.values, kv.positions, pool_storage(model, int(kv.positions.shape[0]), kv.keys[0]))
+    pool = KeyPool(kv.keys, kv.values, kv.positions,
+                   pool_storage(model, int(kv.positions.shape[0]), kv.keys[0], lane))
     starts, owners = [], []  # owners: (item, question) per start
     for i, item in enumerate(items):
         for prompt in item.prompt_rows:

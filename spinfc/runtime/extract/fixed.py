@@ -21,6 +21,10 @@ CUDA_ROWS_FALLBACK = (256, 512)
 SLOT_TOKENS = (17, 33, 65, 129, 257, 513, 1025)
 # A pool's first buffers on CUDA: the pass's rows and this much again (at least) for contexts appended to it.
 POOL_MARGIN = 4096
+# Passes' decodes that take turns on CUDA, each in a lane of its own: its own pool buffers and captured steps (a
+# second decode in one lane's buffers would overwrite the first's). A lane costs one more pool (the pass's rows and
+# POOL_MARGIN of keys and values in every layer: 2.7 GB at the Llama-3-8B shape and the default budget).
+CUDA_LANES = 2
 
 
 def slot_tokens(longest: int) -> int:
@@ -50,7 +54,7 @@ def own_buffers(config, slots: int, slot_rows: int, dtype: torch.dtype, device) 
 
 
 _WORKSPACES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> {shape: _Workspace}
-_STORAGE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> PoolStorage
+_STORAGE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> {lane: PoolStorage}
 _CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # stack -> its decode launch rows (checked)
 
 
@@ -84,23 +88,27 @@ def launch_rows(model) -> int:
     return _CHECKED[stack]
 
 
-def pool_storage(model, rows: int, like: torch.Tensor) -> PoolStorage | None:
-    """The stack's fixed pool buffers on CUDA (sized for a pass of `rows` rows and its contexts), else None."""
+def pool_storage(model, rows: int, like: torch.Tensor, lane: int = 0) -> PoolStorage | None:
+    """The stack's fixed pool buffers of `lane` (below CUDA_LANES) on CUDA (sized for a pass of `rows` rows and its
+    contexts), else None."""
     stack, _ = stack_of(model)
     if like.device.type != "cuda" or getattr(stack.config, "linear", None) is not None:
         return None  # (a recurrent stack's decode runs eagerly, on the pass's own keys: extract/recurrent.py)
+    if not 0 <= lane < CUDA_LANES:
+        raise ValueError(f"decode lane {lane} of {CUDA_LANES}")
     shapes = kv_shapes(stack.config)
-    storage = _STORAGE.get(stack)
+    lanes = _STORAGE.setdefault(stack, {})
+    storage = lanes.get(lane)
     if storage is None or not storage.fits(shapes, like.dtype):
-        storage = _STORAGE[stack] = PoolStorage(shapes, like.dtype, like.device, rows + max(POOL_MARGIN, rows // 4))
+        storage = lanes[lane] = PoolStorage(shapes, like.dtype, like.device, rows + max(POOL_MARGIN, rows // 4))
     return storage
 
 
 def workspace(stack, rows: int, slot_rows: int, pool: KeyPool) -> Workspace:
     """The stack's workspace for launches of `rows` rows and `slot_rows` rows a slot over `pool` (made on first
-    use; those over buffers the pool no longer has are dropped)."""
+    use; those over buffers the pool's storage no longer has are dropped, another lane's kept)."""
     kept = _WORKSPACES.setdefault(stack, {})
-    for stale in [s for s in kept if s[2] != pool.version]:
+    for stale in [s for s in kept if s[2][0] == pool.version[0] and s[2] != pool.version]:
         del kept[stale]  # the pool moved: graphs over the old buffers are useless
     shape = (rows, slot_rows, pool.version)
     if shape not in kept:

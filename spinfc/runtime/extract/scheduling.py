@@ -7,7 +7,7 @@ scored its content, and the floor's prompt contexts):
                    time between scoring passes and the other passes' decodes (a score or a short decode behind it
                    waits a slice, not the whole decode), the results put into each unit's scores
     decodes_at_once  how many passes' decodes take turns: DECODES_AT_ONCE where each decode's batches are its own
-                   (the CPU, a recurrent stack), one where the decode runs in the device's fixed buffers (CUDA)
+                   (the CPU, a recurrent stack), fixed.CUDA_LANES where each runs in a lane of fixed buffers (CUDA)
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import attrs
 
 from spinfc.runtime import extract
 from spinfc.runtime.extract.decode import WAITING, decode_threads
+from spinfc.runtime.extract.fixed import CUDA_LANES
 from spinfc.runtime.extract.recurrent import is_recurrent
 
 log = logging.getLogger("spinfc.engine")
@@ -30,9 +31,9 @@ DECODES_AT_ONCE = 4
 
 
 def decodes_at_once(model, device: str) -> int:
-    """DECODES_AT_ONCE, or 1 on CUDA for a stack whose decode runs in fixed buffers (fixed.py: one pool and one
-    workspace per launch shape on the device, which a second decode would overwrite)."""
-    return 1 if str(device).startswith("cuda") and not is_recurrent(model) else DECODES_AT_ONCE
+    """DECODES_AT_ONCE, or on CUDA, for a stack whose decode runs in fixed buffers, its lanes (fixed.CUDA_LANES: a
+    pool and a workspace per launch shape each, which a second decode in one lane would overwrite)."""
+    return CUDA_LANES if str(device).startswith("cuda") and not is_recurrent(model) else DECODES_AT_ONCE
 
 
 def extracts(unit) -> bool:
@@ -69,10 +70,11 @@ class Decoding:
     at the next step. Once `done`, `results()` is each unit's scores with its entries (`extract.with_entries`),
     or every unit's None with `error` set when the decode raised."""
 
-    def __init__(self, model, units: list, scores: list, starts: list[int], kept, stats, memory=None):
+    def __init__(self, model, units: list, scores: list, starts: list[int], kept, stats, memory=None, lane: int = 0):
         """`units` of a pass and their `scores`, where each starts in it (`starts`), the pass's K/V (`kept`);
-        `memory` the budget.DecodeMemory its beams share with the other decodes in flight."""
-        self.units, self.scores, self.stats = units, scores, stats
+        `memory` the budget.DecodeMemory its beams share with the other decodes in flight; `lane` the fixed
+        buffers it decodes in on CUDA (one no other decode in flight holds: `free_lane`)."""
+        self.units, self.scores, self.stats, self.lane = units, scores, stats, lane
         items = []
         for unit, start in zip(units, starts):
             job, _ = unit.consumers[0]
@@ -88,7 +90,7 @@ class Decoding:
                 live=unit.wanted,
             ))
         self._on_cpu = kept.positions.device.type == "cpu"
-        self._steps = extract.extracting(model, kept, items, memory)
+        self._steps = extract.extracting(model, kept, items, memory, lane)
         self.done, self.error, self._entries, self._seconds = False, None, None, 0.0
 
     def wanted(self) -> bool:
@@ -128,6 +130,12 @@ class Decoding:
         if self.error is not None or self._entries is None:  # failed, or stopped before its end
             return [None] * len(self.units)
         return [None if s is None else extract.with_entries(s, e) for s, e in zip(self.scores, self._entries)]
+
+
+def free_lane(decodings) -> int:
+    """A lane no decode in flight holds (0 where each decode's buffers are its own: only CUDA reads it)."""
+    held = {decoding.lane for decoding in decodings}
+    return next((lane for lane in range(CUDA_LANES) if lane not in held), 0)
 
 
 def extract_units(model, units: list, scores: list, pending, stats) -> tuple[list, Exception | None]:

@@ -23,7 +23,8 @@ import torch
 
 from spinfc.backend import reference
 from spinfc.backend.launch import Launch
-from spinfc.runtime.extract.fixed import SLOT_TOKENS, launch_rows, own_buffers, padding_inputs, pool_storage, workspace
+from spinfc.runtime.extract.fixed import (CUDA_LANES, SLOT_TOKENS, launch_rows, own_buffers, padding_inputs,
+                                          pool_storage, workspace)
 from spinfc.runtime.extract.kv import KeyPool, stack_of
 
 # Capture fixed-shape launches on CUDA (off: the same launches run eagerly over the same static buffers; the GPU
@@ -185,6 +186,7 @@ def warm_up(model, pass_rows: int, slot_rows: tuple[int, ...] = SLOT_TOKENS[:3])
         return  # to capture
     c = stack.config
     like = torch.empty(0, c.kv_heads, c.head_dim, dtype=stack.dtype, device=stack.device)
-    pool = KeyPool([], [], torch.zeros(0, dtype=torch.int64), pool_storage(model, pass_rows, like))
-    for rows in slot_rows:
-        DecodeBatch(model, pool, [], 0, rows, launch_rows(model)).run(torch.zeros((5, 0), dtype=torch.int64))
+    for lane in range(CUDA_LANES):
+        pool = KeyPool([], [], torch.zeros(0, dtype=torch.int64), pool_storage(model, pass_rows, like, lane))
+        for rows in slot_rows:
+            DecodeBatch(model, pool, [], 0, rows, launch_rows(model)).run(torch.zeros((5, 0), dtype=torch.int64))
