@@ -27,6 +27,7 @@ from spinfc.ir.printer import print_ir
 from spinfc.passes import PassContext
 from spinfc.shapes import Shapes, ShapeError
 from spinfc.registry import DEFAULT_MODEL, ModelNotFound, load_tokenizer
+from spinfc.runtime.weights.decision_head import codes_of_model
 
 try:  # the server's own flags; the compiler must keep working where the server part cannot be imported
     from spinfc.server import cli as server_cli
@@ -131,7 +132,8 @@ def _compile(args: argparse.Namespace) -> int:
     program = load_source(args.source, args.model, contents=args.content)
     needs_tokenizer = args.emit not in ("parse", "ir", "expand-placeholders", "add-floor")
     tokenizer = load_tokenizer(program.model) if needs_tokenizer else None
-    program = compile_stage(program, args.emit, PassContext(tokenizer=tokenizer, shapes=shapes))
+    codes = codes_of_model(program.model) if needs_tokenizer else ()  # a decision model's codes
+    program = compile_stage(program, args.emit, PassContext(tokenizer=tokenizer, shapes=shapes, codes=codes))
     sys.stdout.write(print_ir(program, tokenizer))
     if args.emit == "launches":
         sys.stdout.write(format_launches(program, shapes))

@@ -85,6 +85,8 @@ def _queries(out: _Writer, p: Program) -> None:
 
 
 def _slot(slot) -> str:
+    if isinstance(slot, OptionSlot) and slot.codes:
+        return "codes[" + (", ".join(repr(o.text) for o in slot.options) or "all") + "]"
     if isinstance(slot, OptionSlot):
         return "options[" + ", ".join(repr(o.text) for o in slot.options) + "]"
     kind = type(slot).__name__.removesuffix("Slot").lower()
