@@ -132,6 +132,11 @@ class Engine:
         self._worker = threading.Thread(target=self._loop, name="spinfc-engine", daemon=True)
         self._closed = False
 
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """A decision model's codes (its head's labels, what a question reads); empty for a vocabulary model."""
+        return self.context.codes
+
     # ---- the caller's side --------------------------------------------------------------------------------
 
     def start(self) -> "Engine":
@@ -190,7 +195,7 @@ class Engine:
 
     async def warm_up(self) -> Scored:
         """Compile and run one small request: the first pass pays for lazy initialisation, not a user."""
-        return await self.score(await self.compile_async(warmup_request(self.context.codes)))
+        return await self.score(await self.compile_async(warmup_request(self.codes)))
 
     # ---- the worker thread -----------------------------------------------------------------------------------
 
