@@ -111,7 +111,13 @@ def test_a_pack_naming_codes_is_answered(url):
     response = post(url, "/v1/score", {"messages": [{"role": "user", "content": STATE}],
                                        "packs": [{"id": "acme/routing"}]})
     assert response.status_code == 200, response.text
-    assert "billing_like" in str(response.json())
+    (pack,) = response.json()["packs"]
+    results = {r["id"]: r["combinations"][0] for r in pack["results"]}
+    assert [o["text"] for o in results["queue"]["options"]] == CODES
+    billing = {o["text"]: o["p"] for o in results["billing"]["options"]}
+    queue = {o["text"]: o["p"] for o in results["queue"]["options"]}
+    noisy_or = 1 - (1 - billing["L3"]) * (1 - queue["code_004"])
+    assert abs(pack["categories"]["billing_like"] - noisy_or) < 1e-6
 
 
 @pytest.mark.parametrize(("path", "body", "code"), [
