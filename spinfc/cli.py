@@ -27,7 +27,6 @@ from spinfc.ir.printer import print_ir
 from spinfc.passes import PassContext
 from spinfc.shapes import Shapes, ShapeError
 from spinfc.registry import DEFAULT_MODEL, ModelNotFound, load_tokenizer
-from spinfc.runtime.weights.decision_head import codes_of_model
 
 try:  # the server's own flags; the compiler must keep working where the server part cannot be imported
     from spinfc.server import cli as server_cli
@@ -127,12 +126,19 @@ def compile_shapes(device: str, budget: int | None, block: int, sizes: int = 4) 
         raise CompileError(str(error), code="bad_shapes", hint="change --token-budget or --block") from None
 
 
+def _codes(model: str) -> tuple[str, ...]:
+    """A decision model's codes (what tokenize reads a code question as), from its config.json alone."""
+    from spinfc.runtime.weights.decision_head import codes_of_model  # the serve extra's package: torch
+
+    return codes_of_model(model)
+
+
 def _compile(args: argparse.Namespace) -> int:
     shapes = compile_shapes(args.device, args.token_budget, args.block, args.pass_sizes)
     program = load_source(args.source, args.model, contents=args.content)
     needs_tokenizer = args.emit not in ("parse", "ir", "expand-placeholders", "add-floor")
     tokenizer = load_tokenizer(program.model) if needs_tokenizer else None
-    codes = codes_of_model(program.model) if needs_tokenizer else ()  # a decision model's codes
+    codes = _codes(program.model) if needs_tokenizer else ()
     program = compile_stage(program, args.emit, PassContext(tokenizer=tokenizer, shapes=shapes, codes=codes))
     sys.stdout.write(print_ir(program, tokenizer))
     if args.emit == "launches":
