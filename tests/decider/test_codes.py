@@ -54,7 +54,9 @@ def test_codes_read_the_head_rows_of_the_model():
     assert every.codes and [o.text for o in every.options] == list(CODES)
     assert [o.tokens for o in every.options] == [(0,), (1,), (2,), (3,)]
     assert [(o.text, o.tokens) for o in slot(program, "two").options] == [("technical", (2,)), ("billing", (0,))]
-    assert "codes['technical', 'billing']" in print_ir(program)
+    printed = print_ir(program)
+    assert "codes['technical', 'billing']" in printed and "code 0 'technical': head row 2" in printed
+    assert "read q1 code 1 'billing' step 0 -> head row 0" in printed
 
 
 @pytest.mark.parametrize(("query", "codes", "code"), [
