@@ -100,8 +100,8 @@ def test_codes_on_an_extraction_slot_are_located(tmp_path):
 def test_a_pack_naming_codes_loads_with_categories_over_them(tmp_path):
     path = tmp_path / "pack.toml"
     path.write_text(HEADER + 'codes = "all"\n\n[[questions]]\nid = "pair"\ntemplate = "\\n\\nPair:<?>"\n'
-                    'codes = ["billing", "refund"]\n\n[[categories]]\nid = "money"\ncombine = "max"\n'
-                    'members = [{ question = "queue", option = "refund" }, { question = "pair", option = "billing" }]\n')
+                    'codes = ["billing", "refund"]\n\n[[categories]]\nid = "money"\ncombine = "max"\nmembers = ['
+                    '{ question = "queue", option = "refund" }, { question = "pair", option = "billing" }]\n')
     pack = load_pack(path)
     assert [q.slot.codes for q in pack.queries] == [True, True]
     bad = path.read_text().replace('question = "pair", option = "billing"', 'question = "pair", option = "other"')
@@ -135,3 +135,16 @@ def test_config_refuses_heads_it_cannot_read_as_one_distribution(extra, words):
     with pytest.raises(UnsupportedModel) as caught:
         from_hf(_hf(**extra))
     assert words in str(caught.value)
+
+
+def test_listed_codes_count_against_max_options_before_anything_is_compiled():
+    from spinfc.config.limits import Limits
+    from spinfc.errors import RequestError
+    from spinfc.frontend.request_schema import ScoringQuery
+    from spinfc.runtime.prechecks import Prechecks
+
+    checks = Prechecks(Limits(max_options=3), 16)
+    checks.queries([ScoringQuery(id="q", template="Queue:<?>", codes="all")])
+    with pytest.raises(RequestError) as caught:
+        checks.queries([ScoringQuery(id="q", template="Queue:<?>", codes=list(CODES))])
+    assert caught.value.code == "max_options_exceeded" and caught.value.param == "scoring.queries[0].codes"
