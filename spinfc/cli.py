@@ -126,12 +126,20 @@ def compile_shapes(device: str, budget: int | None, block: int, sizes: int = 4) 
         raise CompileError(str(error), code="bad_shapes", hint="change --token-budget or --block") from None
 
 
+def _codes(model: str) -> tuple[str, ...]:
+    """A decision model's codes (what tokenize reads a code question as), from its config.json alone."""
+    from spinfc.runtime.weights.decision_head import codes_of_model  # the serve extra's package: torch
+
+    return codes_of_model(model)
+
+
 def _compile(args: argparse.Namespace) -> int:
     shapes = compile_shapes(args.device, args.token_budget, args.block, args.pass_sizes)
     program = load_source(args.source, args.model, contents=args.content)
     needs_tokenizer = args.emit not in ("parse", "ir", "expand-placeholders", "add-floor")
     tokenizer = load_tokenizer(program.model) if needs_tokenizer else None
-    program = compile_stage(program, args.emit, PassContext(tokenizer=tokenizer, shapes=shapes))
+    codes = _codes(program.model) if needs_tokenizer else ()
+    program = compile_stage(program, args.emit, PassContext(tokenizer=tokenizer, shapes=shapes, codes=codes))
     sys.stdout.write(print_ir(program, tokenizer))
     if args.emit == "launches":
         sys.stdout.write(format_launches(program, shapes))

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from spinfc.bulk.questions import QuestionSet
 from spinfc.frontend.pack import combinations
-from spinfc.ir.nodes import Query
+from spinfc.ir.nodes import Option, Query
 from spinfc.runtime.results import QueryResult
 
 BASE = (("id", pa.string()), ("row", pa.int64()), ("error_code", pa.string()), ("error", pa.string()))
@@ -51,6 +51,7 @@ class Layout:
         self._taken = {name for name, _ in BASE}
         self._by_key: dict[tuple, str] = {}
         self.questions = 0  # questions asked of each content (placeholder combinations counted), packs included
+        self._codes = questions.codes  # what a `codes = "all"` question's columns are
         for query in questions.own:
             self._add_query("q", None, query)
         for pack in questions.packs:
@@ -101,7 +102,9 @@ class Layout:
                         out[self._by_key[(field, pack, result.id, values, option.text)]] = getattr(option, field)
 
     def _add_query(self, prefix: str, pack: str | None, query: Query) -> None:
-        option_names = _unique([slug(option.text) for option in query.slot.options])
+        every_code = getattr(query.slot, "codes", False) and not query.slot.options
+        options = [Option(code) for code in self._codes] if every_code else query.slot.options
+        option_names = _unique([slug(option.text) for option in options])
         for values in combinations(query):
             self.questions += 1
             parts = [prefix, slug(query.id)]
@@ -110,7 +113,7 @@ class Layout:
             stem = "__".join(parts)
             where = {"pack": pack, "query": query.id, "values": dict(values)}
             key_values = tuple(sorted(values))
-            for option, option_name in zip(query.slot.options, option_names):
+            for option, option_name in zip(options, option_names):
                 for field in OPTION_FIELDS:
                     self._add(f"{stem}__{option_name}__{field}", pa.float64(),
                               {**where, "option": option.text, "field": field},

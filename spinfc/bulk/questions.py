@@ -24,6 +24,7 @@ class QuestionSet:
     own: tuple[Query, ...]  # the same, parsed by the frontend
     packs: tuple[Pack, ...]  # in the order of --pack
     model: str  # the served name of the model the questions were checked against
+    codes: tuple[str, ...] = ()  # a decision model's codes, where a question reads every one (`codes = "all"`)
 
 
 def load_questions(pack_refs: Sequence[str], queries_file: str | None, model: str) -> QuestionSet:
@@ -41,7 +42,20 @@ def load_questions(pack_refs: Sequence[str], queries_file: str | None, model: st
         body = {"messages": [{"role": "user", "content": "-"}], "scoring": {"queries": queries}}
         own = program_from_request(body, model=served, source=str(queries_file)).queries
     packs = _resolve_packs(pack_refs, served)
-    return QuestionSet(tuple(queries), own, tuple(packs), served)
+    every = [q for q in (*own, *(q for pack in packs for q in pack.queries)) if getattr(q.slot, "codes", False)
+             and not q.slot.options]
+    codes = _model_codes(model) if every else ()  # the columns of `codes = "all"` are the model's codes
+    return QuestionSet(tuple(queries), own, tuple(packs), served, codes)
+
+
+def _model_codes(model: str) -> tuple[str, ...]:
+    from spinfc.runtime.weights.decision_head import codes_of_model
+
+    codes = codes_of_model(model)
+    if not codes:
+        raise BulkError(f"a question reads codes = \"all\", and {model!r} is not a decision model (its head reads its "
+                        "vocabulary): give options instead, or --model a decision model")
+    return codes
 
 
 def _read_queries(path: str) -> list:

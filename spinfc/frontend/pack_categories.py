@@ -105,7 +105,8 @@ def _member(m: Fields, combine: str, queries: dict[str, Query | None]) -> Member
             hint="name a question with an option slot <?>",
         )
     texts = [o.text for o in query.slot.options]
-    if option not in texts:
+    every_code = query.slot.codes and not texts  # codes = "all": the model's codes, known once it is loaded
+    if option not in texts and not every_code:
         m.fail(
             "option",
             f"question {name!r} has no option {option!r}",

@@ -5,6 +5,8 @@ Both have the same keys and the same rules, so a mistake reads the same in a pac
     id            what the answers are reported under
     template      text with one slot (template.lark); placeholders {name} take their values from `placeholders`
     options       the answers of an option slot <?>, e.g. [" yes", " no"]; only for <?>
+    codes         instead of options, for a decision model: the codes of its head to read at <?> ("all", or a
+                  list of its labels, e.g. ["billing", "refund"])
     placeholders  {name = ["value", ...]}: one question per combination of values (a grid)
     max_tokens    the longest answer of an extraction slot (<*> <n> <$> <gen>), in tokens, the terminator included
     beam_width    how many answers a searched slot (<*> <n> <$>) keeps at each step and returns at most
@@ -31,8 +33,8 @@ from spinfc.ir.nodes import (
     TextSlot,
 )
 
-QUERY_KEYS = ("id", "template", "options", "placeholders", "max_tokens", "beam_width", "temperature", "seed",
-              "generate")
+QUERY_KEYS = ("id", "template", "options", "codes", "placeholders", "max_tokens", "beam_width", "temperature",
+              "seed", "generate")
 EXTRACTION_KEYS = ("max_tokens", "beam_width", "temperature", "seed", "generate")
 QUERY_ID = r"[A-Za-z0-9_][A-Za-z0-9_.:-]*"
 MAX_TOKENS_LIMIT = 512
@@ -96,6 +98,14 @@ def _placeholders(f: Fields, template: Template) -> tuple[tuple[str, tuple[str, 
 def _slot(f: Fields, template: Template, ref: SlotRef) -> Slot:
     after = "".join(p.text for p in template.parts[template.parts.index(ref) + 1 :] if isinstance(p, Text))
     if ref.kind != "options":
+        if f.has("codes"):
+            f.fail(
+                "codes",
+                f"codes given to a {ref.kind} slot; a decision model's codes are read at an option slot <?>",
+                code="codes_not_allowed",
+                at_key=True,
+                hint="use <?> (or {?}) in the template to read the codes, or remove `codes`",
+            )
         if f.has("options"):
             f.fail(
                 "options",
@@ -131,12 +141,15 @@ def _slot(f: Fields, template: Template, ref: SlotRef) -> Slot:
             hint="end the template with the slot; put any text the model should read before it",
             param=_param(f, "template"),
         )
+    if f.has("codes"):
+        return _codes(f)
     if not f.has("options") or f.data["options"] == []:
         raise f.error(
             "the option slot has no options",
             ref.loc if not f.has("options") else f.loc("options"),
             code="no_options",
-            hint='give the answers to score, with their leading space: options = [" yes", " no"]',
+            hint='give the answers to score, with their leading space: options = [" yes", " no"] (for a decision '
+                 'model: codes = "all")',
             param=_param(f, "options"),
         )
     options = f.strings("options", "option", '[" yes", " no"]', unique="duplicate_option")
@@ -149,6 +162,22 @@ def _slot(f: Fields, template: Template, ref: SlotRef) -> Slot:
                 hint='an option is the answer text, with its leading space: " yes"',
             )
     return OptionSlot(tuple(Option(text) for text in options))
+
+
+def _codes(f: Fields) -> OptionSlot:
+    """The option slot of a question to a decision model: `codes = "all"` (every code of its head, filled in by
+    tokenize, which knows the model) or a list of its codes (their probabilities normalised over the list)."""
+    if f.has("options"):
+        f.fail("codes", "a question gives `options` (text) or `codes` (a decision model's labels), not both",
+               code="options_and_codes", at_key=True,
+               hint="keep `codes` for a decision model, `options` for a model that reads its vocabulary")
+    if f.data["codes"] == "all":
+        return OptionSlot((), codes=True)
+    if isinstance(f.data["codes"], str):
+        f.fail("codes", f"codes = {f.data['codes']!r}: give \"all\" or a list of the model's codes",
+               code="invalid_value", hint='codes = "all", or codes = ["billing", "refund"]')
+    codes = f.strings("codes", "code", '["billing", "refund"]', unique="duplicate_code")
+    return OptionSlot(tuple(Option(code) for code in codes), codes=True)
 
 
 def _extractor(f: Fields, kind: str, after: str) -> Slot:

@@ -41,6 +41,7 @@ class ScoringQuery(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
     id: str
     template: str  # one slot: <?> (or {?}) with `options`, or an extraction slot <*> <n> <$> <gen> (docs/api.md)
     options: list[str] | None = None
+    codes: str | list[str] | None = None  # a decision model's codes to read at <?>: "all", or a list of its labels
     placeholders: dict[str, list[str]] | None = None  # name -> values; one question per combination
     # extraction slots: the longest answer in tokens, the terminator included
     max_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS_LIMIT)] | None = None

@@ -97,7 +97,12 @@ class Option:
 
 @frozen
 class OptionSlot:
+    """`<?>`: the probability of each option continuing the text. With `codes`, the options are codes of a decision
+    model's head (its labels, not text): each is one read of that code's row of the head, and an empty `options`
+    (`codes = "all"`) is every code of the model, filled in by tokenize."""
+
     options: tuple[Option, ...]
+    codes: bool = False
 
 
 @frozen

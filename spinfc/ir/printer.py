@@ -85,6 +85,8 @@ def _queries(out: _Writer, p: Program) -> None:
 
 
 def _slot(slot) -> str:
+    if isinstance(slot, OptionSlot) and slot.codes:
+        return "codes[" + (", ".join(repr(o.text) for o in slot.options) or "all") + "]"
     if isinstance(slot, OptionSlot):
         return "options[" + ", ".join(repr(o.text) for o in slot.options) + "]"
     kind = type(slot).__name__.removesuffix("Slot").lower()
@@ -106,7 +108,10 @@ def _questions(out: _Writer, p: Program) -> None:
             out.line(f"prompt tokens ({len(q.tokens)}): {out.ids(q.tokens)}", 2)
         if isinstance(q.slot, OptionSlot) and any(o.tokens for o in q.slot.options):
             for j, o in enumerate(q.slot.options):
-                out.line(f"option {j} {o.text!r} tokens ({len(o.tokens)}): {out.ids(o.tokens)}", 2)
+                if q.slot.codes:  # a code's one "token" is its row of the decision head, not a vocabulary entry
+                    out.line(f"code {j} {o.text!r}: head row {o.tokens[0]}", 2)
+                else:
+                    out.line(f"option {j} {o.text!r} tokens ({len(o.tokens)}): {out.ids(o.tokens)}", 2)
 
 
 def _trie(out: _Writer, p: Program) -> None:
@@ -127,9 +132,10 @@ def _trie(out: _Writer, p: Program) -> None:
         for q in last.prompts:
             out.line(f"prompt end: {_question_name(q, p.questions[q])}", indent + 1)
         for r in last.reads:
-            option = p.questions[r.question].slot.options[r.option].text
-            out.line(f"read q{r.question} option {r.option} {option!r} step {r.step} -> {out.ids([r.token])}",
-                     indent + 1)
+            slot = p.questions[r.question].slot
+            option, read = slot.options[r.option].text, f"head row {r.token}" if slot.codes else out.ids([r.token])
+            out.line(f"read q{r.question} {'code' if slot.codes else 'option'} {r.option} {option!r} step {r.step} "
+                     f"-> {read}", indent + 1)
         chain.clear()
 
     for k, row in enumerate(rows):

@@ -67,7 +67,7 @@ def _queries(p: Program):
                 yield f"query {q.id!r}: placeholder {name!r} has no values"
         if isinstance(q.slot, OptionSlot):
             texts = [o.text for o in q.slot.options]
-            if not texts:
+            if not texts and not q.slot.codes:  # codes = "all": every code of the model, filled in by tokenize
                 yield f"query {q.id!r}: option slot without options"
             if any(not t for t in texts):
                 yield f"query {q.id!r}: an option is empty"
@@ -94,7 +94,9 @@ def _questions(p: Program):
         if type(question.slot) is not type(query.slot):
             yield f"question {i}: slot {type(question.slot).__name__} differs from its query's"
         elif isinstance(query.slot, OptionSlot):
-            if [o.text for o in question.slot.options] != [o.text for o in query.slot.options]:
+            if question.slot.codes != query.slot.codes:
+                yield f"question {i}: reads codes where its query does not, or the other way round"
+            elif query.slot.options and [o.text for o in question.slot.options] != [o.text for o in query.slot.options]:
                 yield f"question {i}: options differ from its query's"
 
 
@@ -111,9 +113,13 @@ def _tokens(p: Program):
         if any(not isinstance(t, int) or t < 0 for t in q.tokens):
             yield f"question {i}: token ids must be non-negative integers"
         if isinstance(q.slot, OptionSlot):
+            if q.slot.codes and not q.slot.options:
+                yield f"question {i} ({q.query_id!r}): reads no codes after tokenize"
             for j, o in enumerate(q.slot.options):
                 if not o.tokens:
                     yield f"question {i} option {j} ({o.text!r}): no tokens after tokenize"
+                elif q.slot.codes and len(o.tokens) != 1:
+                    yield f"question {i} code {j} ({o.text!r}): a code is one read of the head, not {len(o.tokens)}"
 
 
 def _wanted_reads(p: Program) -> dict[tuple[int, int, int], int]:

@@ -12,10 +12,13 @@ class PassContext:
     """`tokenizer`: a transformers tokenizer (what `tokenize` encodes with); None compiles only up to tokenize.
     `shapes`: the pass shapes chosen at start-up (what `plan-packing` and `layout` pack into). `memo`: what the
     passes may reuse between compiles, each a pure function of its key: encodings (the same text always encodes
-    the same with the same tokenizer), a query set's questions and their tokens, a question set's trie and rows."""
+    the same with the same tokenizer), a query set's questions and their tokens, a question set's trie and rows.
+    `codes`: a decision model's codes (the labels of its head, in head order); empty for a model that reads its
+    vocabulary."""
 
     tokenizer: object = None
     shapes: Shapes = attrs.field(factory=Shapes)
+    codes: tuple[str, ...] = ()
     # what reads a content's media (`towers.MediaReader`: the model's towers and the server's media policy); None
     # refuses media
     media: object = attrs.field(default=None, eq=False, repr=False)

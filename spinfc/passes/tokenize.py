@@ -6,6 +6,7 @@ import attrs
 
 from spinfc.errors import CompileError
 from spinfc.ir.nodes import Content, OptionSlot, Program, Question
+from spinfc.passes.code_reads import code_slot
 from spinfc.passes.context import MEMO_ENTRIES, PassContext, recalled, remember
 
 
@@ -23,10 +24,10 @@ def tokenize(program: Program, ctx: PassContext) -> Program:
         raise ValueError("tokenize needs a tokenizer in the pass context (PassContext(tokenizer=...))")
     if len(ctx.memo) > MEMO_ENTRIES:
         ctx.memo.clear()
-    return tokenize_with(program, ctx.tokenizer, ctx.memo)
+    return tokenize_with(program, ctx.tokenizer, ctx.memo, ctx.codes)
 
 
-def tokenize_with(program: Program, tokenizer, memo: dict | None = None) -> Program:
+def tokenize_with(program: Program, tokenizer, memo: dict | None = None, codes: tuple[str, ...] = ()) -> Program:
     """Tokenize piecewise with a transformers tokenizer.
 
     Guarantees: each content's `tokens` are `present_before + text + present_after` encoded with the tokenizer's
@@ -34,6 +35,8 @@ def tokenize_with(program: Program, tokenizer, memo: dict | None = None) -> Prog
     each question's `tokens` are its prompt, and each option's `tokens` its text, encoded without special tokens,
     so a question continues its content token for token as the model will see it. Every text is encoded as plain
     text (`encode_text`): `<|im_end|>` written in a content, a template or an option is text, never the token.
+    Against a decision model (`codes`: its head's labels) a question's slot is an option slot of codes, each code's
+    one token its row of the head (`code_reads.code_slot`, which refuses every other slot).
     `program.pad` is the tokenizer's pad id (0 when it has none). Stats: contents, content_tokens, questions,
     prompt_tokens, option_tokens. Raises `CompileError` for a prompt or an option that encodes to no tokens.
     """
@@ -50,7 +53,7 @@ def tokenize_with(program: Program, tokenizer, memo: dict | None = None) -> Prog
     contents = tuple(  # the text-only contents encoded in one batch
         _with_media_tokens(c, program, tokenizer) if c.media else attrs.evolve(c, tokens=tuple(next(encoded)))
         for c in program.contents)
-    questions = _tokenize_questions(program, encode, memo)
+    questions = _tokenize_questions(program, encode, memo, codes)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = attrs.evolve(program, contents=contents, questions=questions, pad=pad)
     options = [o for q in questions if isinstance(q.slot, OptionSlot) for o in q.slot.options]
@@ -81,7 +84,7 @@ def _with_media_tokens(content: Content, program: Program, tokenizer) -> Content
     return attrs.evolve(content, tokens=tuple(tokens), media=tuple(media))
 
 
-def _tokenize_questions(program: Program, encode, memo: dict) -> tuple[Question, ...]:
+def _tokenize_questions(program: Program, encode, memo: dict, codes: tuple[str, ...]) -> tuple[Question, ...]:
     """The program's questions tokenized: a function of the questions alone (frozen values, compared by value), so
     kept in `memo` for the next request asking the same set (a burst of one-content requests asks one set 24 times,
     and building 56 questions and their options again was most of a one-content compile)."""
@@ -89,12 +92,12 @@ def _tokenize_questions(program: Program, encode, memo: dict) -> tuple[Question,
     tokenized = recalled(memo, key)
     if tokenized is None:
         queries = {query.id: query for query in program.queries}
-        tokenized = tuple(_tokenize_question(q, encode, queries.get(q.query_id)) for q in program.questions)
+        tokenized = tuple(_tokenize_question(q, encode, queries.get(q.query_id), codes) for q in program.questions)
         remember(memo, key, tokenized)
     return tokenized
 
 
-def _tokenize_question(question: Question, encode, query) -> Question:
+def _tokenize_question(question: Question, encode, query, codes: tuple[str, ...]) -> Question:
     loc = query.template.loc if query is not None else None
     tokens = encode(question.prompt, False)
     if not tokens:
@@ -102,8 +105,8 @@ def _tokenize_question(question: Question, encode, query) -> Question:
             f"question {_name(question)} has no text before its slot, so nothing predicts the answer", loc,
             code="empty_prompt", hint="write the question before the slot, e.g. `Is this spam? Answer:<?>`",
         )
-    slot = question.slot
-    if isinstance(slot, OptionSlot):
+    slot = code_slot(question.slot, codes, _name(question), loc)
+    if isinstance(slot, OptionSlot) and not slot.codes:
         options = []
         for option in slot.options:
             option_tokens = encode(option.text, False)

@@ -72,6 +72,15 @@ WARMUP_REQUEST = {
 }
 
 
+def warmup_request(codes: tuple[str, ...]) -> dict:
+    """WARMUP_REQUEST, its question read over every code where the model is a decision model (`codes`)."""
+    if not codes:
+        return WARMUP_REQUEST
+    query = {**WARMUP_REQUEST["scoring"]["queries"][0], "codes": "all"}
+    del query["options"]
+    return {**WARMUP_REQUEST, "scoring": {"queries": [query]}}
+
+
 class PassFailed(Exception):
     """The forward pass holding this request's content raised; the message carries the original error."""
 
@@ -96,7 +105,9 @@ class Engine:
         self.device = device
         self.tokenizer = tokenizer if tokenizer is not None else model.tokenizer
         # `media`: what reads a content's media (towers.MediaReader); None refuses media
-        self.context = PassContext(tokenizer=self.tokenizer, shapes=shapes, media=media)
+        # a decision model's codes (its head's labels): what tokenize reads a question's code slot as
+        self.context = PassContext(tokenizer=self.tokenizer, shapes=shapes, media=media,
+                                   codes=getattr(model, "codes", ()))
         self.scheduler = Scheduler(shapes)  # what the next pass holds, its launch size, and whether it waits
         self.runner = Runner(model, shapes, device, pad=self.tokenizer.pad_token_id or 0)
         self.on_pass = on_pass
@@ -120,6 +131,11 @@ class Engine:
         self.compile_async, self.compile_program_async = self.intake.compile_async, self.intake.compile_program_async
         self._worker = threading.Thread(target=self._loop, name="spinfc-engine", daemon=True)
         self._closed = False
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """A decision model's codes (its head's labels, what a question reads); empty for a vocabulary model."""
+        return self.context.codes
 
     # ---- the caller's side --------------------------------------------------------------------------------
 
@@ -179,7 +195,7 @@ class Engine:
 
     async def warm_up(self) -> Scored:
         """Compile and run one small request: the first pass pays for lazy initialisation, not a user."""
-        return await self.score(await self.compile_async(WARMUP_REQUEST))
+        return await self.score(await self.compile_async(warmup_request(self.codes)))
 
     # ---- the worker thread -----------------------------------------------------------------------------------
 

@@ -116,8 +116,10 @@ class Generator:
 
     @property
     def available(self) -> bool:
-        """Whether the model can generate (a stack with `decode` and a tokenizer, not a test double)."""
-        return callable(getattr(self.model, "decode", None)) and getattr(self.model, "name", None) is not None
+        """Whether the model can generate (a stack with `decode` and a tokenizer, not a test double, whose head reads
+        its vocabulary: a decision model's reads codes)."""
+        return callable(getattr(self.model, "decode", None)) and getattr(self.model, "name", None) is not None and \
+            not getattr(self.model, "codes", ())
 
     @property
     def tokenizer(self):

@@ -68,7 +68,8 @@ class Prechecks:
             return False
         limits, longest = self.limits, self.longest
         options = [query.options or () for query in queries]
-        if len(queries) > limits.max_prompts_per_input or max(map(len, options), default=0) > limits.max_options:
+        answers = max((len(query.options or _listed(query.codes)) for query in queries), default=0)
+        if len(queries) > limits.max_prompts_per_input or answers > limits.max_options:
             return False
         if longest is None:  # no character bound
             return True
@@ -80,8 +81,9 @@ class Prechecks:
         """`queries`' checks one by one, in order: the first that fails raises, naming where."""
         questions = sum(math.prod(len(v) for v in (q.placeholders or {}).values()) for q in queries)
         self.limits.check("max_prompts_per_input", questions, at)
-        for k, query in enumerate(queries):
-            self.limits.check("max_options", len(query.options or []), f"{at}[{k}].options")
+        for k, query in enumerate(queries):  # a decision model's listed codes count as its options
+            field = "options" if query.options or not _listed(query.codes) else "codes"
+            self.limits.check("max_options", len(query.options or _listed(query.codes)), f"{at}[{k}].{field}")
         for k, query in enumerate(queries):
             where = f"{at}[{k}]"
             self.text("max_query_tokens", len(query.template), f"{where}.template")
@@ -119,3 +121,8 @@ def text_chars(content) -> int:
                         part.get("text") if isinstance(part, Mapping) else None) or "") + 2 for part in content
                    if isinstance(part, (ContentPart, Mapping)))
     return 0
+
+
+def _listed(codes) -> list:
+    """A query's codes when it lists them (`"all"` lists none: the model's own, at most 255)."""
+    return codes if isinstance(codes, list) else []

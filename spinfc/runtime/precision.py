@@ -34,7 +34,7 @@ from spinfc.backend.split_product import HALVES  # the dtypes a split product mu
 SHORT_NAMES = {torch.float32: "float32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 # Checkpoint names a policy places by role (Hugging Face naming).
 _NORM = re.compile(r"(norm\.weight$)|(layernorm\.weight$)|(\.A_log$)|(\.dt_bias$)")  # and Qwen3.5's decay
-_HEAD = ("model.embed_tokens.weight", "lm_head.weight", "model.norm.weight")
+_HEAD = ("model.embed_tokens.weight", "lm_head.weight", "score.weight", "model.norm.weight")  # score: a decision head
 _READ_ONLY = ("model.embed_tokens.weight", "model.norm.weight")  # of the head's: read, never multiplied
 _ANSWER_ROW_WEIGHTS = ("self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
                        "mlp.down_proj.weight",

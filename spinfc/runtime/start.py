@@ -74,7 +74,7 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
         started = time.perf_counter()
         model, shapes = serving.graph_model(model, shapes)
         log.info("captured the pass (%s) in %.1f s", shapes, time.perf_counter() - started)
-        if extraction:
+        if extraction and not getattr(model, "codes", ()):  # a decision model's head reads codes: nothing decodes
             from spinfc.runtime.extract import step
 
             started = time.perf_counter()

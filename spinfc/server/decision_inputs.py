@@ -43,7 +43,7 @@ def of_input(error: Exception, index: int, field: str) -> Exception:
 async def answer_inputs(engine, body: dict, policy, extra_keys=()):
     """-> (per input answered: (its rounds, their scored parts)), the indices answered, {index: ApiError})."""
     async def attempt(tried: dict) -> list[tuple[list, list]]:
-        queries = decision_queries(tried, extra_keys=extra_keys)  # validates: an input's mistake names it
+        queries = decision_queries(tried, extra_keys=extra_keys, codes=engine.codes)  # validates: names an input
         check_decisions(policy, tried, queries)
         per_input = []
         for i, item in enumerate(tried["inputs"]):

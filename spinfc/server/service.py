@@ -212,7 +212,7 @@ class Service:
                 started = time.perf_counter()
                 await self.engine.warm_up()
                 log.info("warm-up pass done in %.1f s", time.perf_counter() - started)
-                if self.settings.features.extraction:
+                if self.settings.features.extraction and not self.engine.codes:  # a decision model extracts nothing
                     log.info("warming up extraction: the grammars' token tables of this tokenizer (once a server)")
                     started = time.perf_counter()
                     await self.engine.score(await self.engine.compile_async(EXTRACTION_WARMUP))

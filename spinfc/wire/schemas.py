@@ -82,6 +82,9 @@ class ModelCard(msgspec.Struct):
     features: dict[str, bool]
     limits: dict[str, int]
     media: dict[str, Any] = {}  # kinds requests may send, what the model's towers read, the fetch allow-list
+    # "language": the head reads the vocabulary; "decision": it reads a fixed set of codes (docs/models.md)
+    kind: Literal["language", "decision"] = "language"
+    codes: list[str] | msgspec.UnsetType = msgspec.UNSET  # a decision model's codes, in head order
 
 
 class ModelList(msgspec.Struct):

@@ -18,12 +18,14 @@ LONGEST_TOKEN = 31  # Gemma 3's longest vocabulary entry, in characters (what th
 
 
 class Unreachable:
-    """Stands for the engine: it has a model name (the frontend names the program's model), takes the
+    """Stands for the engine: it has a model name (the frontend names the program's model) and no codes (a
+    language model: what the routes read before a request is compiled), takes the
     announcement of a scoring request (`Intake.expect`, before its body is read) and runs the server's frontend
     and checks handed to `compile_and_score` (the engine runs them on its compile thread, before compiling); a
     request they pass, and any other use of the engine, fails with a 500."""
 
     model = SimpleNamespace(name="gemma3-270m")
+    codes = ()  # what the model's head reads: the vocabulary (a decision model's codes would be listed)
     intake = SimpleNamespace(expect=lambda: None, withdraw=lambda handle: None)
 
     async def compile_and_score(self, program, check=None):

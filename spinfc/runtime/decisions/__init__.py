@@ -19,6 +19,12 @@ another), and an option slot over the labels. The engine scores them as branches
     score   answer = expected level index (0-based, sum of i * p_i); level = the most probable index; legend = the
             level descriptions; probabilities per level; confidence = normalised Gini
 
+Against a decision model (its head reads codes: runtime/weights/decision_head.py) only a choice is asked, over the
+model's own codes: its criteria's keys are codes of the model (their descriptions listed in the template), or it
+has no criteria and is read over every code; each question is one query with `codes` instead of options (1 to 255
+reads of the head, so a large set runs in rounds like any other). noul and score ask for text labels, which a
+decision model does not read: refused (options_on_decision_model).
+
 Normalised Gini confidence of probabilities p over K options: (sum p_i^2 - 1/K) / (1 - 1/K), 1 when all mass is on
 one option, 0 when it is spread evenly (1 when K = 1). For noul it is (2p - 1)^2. `floor` is the same answer on
 empty content (from floor_p); `residual` is the mass the model put outside the labels. Nothing is generated:
@@ -61,10 +67,13 @@ def _question_text(instructions: str) -> str:
     return f"\n\nQuestion: {escape_template_text(instructions.strip())}\n"
 
 
-def _template(question: Mapping) -> tuple[str, list[str]]:
-    """The template (after the content) and the option labels of one validated question."""
+def _template(question: Mapping, codes: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+    """The template (after the content) and the option labels of one validated question; against a decision model
+    (`codes`), a choice's labels are its codes (the criteria's keys, or every code)."""
     kind, criteria = question["type"], question.get("criteria")
     text = _question_text(question["instructions"])
+    if codes:
+        return _code_template(text, criteria), list(criteria or codes)
     if kind == "noul":
         if criteria and criteria.strip():
             text += f"Criteria: {escape_template_text(criteria.strip())}\n"
@@ -84,15 +93,30 @@ def _template(question: Mapping) -> tuple[str, list[str]]:
     return text + "Answer with the number of the level that fits best.\nAnswer:<?>", labels
 
 
-def decision_queries(body: Mapping, extra_keys: Iterable[str] = ()) -> list[dict]:
+def _code_template(text: str, criteria: Mapping | None) -> str:
+    """A choice's template for a decision model: the question, its codes' descriptions where it gives any, and the
+    slot where the head reads the codes."""
+    described = {code: description.strip() for code, description in (criteria or {}).items() if description.strip()}
+    if described:
+        text += "Options:\n" + "".join(f"{escape_template_text(f'{code}: {description}')}\n"
+                                        for code, description in described.items())
+    return text + "Answer:<?>"
+
+
+def decision_queries(body: Mapping, extra_keys: Iterable[str] = (), codes: tuple[str, ...] = ()) -> list[dict]:
     """The /v1/score queries (`{"id", "template", "options"}`, one per question, ids = question ids) that answer
-    the request's questions. Validates `body` first (raises `DecisionError`); `extra_keys` are top-level fields
-    the server reads itself (a trusted caller's `limits`, `features`)."""
-    validate_decision_request(body, extra_keys)
+    the request's questions; against a decision model (`codes`: its head's labels), `{"id", "template", "codes"}`.
+    Validates `body` first (raises `DecisionError`); `extra_keys` are top-level fields the server reads itself (a
+    trusted caller's `limits`, `features`)."""
+    validate_decision_request(body, extra_keys, codes)
     queries = []
     for question_id, question in body["questions"].items():
-        template, labels = _template(question)
-        queries.append({"id": question_id, "template": template, "options": labels})
+        template, labels = _template(question, codes)
+        if codes:
+            queries.append({"id": question_id, "template": template, "codes": list(question.get("criteria") or ())
+                            or "all"})
+        else:
+            queries.append({"id": question_id, "template": template, "options": labels})
     return queries
 
 
@@ -132,7 +156,7 @@ def _answer(question: Mapping, result: Mapping, labels: list[str], question_id: 
         return {"type": "noul", "answer": p[0], "probabilities": {"true": p[0], "false": p[1]},
                 "confidence": gini_confidence(p), "floor": floor[0] if has_floor else None, "residual": residual}
     if kind == "choice":
-        keys = list(criteria)
+        keys = labels if criteria is None else list(criteria)  # a decision model's codes
         best = max(range(len(keys)), key=lambda i: (p[i], -i))  # the first key wins a tie
         return {"type": "choice", "answer": keys[best], "probabilities": dict(zip(keys, p)),
                 "confidence": gini_confidence(p), "floor": dict(zip(keys, floor)) if has_floor else None,
@@ -149,10 +173,11 @@ def _builtins(result):
 
 
 def decision_answers(body: Mapping, scored: Iterable[Mapping] | Mapping[str, Mapping], *, model: str | None = None,
-                     input_tokens: int = 0) -> dict:
+                     input_tokens: int = 0, codes: tuple[str, ...] = ()) -> dict:
     """The /v1/decisions response for `body` given `scored`, the engine's results for `decision_queries(body)`
     on this body's content (each `{"id", "combinations": [{"values", "options": [{"text", "p", "floor_p", ...}],
-    "residual"}]}`, as dicts or `runtime.results.QueryResult` structs, in a list or a map by id). The server adds `id`, `created` and `system_fingerprint`."""
+    "residual"}]}`, as dicts or `runtime.results.QueryResult` structs, in a list or a map by id); `codes`: the
+    decision model's, as given to `decision_queries`. The server adds `id`, `created` and `system_fingerprint`."""
     if isinstance(scored, Mapping):
         results = {key: _builtins(r) for key, r in scored.items()}
     else:
@@ -161,7 +186,7 @@ def decision_answers(body: Mapping, scored: Iterable[Mapping] | Mapping[str, Map
     for question_id, question in body["questions"].items():
         if question_id not in results:
             raise ValueError(f"no scores for question {question_id!r}: score every query of decision_queries")
-        _, labels = _template(question)
+        _, labels = _template(question, codes)
         answers[question_id] = _answer(question, results[question_id], labels, question_id)
     return {"object": "decision", "model": model, "answers": answers,
             "usage": {"input_tokens": input_tokens, "output_tokens": 0, "total_tokens": input_tokens}}

@@ -52,11 +52,12 @@ def _kind(value) -> str:
         type(value), "a number")
 
 
-def validate_decision_request(body, extra_keys: Iterable[str] = ()) -> None:
+def validate_decision_request(body, extra_keys: Iterable[str] = (), codes: tuple[str, ...] = ()) -> None:
     """Raise `DecisionError` at the first thing wrong with a /v1/decisions body: unknown fields (but `extra_keys`,
     which the server checks itself, e.g. a trusted caller's `limits` and `features`), not exactly one of `state`,
     `messages` and `inputs` (each input exactly one of `state` and `messages`), wrong types, an unknown question type, a choice of 0 or more than 255 options, a score of
-    fewer than 2 or more than 50 levels, empty or duplicated descriptions."""
+    fewer than 2 or more than 50 levels, empty or duplicated descriptions. Against a decision model (`codes`: its
+    head's labels) a question is a choice over its codes (`_check_code_question`)."""
     if not isinstance(body, Mapping):
         _fail("body", f"the body is {_kind(body)}, not a JSON object", "wrong_type",
               'send {"state": "...", "questions": {...}}')
@@ -87,7 +88,7 @@ def validate_decision_request(body, extra_keys: Iterable[str] = ()) -> None:
               if questions is None else "wrong_type", '"questions": {"spam": {"type": "noul", "instructions": '
               '"Is this message spam?"}}')
     for question_id, question in questions.items():
-        _check_question(_path("questions", question_id), question_id, question)
+        _check_question(_path("questions", question_id), question_id, question, codes)
 
 
 def _check_content(body: Mapping, at: str) -> None:
@@ -128,7 +129,7 @@ def _check_messages(messages, field: str = "messages") -> None:
                   "image_url, input_audio, video_url, video)", "wrong_type", '"content": "..."')
 
 
-def _check_question(at: str, question_id, question) -> None:
+def _check_question(at: str, question_id, question, codes: tuple[str, ...] = ()) -> None:
     if not question_id:
         _fail(at, "a question id is a non-empty string", "invalid_value", 'e.g. "spam"')
     if not isinstance(question, Mapping):
@@ -146,6 +147,9 @@ def _check_question(at: str, question_id, question) -> None:
         _fail(_path(at, "instructions"), "must be a non-empty string: the question to answer", "missing_field"
               if instructions is None else "invalid_value", '"instructions": "Is this message spam?"')
     criteria, where = question.get("criteria"), _path(at, "criteria")
+    if codes:
+        _check_code_question(at, kind, criteria, codes)
+        return
     if kind == "noul" and criteria is not None and not isinstance(criteria, str):
         _fail(where, f"must be a string (what makes the answer true), not {_kind(criteria)}", "wrong_type",
               'e.g. "criteria": "asks for money back"')
@@ -169,3 +173,26 @@ def _check_question(at: str, question_id, question) -> None:
                 _fail(_path(where, i), "a level is a non-empty description string", "invalid_value", '"annoyed"')
         if len({level.strip() for level in criteria}) != len(criteria):
             _fail(where, "two levels have the same description", "duplicate_value", "describe each level apart")
+
+
+def _check_code_question(at: str, kind: str, criteria, codes: tuple[str, ...]) -> None:
+    """A question to a decision model: a choice over its codes, the criteria (code -> description) naming codes of
+    the model, or absent (every code); noul and score ask for text labels, which its head does not read."""
+    listed = ", ".join(map(repr, codes[:8])) + (", ..." if len(codes) > 8 else "")
+    if kind != "choice":
+        _fail(_path(at, "type"), f"a {kind} question asks for text labels, and this model is a decision model: its "
+              f"head reads {len(codes)} codes", "options_on_decision_model",
+              'ask a choice over its codes: {"type": "choice", "instructions": "..."} (GET /v1/models lists them)')
+    where = _path(at, "criteria")
+    if criteria is None:
+        return
+    if not isinstance(criteria, Mapping) or not criteria:
+        _fail(where, "a choice's criteria map codes of the model to descriptions, or are left out (every code)",
+              "invalid_choice_criteria", f'"criteria": {{{json.dumps(codes[0])}: "what it means"}}')
+    for key, description in criteria.items():
+        if key not in codes:
+            _fail(_path(where, key), f"{key!r} is not a code of this decision model", "unknown_code",
+                  f"its codes are {listed} (GET /v1/models lists them all)")
+        if not isinstance(description, str):
+            _fail(_path(where, key), "a code's description is a string (it may be empty)", "invalid_value",
+                  f'{json.dumps(key)}: "what it means"')

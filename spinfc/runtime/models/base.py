@@ -29,6 +29,7 @@ from spinfc.backend.launch import Launch
 from spinfc.runtime.precision import Precision, role
 from spinfc.runtime.quant.linear import QuantizedInput, QuantizedLinear
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
+from spinfc.runtime.weights.decision_head import CODE_HEAD
 
 # Per-layer weights: short name -> Hugging Face name under `model.layers.N.`
 COMMON_LAYER_WEIGHTS = {
@@ -142,7 +143,12 @@ class Model:
         take = lambda key: self._take(state, key)  # noqa: E731
         self.embed_weight = take("model.embed_tokens.weight")  # [V, D]
         self.final_norm = take("model.norm.weight")  # [D]
-        if config.tie_embeddings:
+        if config.codes is not None:  # a decision model: the head reads its codes (weights/decision_head.py)
+            self.lm_head = take(CODE_HEAD)  # [C, D]
+            if tuple(self.lm_head.shape) != (len(config.codes), config.hidden):
+                raise UnsupportedModel(f"the decision head {CODE_HEAD} has shape {tuple(self.lm_head.shape)}; "
+                                       f"config.json names {len(config.codes)} codes of {config.hidden} hidden units")
+        elif config.tie_embeddings:
             state.pop("lm_head.weight", None)
             # the table itself, or under `Precision.split_head` a copy in the compute dtype (the lookup stays float32)
             wanted = precision.head_weights if precision.split_head else self.embed_weight.dtype
@@ -213,6 +219,12 @@ class Model:
             raise UnsupportedModel(f"embeddings have shape {tuple(self.embed_weight.shape)}, not {(c.vocab, c.hidden)}")
 
     # ---- what a tokenizer and the engine read -------------------------------------------------------------------
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """A decision model's codes (what its head reads at an answer row, in head order); empty for a model whose
+        head reads the vocabulary."""
+        return self.config.codes or ()
 
     @property
     def dtype(self) -> torch.dtype:

@@ -52,6 +52,9 @@ class ModelConfig:
     # Qwen3.5-MoE: every layer's MLP is a sparse block of routed experts beside a gated shared expert (whose width
     # is `intermediate`); None for dense models (Gemma 4's MoE block is in `gemma4`)
     experts: "Experts | None" = None
+    # a decision model (weights/decision_head.py): the codes its head reads, its labels in head order; None: the
+    # head reads the vocabulary
+    codes: tuple[str, ...] | None = None
 
     def kv_shape(self, layer: int) -> tuple[int, int]:
         """(kv heads, head dim) of a layer's keys and values (Gemma 4's full layers differ from its sliding ones)."""
@@ -81,6 +84,8 @@ class ModelConfig:
             fields["gemma4"] = Gemma4Options.from_dict(fields["gemma4"])
         if fields.get("experts") is not None:
             fields["experts"] = Experts(**fields["experts"])
+        if fields.get("codes") is not None:
+            fields["codes"] = tuple(fields["codes"])
         return cls(**fields)
 
 
@@ -140,7 +145,17 @@ def _require(hf: dict[str, Any], key: str, allowed: tuple, what: str) -> None:
 
 
 def from_hf(hf: dict[str, Any]) -> ModelConfig:
-    """Read a Hugging Face `config.json` dictionary of a llama, qwen3, gemma3_text or gemma4(_text) model."""
+    """Read a Hugging Face `config.json` dictionary of a llama, qwen3, gemma3(_text), gemma4(_text) or qwen3_5 model;
+    a `*ForSequenceClassification` checkpoint of one is a decision model (`codes`: weights/decision_head.py)."""
+    from spinfc.runtime.weights.decision_head import codes_of
+
+    codes = codes_of(hf, UnsupportedModel)
+    config = _stack_config(hf)
+    return config if codes is None else attrs.evolve(config, codes=codes)
+
+
+def _stack_config(hf: dict[str, Any]) -> ModelConfig:
+    """The config of the stack (everything but a decision model's codes)."""
     model_type = hf.get("model_type")
     if model_type in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
         from spinfc.runtime.weights.qwen3_5 import qwen3_5_config

@@ -46,9 +46,14 @@ async def completions(data: Annotated[CompletionRequest, Body(title="A completio
     refuse_unsupported(data)  # what can be checked without the model is checked first
     forms = prompt_forms(data.prompt)
     sampling = sampling_of(data)
-    service.ready_engine()
+    engine = service.ready_engine()
     ctx = call_context(request)
     service.check_model(data.model)
+    if engine.codes:  # every completion (prompt logprobs included) reads the vocabulary
+        raise ApiError(400, "not_a_language_model", f"the model {service.model_name!r} is a decision model: its head "
+                       f"reads {len(engine.codes)} codes, not the vocabulary, so it neither completes nor scores a "
+                       'prompt\'s tokens; ask /v1/score with codes = "all" or /v1/decisions with a choice',
+                       param="model")
     check_texts(forms, data.prompt, sampling, Prechecks(ctx.limits, service.longest_token))  # before any tokenizing
     one_greedy = sampling.max_tokens == 1 and sampling.temperature == 0
     if sampling.max_tokens > 0 and not one_greedy:

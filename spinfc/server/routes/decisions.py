@@ -52,7 +52,7 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
     body = msgspec.to_builtins(data)
     if body.get("inputs") is not None:
         return await many_inputs(service, request, ctx, body)
-    queries = decision_queries(body, extra_keys=SERVER_KEYS)
+    queries = decision_queries(body, extra_keys=SERVER_KEYS, codes=engine.codes)
     policy = ctx.policy(service.longest_token)
     check_decisions(policy, body, queries)  # sizes before anything is tokenized
 
@@ -63,7 +63,8 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
 
     rounds, scored = await while_connected(request, service, run())  # a hang-up withdraws every round
     input_tokens = sum(part.processed_tokens for part in scored)
-    answer = decision_answers(body, await scored_results(scored), model=service.model_name, input_tokens=input_tokens)
+    answer = decision_answers(body, await scored_results(scored), model=service.model_name, input_tokens=input_tokens,
+                              codes=engine.codes)
     service.metrics.observe_questions(len(queries))
     response = msgspec.convert({
         **answer, "id": f"decision-{uuid.uuid4().hex}", "created": int(time.time()),
@@ -95,7 +96,7 @@ async def many_inputs(service, request: Request, ctx, body: dict) -> DecisionRes
     answered, kept, failed = await while_connected(request, service, run())  # a hang-up withdraws every round
     results: dict[int, DecisionInputResult] = {}
     for index, (rounds, scored) in zip(kept, answered):
-        answer = decision_answers(body, await scored_results(scored))
+        answer = decision_answers(body, await scored_results(scored), codes=engine.codes)
         results[index] = msgspec.convert({"index": index, "answers": answer["answers"]}, DecisionInputResult)
     results.update((index, DecisionInputResult(index=index, error=error_body(error))) for index, error in failed.items())
     every = [part for _, scored in answered for part in scored]

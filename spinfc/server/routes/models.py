@@ -3,6 +3,7 @@ GET /v1/models/{id}: that card alone (OpenAI's `models.retrieve`), under any nam
 
 from __future__ import annotations
 
+import msgspec
 from litestar import get
 from litestar.params import FromPath
 
@@ -35,16 +36,29 @@ def retrieve_model(service: ServiceDep, model_id: FromPath[str]) -> ModelCard:
 
 
 def model_card(service) -> ModelCard:
-    """The served model's card: its id (the first served name), aliases, readiness, features and limits."""
+    """The served model's card: its id (the first served name), aliases, readiness, its kind (a decision model's
+    head reads its `codes`, listed in head order; a language model's the vocabulary), features and limits."""
     settings = service.settings
     return ModelCard(
         id=service.model_name, object="model", created=service.created, owned_by="spinfc",
-        aliases=service.aliases, ready=service.status == "ready",
-        features={"scoring": True, "extraction": settings.features.extraction,
+        aliases=service.aliases, ready=service.status == "ready", **head_card(service),
+        features={"scoring": True, "extraction": settings.features.extraction and not model_codes(service),
                   "generation": generation_available(service)},
         limits={**pass_limits(service), **settings.limits.as_dict(), "max_completion_tokens": MAX_COMPLETION_TOKENS},
         media=media_card(service),
     )
+
+
+def model_codes(service) -> tuple[str, ...]:
+    """The served decision model's codes (empty for a language model, or before the model is loaded)."""
+    return service.engine.codes if service is not None and service.engine is not None else ()
+
+
+def head_card(service) -> dict:
+    """What the model's head reads: `kind` "decision" with its `codes` (in head order), or "language" (the
+    vocabulary)."""
+    codes = model_codes(service)
+    return {"kind": "decision", "codes": list(codes)} if codes else {"kind": "language", "codes": msgspec.UNSET}
 
 
 def pass_limits(service) -> dict[str, int]:
