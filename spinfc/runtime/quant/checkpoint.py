@@ -2,10 +2,13 @@
 
 A checkpoint directory holds:
     config.json        the model's Hugging Face config with `quantization_config` (quant_method
-                       compressed-tensors, one config group targeting Linear, format float-quantized or
-                       int-quantized, status compressed, the layers kept in higher precision under `ignore`)
-    model.safetensors  every quantized layer as `<layer>.weight` (float8_e4m3fn or int8), `<layer>.weight_scale`
-                       ([N, 1] float32) and `<layer>.input_scale` ([1] float32); everything else as floats
+                       compressed-tensors, one config group targeting Linear, format float-quantized,
+                       int-quantized or pack-quantized, status compressed, the layers kept in higher precision
+                       under `ignore`)
+    model.safetensors  every W8A8 layer as `<layer>.weight` (float8_e4m3fn or int8), `<layer>.weight_scale`
+                       ([N, 1] float32) and `<layer>.input_scale` ([1] float32); every W4A16 layer as
+                       `<layer>.weight_packed`, `.weight_scale`, `.weight_shape` (and `.weight_zero_point` where
+                       asymmetric: `int4.Int4Linear`); everything else as floats
     recipe.yaml        the llm-compressor recipe that describes the same quantization
     calibration.json   what calibration saw: texts, tokens, the file's sha256, max |input| per layer, and the
                        smoothing applied before it (`smooth.py`), if any
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import torch
 
 from spinfc.runtime.precision import role
@@ -29,6 +33,10 @@ from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, from_hf
 
 LINEAR_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "gate_proj.weight",
                    "up_proj.weight", "down_proj.weight")
+# A weight-only scheme also quantizes a Gated DeltaNet layer's projections: no activation scale to calibrate, and
+# on Qwen3.5-27B they are a fifth of the weights (what keeps it within a 24 GB card)
+DELTA_NET_SUFFIXES = ("linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight",
+                      "linear_attn.in_proj_a.weight", "linear_attn.in_proj_b.weight", "linear_attn.out_proj.weight")
 
 
 # A MoE block's routed experts stay in the half dtype: each runs on a few rows of a pass, where an 8-bit GEMM saves
@@ -41,19 +49,20 @@ SHARED_EXPERT_GATE = "re:.*mlp[.]shared_expert_gate$"
 LINEAR_ATTENTION = "re:.*linear_attn[.].*"
 
 
-def kept_in_float(config: ModelConfig, kept: tuple[str, ...] = ()) -> list[str]:
+def kept_in_float(config: ModelConfig, kept: tuple[str, ...] = (), weight_only: bool = False) -> list[str]:
     """Linear modules spinfc leaves unquantized, for compressed-tensors' `ignore` (a reader quantizes every other
     Linear): the LM head and the last layer's o/gate/up/down (they run on answer rows only, so 8 bits would save
     nothing and cost precision where every score is read; no o_proj where that layer is a linear-attention one), a
-    MoE block's routed experts, router and shared-expert gate, every Gated DeltaNet projection, then `kept` (the
-    layers a gap budget keeps in the half dtype, `sensitivity.choose`)."""
+    MoE block's routed experts, router and shared-expert gate, every Gated DeltaNet projection (unless the scheme
+    is `weight_only`: then only the last layer's, which sees answer rows only), then `kept` (the layers a gap budget
+    keeps in the half dtype, `sensitivity.choose`)."""
     last = config.layers - 1
     recurrent = config.linear is not None and config.linear.layers[last]
     attention = () if recurrent else ("self_attn.o_proj",)
     mlp = ("mlp.shared_expert.gate_proj", "mlp.shared_expert.up_proj", "mlp.shared_expert.down_proj") \
         if config.experts is not None else ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
     sparse = [ROUTED_EXPERTS, ROUTER, SHARED_EXPERT_GATE] if config.experts is not None else []
-    linear = [LINEAR_ATTENTION] if config.linear is not None else []
+    linear = [LINEAR_ATTENTION] if config.linear is not None and not weight_only else []
     return (["lm_head"] + [f"model.layers.{last}.{name}" for name in (*attention, *mlp)] + sparse + linear
             + list(kept))
 
@@ -66,10 +75,12 @@ SHARED_INPUTS = (("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_at
                  ("mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight"))
 
 
-def is_quantized_linear(key: str, config: ModelConfig) -> bool:
-    """Whether `spinfc quantize` quantizes this checkpoint weight (a layer's linear, not `kept_in_float`)."""
-    return (key.endswith(LINEAR_SUFFIXES) and key.startswith("model.layers.") and ".mlp.experts." not in key
-            and role(key, config.layers - 1) != "answer")
+def is_quantized_linear(key: str, config: ModelConfig, weight_only: bool = False) -> bool:
+    """Whether `spinfc quantize` quantizes this checkpoint weight (a layer's linear, not `kept_in_float`); a
+    `weight_only` scheme also a Gated DeltaNet layer's projections (`DELTA_NET_SUFFIXES`)."""
+    suffixes = LINEAR_SUFFIXES + DELTA_NET_SUFFIXES if weight_only else LINEAR_SUFFIXES
+    return (key.endswith(suffixes) and key.startswith("model.layers.") and ".mlp.experts." not in key
+            and not (".linear_attn." in key and not weight_only) and role(key, config.layers - 1) != "answer")
 
 
 def shared_maxima(maxima: dict[str, float]) -> dict[str, float]:
@@ -89,7 +100,9 @@ def quantize_state(config: ModelConfig, state: dict[str, torch.Tensor], calibrat
                    chosen: Scheme) -> dict:
     """The float `state` with every calibrated linear weight (but those `kept_in_float`, and those the
     calibration's gap budget keeps) as a QuantizedLinear; layers that read the same input share one input scale
-    (`SHARED_INPUTS`)."""
+    (`SHARED_INPUTS`). A weight-only scheme is quantized by GPTQ instead (`weight_only.gptq_state`)."""
+    if chosen.weight_only:
+        raise ValueError(f"{chosen.name} is quantized by GPTQ (weight_only.gptq_state), not with activation scales")
     maxima = shared_maxima(calibration.maxima)
     kept = {f"{module}.weight" for module in calibration.kept_modules}
     out: dict = {}
@@ -110,10 +123,12 @@ def quantization_config(config: ModelConfig, chosen: Scheme, kept: tuple[str, ..
     budget keeps in the half dtype, also under `ignore`)."""
     from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
 
+    inputs = None if chosen.weight_only else QuantizationArgs(**chosen.args(activations=True))
     group = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(**chosen.args(activations=False)),
-                               input_activations=QuantizationArgs(**chosen.args(activations=True)))
+                               input_activations=inputs, format=chosen.format)
     return QuantizationConfig(config_groups={"group_0": group}, format=chosen.format,
-                              quantization_status="compressed", ignore=kept_in_float(config, kept))
+                              quantization_status="compressed",
+                              ignore=kept_in_float(config, kept, chosen.weight_only))
 
 
 def recipe_yaml(config: ModelConfig, chosen: Scheme, smoothing: dict | None = None,
@@ -123,8 +138,16 @@ def recipe_yaml(config: ModelConfig, chosen: Scheme, smoothing: dict | None = No
     import yaml
 
     group = quantization_config(config, chosen).config_groups["group_0"]
-    modifier = {"targets": ["Linear"], "ignore": kept_in_float(config, kept),
+    modifier = {"targets": ["Linear"], "ignore": kept_in_float(config, kept, chosen.weight_only),
                 "config_groups": {"group_0": group.model_dump(mode="json", exclude_none=True)}}
+    if chosen.weight_only:
+        from spinfc.runtime.quant.gptq import BLOCK, DAMPENING
+
+        note = ("# written by spinfc quantize: GPTQ on the float32 model's inputs over the calibration texts "
+                "(runtime/quant/gptq.py)\n")
+        modifier = {**modifier, "block_size": BLOCK, "dampening_frac": DAMPENING}
+        return note + yaml.safe_dump({"default_stage": {"default_modifiers": {"GPTQModifier": modifier}}},
+                                     sort_keys=False)
     modifiers = {}
     note = "# written by spinfc quantize: static min-max activation scales from calibration.json\n"
     if smoothing:
@@ -157,13 +180,17 @@ def write_checkpoint(directory: Path, hf_config: dict, config: ModelConfig, stat
     (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
     (directory / "recipe.yaml").write_text(recipe_yaml(config, chosen, calibration.smoothing, kept))
     summary = {"scheme": chosen.name, "source_model": source, "spinfc_version": __version__,
-               "format": chosen.format, "kept_in_float": kept_in_float(config, kept), **calibration.summary()}
+               "format": chosen.format, "kept_in_float": kept_in_float(config, kept, chosen.weight_only),
+               **calibration.summary()}
     (directory / "calibration.json").write_text(json.dumps(summary, indent=2) + "\n")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(directory))
 
 
 # ---- reading ---------------------------------------------------------------------------------------------------
+
+
+FORMATS = ("float-quantized", "int-quantized", "naive-quantized", "pack-quantized")
 
 
 def is_quantized(hf: dict) -> bool:
@@ -173,7 +200,8 @@ def is_quantized(hf: dict) -> bool:
 def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
     """(config, state, scheme name) of a compressed-tensors checkpoint (spinfc's or llm-compressor's): every
     quantized linear layer a QuantizedLinear (static activation scales), or dequantized to float32 where the
-    checkpoint's activations are dynamic or not quantized (the scheme then says `...-dequantized`)."""
+    checkpoint's 8-bit layers' activations are dynamic or not quantized (the scheme then says `...-dequantized`), or
+    an `int4.Int4Linear` (pack-quantized int4 weights: W4A16). Layers under `ignore` are plain floats already."""
     from compressed_tensors.quantization import QuantizationConfig
     from pydantic import ValidationError
     from safetensors.torch import load_file
@@ -186,9 +214,10 @@ def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
     except ValidationError as error:
         raise UnsupportedModel(f"{directory}/config.json: quantization_config is not a valid compressed-tensors "
                                f"config: {error.errors()[0]['msg']} at {error.errors()[0]['loc']}") from None
-    if qconfig.format not in ("float-quantized", "int-quantized", "naive-quantized"):
-        raise UnsupportedModel(f"{directory}: compressed-tensors format {qconfig.format!r} is not supported; spinfc "
-                               "loads float-quantized and int-quantized (8-bit) checkpoints")
+    formats = {qconfig.format} | {group.format for group in qconfig.config_groups.values()} - {None}
+    if not formats <= set(FORMATS) | {"mixed-precision"}:
+        raise UnsupportedModel(f"{directory}: compressed-tensors format {', '.join(sorted(formats))} is not "
+                               f"supported; spinfc loads {', '.join(FORMATS)} checkpoints (8-bit W8A8, int4 W4A16)")
     if str(getattr(qconfig.quantization_status, "value", qconfig.quantization_status)) != "compressed":
         raise UnsupportedModel(f"{directory}: quantization_status is {qconfig.quantization_status}, not "
                                "compressed; save the model with its weights compressed (llm-compressor's default)")
@@ -196,7 +225,7 @@ def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
     state: dict = {}
     for file in weight_files(Path(directory)):
         state.update(load_file(str(file)))
-    names = sorted({key.removesuffix(".weight_scale") for key in state if key.endswith(".weight_scale")})
+    names = sorted({key.removesuffix(".weight_scale") for key in state if key.endswith(".weight_scale")})  # quantized
     schemes = set()
     for module in names:
         group = _group_of(qconfig, module)
@@ -219,6 +248,8 @@ def _group_of(qconfig, module: str):
 
 
 def _quantized_layer(directory, state: dict, module: str, group) -> tuple:
+    if f"{module}.weight_packed" in state:
+        return _int4_layer(directory, state, module, group)
     weights, inputs = group.weights, group.input_activations
     weight = state.pop(f"{module}.weight")
     weight_scale = state.pop(f"{module}.weight_scale")
@@ -237,3 +268,33 @@ def _quantized_layer(directory, state: dict, module: str, group) -> tuple:
     if static:
         return layer, chosen.name
     return layer.dequantize(torch.float32), f"{chosen.name.split('-')[0]}-dequantized"
+
+
+def _int4_layer(directory, state: dict, module: str, group) -> tuple:
+    """A pack-quantized module's tensors (popped from `state`) as an `Int4Linear`, and its scheme's name."""
+    from spinfc.runtime.quant.int4 import Int4Linear
+
+    weights, inputs = group.weights, group.input_activations
+    tensors = {suffix: state.pop(f"{module}.{suffix}") for suffix in
+               ("weight_packed", "weight_scale", "weight_shape", "weight_zero_point", "weight_g_idx")
+               if f"{module}.{suffix}" in state}
+    N, K = (int(n) for n in tensors["weight_shape"].tolist())
+    strategy = str(getattr(weights.strategy, "value", weights.strategy))
+    size = K if strategy == "channel" else weights.group_size
+    where = f"{directory}: {module} is quantized as {weights.num_bits}-bit {strategy} (group {weights.group_size})"
+    if weights.num_bits != 4 or str(getattr(weights.type, "value", weights.type)) != "int" \
+            or strategy not in ("group", "channel") or inputs is not None:
+        raise UnsupportedModel(f"{where}{' with quantized activations' if inputs is not None else ''}; spinfc loads "
+                               "4-bit int group-wise or per-channel weights with activations unquantized (W4A16)")
+    if K % 8 or not size or K % size or tuple(tensors["weight_packed"].shape) != (N, K // 8):
+        raise UnsupportedModel(f"{where}: its input width {K} must be a multiple of 8 and of the group size, with "
+                               f"weight_packed [{N}, {K // 8}] (got {tuple(tensors['weight_packed'].shape)})")
+    order = tensors.pop("weight_g_idx", None)
+    if order is not None and not torch.equal(order.long(), torch.arange(K, device=order.device) // size):
+        raise UnsupportedModel(f"{where} with activation order (weight_g_idx): spinfc reads groups of consecutive "
+                               "input channels; quantize with GPTQ actorder 'static' or none")
+    if weights.symmetric == ("weight_zero_point" in tensors):
+        raise UnsupportedModel(f"{where}: {'a symmetric' if weights.symmetric else 'an asymmetric'} config but "
+                               f"{'a' if weights.symmetric else 'no'} weight_zero_point: the checkpoint is damaged")
+    chosen = attrs.evolve(SCHEMES["w4a16" if weights.symmetric else "w4a16-asym"], group_size=size)
+    return Int4Linear.from_checkpoint(chosen, tensors, size), chosen.name
