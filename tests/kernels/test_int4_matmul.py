@@ -61,3 +61,11 @@ def test_the_launcher_names_the_shapes_it_needs():
     packed, scales, _ = random_weight(64, 8, 32, False, seed=9)
     with pytest.raises(ValueError, match=r"needs packed \[8, N\] int32"):
         int4_matmul.w4a16_matmul(torch.randn(2, 64), packed, scales[:1], None, 32, torch.float32)
+
+
+def test_a_width_that_is_not_a_multiple_of_the_tile():
+    packed, scales, zeros = random_weight(96, 24, 32, True, seed=10)  # 96 = one and a half 64-wide steps
+    x = torch.randn(3, 96, generator=torch.Generator().manual_seed(11))
+    got = int4_matmul.w4a16_matmul(x, packed, scales, zeros, 32, torch.float32)
+    torch.testing.assert_close(got, int4_matmul.reference(x, packed, scales, zeros, 32, torch.float32),
+                               rtol=1e-5, atol=1e-4)
