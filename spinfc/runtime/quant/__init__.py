@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from spinfc.runtime.quant.calibrate import Calibration, calibrate, file_sha256, read_texts
-from spinfc.runtime.quant.checkpoint import quantize_state, read_quantized, write_checkpoint
+from spinfc.runtime.quant.checkpoint import quantize_state, write_checkpoint
+from spinfc.runtime.quant.reading import read_quantized
 from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import SCHEMES, Scheme, UnknownScheme, scheme
