@@ -22,6 +22,9 @@ def add_quantize(commands) -> None:
                           "Hugging Face snapshot directory")
     quantize.add_argument("--scheme", choices=list(SCHEME_NAMES), default="fp8-static",
                           help="default: fp8-static; w4a16 (-asym): int4 weights in groups of 128 by GPTQ")
+    quantize.add_argument("--group-size", type=int, choices=(32, 64, 128), default=None, metavar="G",
+                          help="w4a16: input channels per scale, 32, 64 or 128 (default 128; every quantized layer's "
+                          "input width must be a multiple of it: SmolLM2's 576 needs 64)")
     quantize.add_argument("--calibration", default=None, metavar="FILE",
                           help='JSONL, one {"text": ...} per line (default: the bundled set, '
                           'fixtures/calibration.jsonl)')
@@ -74,7 +77,8 @@ def _quantize(args: argparse.Namespace) -> int:
     steps.say(f"{args.model} -> {args.output} ({args.scheme}); calibration: {calibration}")
     try:
         summary = quantize_model(args.model, args.scheme, calibration, Path(args.output),
-                                 smoothing=args.smoothing, steps=steps, max_gap=args.max_gap)
+                                 smoothing=args.smoothing, steps=steps, max_gap=args.max_gap,
+                                 group_size=args.group_size)
     except (CalibrationError, CorruptWeights, UnsupportedModel, OSError, ValueError) as error:
         print(f"spinfc quantize: {error}", file=sys.stderr)
         return 2

@@ -206,3 +206,14 @@ def test_a_qwen3_5_checkpoint_quantizes_its_delta_net_projections(tmp_path):
         assert float((ours - all_logprobs(dequantized, launch)).abs().max()) <= SCORE_TOLERANCE
         assert float((all_logprobs(fused, launch) - ours).abs().max()) <= SCORE_TOLERANCE
         assert 0 < float((ours - all_logprobs(source.model, launch)).abs().max()) < 0.5
+
+
+def test_a_group_size_that_does_not_tile_a_width_is_refused_before_calibrating(tmp_path, capsys):
+    from spinfc.cli import main
+
+    status = main(["quantize", "smollm2-135m", "--scheme", "w4a16", "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert status == 2 and "input width 576 is not a multiple of the group size 128: give --group-size 64" in err
+    assert "calibrating" not in err and "Traceback" not in err
+    status = main(["quantize", "smollm2-135m", "--scheme", "fp8-static", "--group-size", "64", "-o", str(tmp_path)])
+    assert status == 2 and "--group-size applies to the int4 schemes" in capsys.readouterr().err

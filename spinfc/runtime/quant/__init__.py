@@ -84,15 +84,25 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
 
 
 def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path, smoothing: float = 0.0,
-                   device: str = "cpu", steps=None, max_gap: float | None = None, log=None) -> dict:
+                   device: str = "cpu", steps=None, max_gap: float | None = None, log=None,
+                   group_size: int | None = None) -> dict:
     """Calibrate `name` (float32, the reference ops on `device`: the CPU unless a benchmark asks for speed) on the
     texts of `calibration` (JSONL; `DEFAULT_CALIBRATION`, the bundled set, when None), smooth its activation
     outliers into the weights (SmoothQuant with strength `smoothing`; 0, the default: none, as it narrowed Gemma's gap and widened SmolLM2's, docs/quantization.md),
     keep the layers that bring the gap within `max_gap` in the half dtype (`keep_within`; None: quantize every
     layer), quantize it with `scheme_name` and write the checkpoint to `out`; returns the calibration summary. A
     weight-only scheme (w4a16) is quantized by GPTQ instead (`weight_only.quantize_weight_only`): it has no
-    activation scales to smooth or to keep layers for."""
+    activation scales to smooth or to keep layers for; `group_size` (None: the scheme's 128) sets its groups."""
+    import attrs
+
     chosen = scheme(scheme_name)
+    if group_size is not None:
+        if not chosen.weight_only:
+            from spinfc.runtime.weights import UnsupportedModel
+
+            raise UnsupportedModel(f"--group-size applies to the int4 schemes (w4a16, w4a16-asym), not {chosen.name}, "
+                                   "whose weights have one scale per output channel; leave it out")
+        chosen = attrs.evolve(chosen, group_size=group_size)
     if chosen.weight_only:
         from spinfc.runtime.quant.weight_only import quantize_weight_only
         from spinfc.runtime.weights import UnsupportedModel

@@ -12,6 +12,20 @@ from spinfc.runtime.quant.calibrate import Calibration, file_sha256, read_texts
 from spinfc.runtime.quant.checkpoint import is_quantized_linear, write_checkpoint
 from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.schemes import Scheme
+from spinfc.runtime.weights.config import UnsupportedModel
+
+
+def check_groups(config, state: dict[str, torch.Tensor], chosen: Scheme) -> list[str]:
+    """The weights `chosen` quantizes; raises UnsupportedModel, naming a group size that fits, where a layer's input
+    width is not a multiple of the scheme's (compressed-tensors' groups must tile the width)."""
+    keys = [key for key in state if is_quantized_linear(key, config, weight_only=True)]
+    for key in keys:
+        if state[key].shape[1] % chosen.group_size:
+            fits = [g for g in (128, 64, 32) if all(state[k].shape[1] % g == 0 for k in keys)]
+            hint = f"give --group-size {fits[0]}" if fits else "no group size of 32, 64 or 128 fits every layer"
+            raise UnsupportedModel(f"{key}: its input width {state[key].shape[1]} is not a multiple of the group size "
+                                   f"{chosen.group_size}: {hint}")
+    return keys
 
 
 def gptq_state(config, state: dict[str, torch.Tensor], hessians: dict[str, torch.Tensor], chosen: Scheme,
@@ -22,7 +36,7 @@ def gptq_state(config, state: dict[str, torch.Tensor], hessians: dict[str, torch
     from spinfc.runtime.quant.progress import Silent
 
     steps = steps or Silent()
-    chosen_keys = [key for key in state if is_quantized_linear(key, config, weight_only=True)]
+    chosen_keys = check_groups(config, state, chosen)
     out = dict(state)
     for key in steps.over(chosen_keys, len(chosen_keys), "GPTQ"):
         if key not in hessians:
@@ -48,6 +62,7 @@ def quantize_weight_only(name: str, chosen: Scheme, calibration: Path, out: Path
     texts, sha = read_texts(calibration), file_sha256(calibration)
     steps.say(f"reading {name} as float32 (a GGUF model is dequantized) and its tokenizer")
     config, state, tokenizer, served, hf = float_model(name)
+    check_groups(config, state, chosen)  # before the calibration run, not after it
     sequences = sequences_of(tokenizer, texts)
     steps.say(f"calibrating on {len(texts)} texts ({sum(map(len, sequences)):,} tokens) from {calibration}")
     model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
