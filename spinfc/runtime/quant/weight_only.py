@@ -42,8 +42,7 @@ def gptq_state(config, state: dict[str, torch.Tensor], hessians: dict[str, torch
         if key not in hessians:
             raise ValueError(f"calibration saw no input of {key}: calibrate the same model")
         q, scale, zero = gptq(state[key].to(device), hessians[key].to(device), chosen)
-        out[key] = Int4Linear.from_integers(chosen, q.cpu(), scale.cpu(), None if zero is None else zero.cpu(),
-                                            chosen.group_size)
+        out[key] = Int4Linear.from_integers(chosen, q, scale, zero, chosen.group_size).to("cpu")  # packed on `device`
     return out
 
 
