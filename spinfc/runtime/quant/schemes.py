@@ -38,11 +38,6 @@ class Scheme:
     symmetric: bool = True
     weight_only: bool = False  # activations stay in the compute dtype (no input scale)
 
-    @property
-    def layer(self) -> str:
-        """The linear layer class that runs it: "w8a8" (`linear.QuantizedLinear`) or "w4a16" (`int4.Int4Linear`)."""
-        return "w4a16" if self.weight_only else "w8a8"
-
     def quantize(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """x (any float dtype), scale: a float32 scalar tensor -> x / scale in `storage`, clamped to the range
         (int: rounded half to even, as torch.round and compressed-tensors do). Computed in float32."""
