@@ -11,16 +11,20 @@ from pathlib import Path
 # the bundled calibration set: 90 short texts of the kinds spinfc scores (docs/quantization.md), in the checkout
 # beside the package (as packs/ is)
 DEFAULT_CALIBRATION = Path(__file__).resolve().parent.parent / "fixtures" / "calibration.jsonl"
-SCHEME_NAMES = ("fp8-static", "int8-static")  # spinfc.runtime.quant.schemes.SCHEMES (a test checks they agree);
+SCHEME_NAMES = ("fp8-static", "int8-static", "w4a16", "w4a16-asym")  # spinfc.runtime.quant.schemes.SCHEMES (a test checks they agree);
 # named here so that building the command line needs no torch
 
 
 def add_quantize(commands) -> None:
-    quantize = commands.add_parser("quantize", help="calibrate a model and write a W8A8 checkpoint "
-                                   "(compressed-tensors format)")
+    quantize = commands.add_parser("quantize", help="calibrate a model and write a W8A8 or W4A16 (GPTQ int4) "
+                                   "checkpoint (compressed-tensors format)")
     quantize.add_argument("model", help="an embedded model (smollm2-135m, gemma3-270m), a .gguf file or a "
                           "Hugging Face snapshot directory")
-    quantize.add_argument("--scheme", choices=list(SCHEME_NAMES), default="fp8-static", help="default: fp8-static")
+    quantize.add_argument("--scheme", choices=list(SCHEME_NAMES), default="fp8-static",
+                          help="default: fp8-static; w4a16 (-asym): int4 weights in groups of 128 by GPTQ")
+    quantize.add_argument("--group-size", type=int, choices=(32, 64, 128), default=None, metavar="G",
+                          help="w4a16: input channels per scale, 32, 64 or 128 (default 128; every quantized layer's "
+                          "input width must be a multiple of it: SmolLM2's 576 needs 64)")
     quantize.add_argument("--calibration", default=None, metavar="FILE",
                           help='JSONL, one {"text": ...} per line (default: the bundled set, '
                           'fixtures/calibration.jsonl)')
@@ -73,8 +77,9 @@ def _quantize(args: argparse.Namespace) -> int:
     steps.say(f"{args.model} -> {args.output} ({args.scheme}); calibration: {calibration}")
     try:
         summary = quantize_model(args.model, args.scheme, calibration, Path(args.output),
-                                 smoothing=args.smoothing, steps=steps, max_gap=args.max_gap)
-    except (CalibrationError, CorruptWeights, UnsupportedModel, OSError) as error:
+                                 smoothing=args.smoothing, steps=steps, max_gap=args.max_gap,
+                                 group_size=args.group_size)
+    except (CalibrationError, CorruptWeights, UnsupportedModel, OSError, ValueError) as error:
         print(f"spinfc quantize: {error}", file=sys.stderr)
         return 2
     smoothing = summary.get("smoothing")

@@ -36,7 +36,7 @@ def load_model(
     else:
         directory = registry.snapshot_directory(source)
         if _is_quantized(directory):
-            from spinfc.runtime.quant.checkpoint import read_quantized
+            from spinfc.runtime.quant.reading import read_quantized
 
             config, state, scheme = read_quantized(directory)
         else:
@@ -63,6 +63,6 @@ def load_default(name: str, dtype, device: str, media: bool = True):
 
 
 def _is_quantized(directory) -> bool:
-    from spinfc.runtime.quant.checkpoint import is_quantized
+    from spinfc.runtime.quant.reading import is_quantized
 
     return is_quantized(json.loads((directory / "config.json").read_text()))

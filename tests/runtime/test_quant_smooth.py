@@ -12,6 +12,7 @@ import torch
 
 from spinfc.runtime.loader import load_model
 from spinfc.runtime.models import build_model
+from spinfc.runtime.quant.schemes import W8A8
 from spinfc.runtime.quant import SCHEMES, QuantizedLinear, quantize_state, write_checkpoint
 from spinfc.runtime.quant.calibrate import Calibration, channel_maxima, input_maxima, sequence_launch
 from spinfc.runtime.quant.checkpoint import is_quantized_linear
@@ -81,7 +82,7 @@ def test_smoothing_keeps_the_float_model_and_narrows_the_inputs(snapshot):
     assert torch.equal(new_state[last], state[last])  # the answer rows' layers are not quantized: left alone
 
 
-@pytest.mark.parametrize("name", list(SCHEMES))
+@pytest.mark.parametrize("name", W8A8)
 def test_kernels_that_write_the_quantized_input_score_as_a_separate_pass(snapshot, name):
     config, state = read_snapshot(snapshot)
     float_model = build_model(config, state, weights_hash="x", fuse=False)

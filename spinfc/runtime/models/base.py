@@ -3,7 +3,8 @@ packed launch down to the log-probabilities of its answer reads.
 
 A stack calls its element-wise ops and attention through `self.ops` (the PyTorch reference by default, or a Triton
 backend with the same function names), and its linear layers through `self.linear`: a weight entry is a tensor
-(a plain torch matmul in the weight's dtype) or a `quant.QuantizedLinear` (a W8A8 GEMM), chosen at load time. A
+(a plain torch matmul in the weight's dtype), a `quant.QuantizedLinear` (a W8A8 GEMM) or a `quant.Int4Linear` (a
+W4A16 GEMM: int4 weights dequantized inside it), chosen at load time. A
 family subclass says how a layer is wired (`layer`), which per-layer weights it has (`LAYER_WEIGHTS`), and how
 tokens are embedded (`embed`). Which dtype each part computes in is the model's `Precision` (runtime/precision.py).
 
@@ -27,6 +28,7 @@ import torch.nn.functional as F
 from spinfc.backend import split_product
 from spinfc.backend.launch import Launch
 from spinfc.runtime.precision import Precision, role
+from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.linear import QuantizedInput, QuantizedLinear
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 from spinfc.runtime.weights.decision_head import CODE_HEAD
@@ -42,6 +44,9 @@ COMMON_LAYER_WEIGHTS = {
     "up": "mlp.up_proj.weight",
     "down": "mlp.down_proj.weight",
 }
+# The quantized layer kinds a weight entry may be (each with shape, device, to, dequantize, tensors, cat, split and
+# a call `(x, out_dtype)`); only a W8A8 layer takes its input quantized (`Model.quantized_reader`).
+QUANTIZED = (QuantizedLinear, Int4Linear)
 # Names a checkpoint may carry that the stacks have no use for.
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
@@ -67,7 +72,7 @@ def _flat(state: dict) -> dict[str, torch.Tensor]:
     """A state dict whose quantized entries are spelled out as their tensors (name.weight_scale, ...)."""
     flat = {}
     for name, value in state.items():
-        if isinstance(value, QuantizedLinear):
+        if isinstance(value, QUANTIZED):
             stem = name.removesuffix(".weight")
             flat.update({f"{stem}.{suffix}": tensor for suffix, tensor in value.tensors().items()})
         else:
@@ -126,9 +131,9 @@ class Model:
         for key, value in state_dict.items():
             if key.endswith(IGNORED_SUFFIXES):
                 continue
-            if isinstance(value, QuantizedLinear):
+            if isinstance(value, QUANTIZED):
                 value = value.to(device)
-                if role(key, config.layers - 1) in ("head", "answer"):  # answer rows and the head: no 8-bit GEMM
+                if role(key, config.layers - 1) in ("head", "answer"):  # answer rows and the head: no low-bit GEMM
                     value = value.dequantize(precision.head_weights)
             elif value.is_floating_point():
                 moved = value.to(device=device, dtype=place(key, value))
@@ -176,12 +181,10 @@ class Model:
         and v and one for gate and up: larger products run closer to the matrix units' rate. A row's result is
         still that row's alone (each output element is the same dot product), so batch invariance is unchanged."""
         for w in self.layers:
-            if "qkv" in w:
+            if "qkv" in w or "gate_up" in w:
                 continue
-            w["qkv"] = _cat((w["q"], w["k"], w["v"]))
-            w["q"], w["k"], w["v"] = w["qkv"].split((w["q"].shape[0], w["k"].shape[0], w["v"].shape[0]))
-            w["gate_up"] = _cat((w["gate"], w["up"]))
-            w["gate"], w["up"] = w["gate_up"].split((w["gate"].shape[0], w["up"].shape[0]))
+            fuse_into(w, "qkv", ("q", "k", "v"))
+            fuse_into(w, "gate_up", ("gate", "up"))
 
     def layer_weight_names(self, index: int) -> dict[str, str]:
         """Layer `index`'s weights: short name -> Hugging Face name under `model.layers.N.` (`LAYER_WEIGHTS`; a
@@ -292,7 +295,7 @@ class Model:
         is asked for a float32 result (`out_dtype`) writes float32: a split product of x's two half parts, or one
         half product where x is in the weight's dtype (`split_product.split_mm`). Any other `out_dtype` is not
         read."""
-        if isinstance(weight, QuantizedLinear):
+        if isinstance(weight, QUANTIZED):
             return weight(x, self.dtype)
         if isinstance(x, QuantizedInput):
             raise TypeError("a quantized activation reached a float linear layer: pass into= only a quantized one")
@@ -438,7 +441,23 @@ class Model:
 
 
 def _cat(parts):
-    """Weights stacked along their output rows: tensors, or quantized layers (`QuantizedLinear.cat`)."""
-    if isinstance(parts[0], QuantizedLinear):
-        return QuantizedLinear.cat(list(parts))
+    """Weights stacked along their output rows: tensors, or quantized layers of one kind (`QuantizedLinear.cat`,
+    `Int4Linear.cat`); None where the parts are of different kinds (a checkpoint that quantized some of them:
+    they stay separate products)."""
+    kinds = {type(part) for part in parts}
+    if len(kinds) > 1:
+        return None
+    if isinstance(parts[0], QUANTIZED):
+        return type(parts[0]).cat(list(parts))
     return torch.cat(parts)
+
+
+def fuse_into(w: dict, fused: str, names: tuple[str, ...]) -> None:
+    """w[fused] = the weights `names` stacked, and each of them a view into it; nothing where they cannot be
+    stacked (`_cat`)."""
+    stacked = _cat(tuple(w[name] for name in names))
+    if stacked is None:
+        return
+    w[fused] = stacked
+    for name, view in zip(names, stacked.split([w[name].shape[0] for name in names])):
+        w[name] = view

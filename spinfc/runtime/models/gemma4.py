@@ -90,17 +90,13 @@ class Gemma4Model(Model):
     def fuse_projections(self) -> None:
         """q with whichever of k and v the layer has ([rows, D] stacked as `qkv`), and gate/up as `gate_up`; the
         parts become views into them (as `Model.fuse_projections`)."""
-        from spinfc.runtime.models.base import _cat
+        from spinfc.runtime.models.base import fuse_into
 
         for w in self.layers:
-            if "qkv" in w:
+            if "qkv" in w or "gate_up" in w:
                 continue
-            parts = [name for name in ("q", "k", "v") if name in w]
-            w["qkv"] = _cat([w[name] for name in parts])
-            for name, view in zip(parts, w["qkv"].split([w[name].shape[0] for name in parts])):
-                w[name] = view
-            w["gate_up"] = _cat((w["gate"], w["up"]))
-            w["gate"], w["up"] = w["gate_up"].split((w["gate"].shape[0], w["up"].shape[0]))
+            fuse_into(w, "qkv", tuple(name for name in ("q", "k", "v") if name in w))
+            fuse_into(w, "gate_up", ("gate", "up"))
 
     def unit(self, width: int) -> torch.Tensor:
         """A weight of ones [width] (v's norm has none), in the norms' dtype."""

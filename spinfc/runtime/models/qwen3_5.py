@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from spinfc.backend.launch import Launch
 from spinfc.runtime.models import experts
-from spinfc.runtime.models.base import Model, _cat
+from spinfc.runtime.models.base import Model, fuse_into
 from spinfc.runtime.models.state_flow import TreeFlow
 from spinfc.runtime.weights.config import UnsupportedModel
 from spinfc.runtime.weights.qwen3_5 import text_weights
@@ -91,14 +91,11 @@ class Qwen3_5Model(Model):
     def fuse_projections(self) -> None:
         """gate and up as one product (`gate_up`), and a linear layer's four input projections as one (`in_all`)."""
         for w in self.layers:
-            if "gate_up" in w:
+            if "gate_up" in w or "in_all" in w:
                 continue
-            w["gate_up"] = _cat((w["gate"], w["up"]))
-            w["gate"], w["up"] = w["gate_up"].split((w["gate"].shape[0], w["up"].shape[0]))
+            fuse_into(w, "gate_up", ("gate", "up"))
             if "in_qkv" in w:
-                parts = (w["in_qkv"], w["z"], w["b"], w["a"])
-                w["in_all"] = _cat(parts)
-                w["in_qkv"], w["z"], w["b"], w["a"] = w["in_all"].split([p.shape[0] for p in parts])
+                fuse_into(w, "in_all", ("in_qkv", "z", "b", "a"))
 
     # ---- the forward --------------------------------------------------------------------------------------------
 

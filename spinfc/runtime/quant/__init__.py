@@ -1,18 +1,21 @@
-"""W8A8 quantization with static activation scales: the schemes (schemes.py), the linear layer a stack runs
-them with (linear.py), calibration (calibrate.py) and checkpoints in the compressed-tensors format
-(checkpoint.py). `quantize_model` is what `spinfc quantize` runs."""
+"""Quantization: W8A8 with static activation scales and W4A16 group-wise int4 weights. The schemes (schemes.py),
+the linear layers a stack runs them with (linear.py: W8A8; int4.py: W4A16), calibration (calibrate.py), GPTQ
+(gptq.py, weight_only.py) and checkpoints in the compressed-tensors format (checkpoint.py). `quantize_model` is
+what `spinfc quantize` runs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from spinfc.runtime.quant.calibrate import Calibration, calibrate, file_sha256, read_texts
-from spinfc.runtime.quant.checkpoint import quantize_state, read_quantized, write_checkpoint
+from spinfc.runtime.quant.checkpoint import quantize_state, write_checkpoint
+from spinfc.runtime.quant.reading import read_quantized
+from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import SCHEMES, Scheme, UnknownScheme, scheme
 from spinfc.runtime.quant.smooth import DEFAULT_ALPHA, smooth_state
 
-__all__ = ["Calibration", "QuantizedLinear", "SCHEMES", "Scheme", "UnknownScheme", "calibrate", "calibrated",
+__all__ = ["Calibration", "Int4Linear", "QuantizedLinear", "SCHEMES", "Scheme", "UnknownScheme", "calibrate", "calibrated",
            "float_model", "keep_within", "write_quantized",
            "quantize_model", "quantize_state", "read_quantized", "scheme", "smooth_state", "write_checkpoint"]
 
@@ -81,13 +84,33 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
 
 
 def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path, smoothing: float = 0.0,
-                   device: str = "cpu", steps=None, max_gap: float | None = None, log=None) -> dict:
+                   device: str = "cpu", steps=None, max_gap: float | None = None, log=None,
+                   group_size: int | None = None) -> dict:
     """Calibrate `name` (float32, the reference ops on `device`: the CPU unless a benchmark asks for speed) on the
     texts of `calibration` (JSONL; `DEFAULT_CALIBRATION`, the bundled set, when None), smooth its activation
     outliers into the weights (SmoothQuant with strength `smoothing`; 0, the default: none, as it narrowed Gemma's gap and widened SmolLM2's, docs/quantization.md),
     keep the layers that bring the gap within `max_gap` in the half dtype (`keep_within`; None: quantize every
-    layer), quantize it with `scheme_name` and write the checkpoint to `out`; returns the calibration summary."""
+    layer), quantize it with `scheme_name` and write the checkpoint to `out`; returns the calibration summary. A
+    weight-only scheme (w4a16) is quantized by GPTQ instead (`weight_only.quantize_weight_only`): it has no
+    activation scales to smooth or to keep layers for; `group_size` (None: the scheme's 128) sets its groups."""
+    import attrs
+
     chosen = scheme(scheme_name)
+    if group_size is not None:
+        if not chosen.weight_only:
+            from spinfc.runtime.weights import UnsupportedModel
+
+            raise UnsupportedModel(f"--group-size applies to the int4 schemes (w4a16, w4a16-asym), not {chosen.name}, "
+                                   "whose weights have one scale per output channel; leave it out")
+        chosen = attrs.evolve(chosen, group_size=group_size)
+    if chosen.weight_only:
+        from spinfc.runtime.quant.weight_only import quantize_weight_only
+        from spinfc.runtime.weights import UnsupportedModel
+
+        if smoothing or max_gap is not None:
+            raise UnsupportedModel(f"{chosen.name} quantizes weights only (GPTQ): --smoothing and --max-gap apply to "
+                                   "the W8A8 schemes' activation scales; leave them out")
+        return quantize_weight_only(name, chosen, calibration, out, device, steps)
     if log is None:
         log = steps.say if steps is not None else (lambda text: None)
     for _, config, state, found, tokenizer, served, hf in calibrated(name, calibration, (smoothing,), device, steps):

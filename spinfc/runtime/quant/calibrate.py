@@ -80,14 +80,18 @@ def sequence_launch(tokens: list[int], device) -> Launch:
                   rows=torch.tensor([T - 1], device=device), read_row=index, read_token=index)
 
 
-def weight_names(model) -> dict[int, str]:
-    """id(weight) -> its checkpoint name, for every linear weight of the stack (unfused)."""
+LINEAR_SHORTS = ("q", "k", "v", "o", "gate", "up", "down")
+DELTA_NET_SHORTS = ("in_qkv", "z", "b", "a")  # a Gated DeltaNet layer's input projections (its "o" is out_proj)
+
+
+def weight_names(model, shorts: tuple[str, ...] = LINEAR_SHORTS) -> dict[int, str]:
+    """id(weight) -> its checkpoint name, for every linear weight of the stack (unfused) named by `shorts`."""
     names = {}
     for i, layer in enumerate(model.layers):
         if "qkv" in layer:
             raise ValueError("calibrate a model built with fuse=False: fused q/k/v hide which layer reads what")
         for short, long in model.layer_weight_names(i).items():
-            if short in ("q", "k", "v", "o", "gate", "up", "down"):
+            if short in shorts:
                 names[id(layer[short])] = f"model.layers.{i}.{long}"
     return names
 

@@ -1,11 +1,15 @@
-"""Quantized checkpoints in the compressed-tensors format: what llm-compressor writes and vLLM loads.
+"""Quantized checkpoints in the compressed-tensors format: what llm-compressor writes and vLLM loads (written here;
+read by `reading.py`).
 
 A checkpoint directory holds:
     config.json        the model's Hugging Face config with `quantization_config` (quant_method
-                       compressed-tensors, one config group targeting Linear, format float-quantized or
-                       int-quantized, status compressed, the layers kept in higher precision under `ignore`)
-    model.safetensors  every quantized layer as `<layer>.weight` (float8_e4m3fn or int8), `<layer>.weight_scale`
-                       ([N, 1] float32) and `<layer>.input_scale` ([1] float32); everything else as floats
+                       compressed-tensors, one config group targeting Linear, format float-quantized,
+                       int-quantized or pack-quantized, status compressed, the layers kept in higher precision
+                       under `ignore`)
+    model.safetensors  every W8A8 layer as `<layer>.weight` (float8_e4m3fn or int8), `<layer>.weight_scale`
+                       ([N, 1] float32) and `<layer>.input_scale` ([1] float32); every W4A16 layer as
+                       `<layer>.weight_packed`, `.weight_scale`, `.weight_shape` (and `.weight_zero_point` where
+                       asymmetric: `int4.Int4Linear`); everything else as floats
     recipe.yaml        the llm-compressor recipe that describes the same quantization
     calibration.json   what calibration saw: texts, tokens, the file's sha256, max |input| per layer, and the
                        smoothing applied before it (`smooth.py`), if any
@@ -24,11 +28,15 @@ import torch
 from spinfc.runtime.precision import role
 from spinfc.runtime.quant.calibrate import Calibration
 from spinfc.runtime.quant.linear import QuantizedLinear
-from spinfc.runtime.quant.schemes import SCHEMES, Scheme, quantize_weight, scales_from_max
-from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, from_hf
+from spinfc.runtime.quant.schemes import Scheme, quantize_weight, scales_from_max
+from spinfc.runtime.weights.config import ModelConfig
 
 LINEAR_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "gate_proj.weight",
                    "up_proj.weight", "down_proj.weight")
+# A weight-only scheme also quantizes a Gated DeltaNet layer's projections: no activation scale to calibrate, and
+# on Qwen3.5-27B they are a fifth of the weights (what keeps it within a 24 GB card)
+DELTA_NET_SUFFIXES = ("linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight",
+                      "linear_attn.in_proj_a.weight", "linear_attn.in_proj_b.weight", "linear_attn.out_proj.weight")
 
 
 # A MoE block's routed experts stay in the half dtype: each runs on a few rows of a pass, where an 8-bit GEMM saves
@@ -41,19 +49,20 @@ SHARED_EXPERT_GATE = "re:.*mlp[.]shared_expert_gate$"
 LINEAR_ATTENTION = "re:.*linear_attn[.].*"
 
 
-def kept_in_float(config: ModelConfig, kept: tuple[str, ...] = ()) -> list[str]:
+def kept_in_float(config: ModelConfig, kept: tuple[str, ...] = (), weight_only: bool = False) -> list[str]:
     """Linear modules spinfc leaves unquantized, for compressed-tensors' `ignore` (a reader quantizes every other
     Linear): the LM head and the last layer's o/gate/up/down (they run on answer rows only, so 8 bits would save
     nothing and cost precision where every score is read; no o_proj where that layer is a linear-attention one), a
-    MoE block's routed experts, router and shared-expert gate, every Gated DeltaNet projection, then `kept` (the
-    layers a gap budget keeps in the half dtype, `sensitivity.choose`)."""
+    MoE block's routed experts, router and shared-expert gate, every Gated DeltaNet projection (unless the scheme
+    is `weight_only`: then only the last layer's, which sees answer rows only), then `kept` (the layers a gap budget
+    keeps in the half dtype, `sensitivity.choose`)."""
     last = config.layers - 1
     recurrent = config.linear is not None and config.linear.layers[last]
     attention = () if recurrent else ("self_attn.o_proj",)
     mlp = ("mlp.shared_expert.gate_proj", "mlp.shared_expert.up_proj", "mlp.shared_expert.down_proj") \
         if config.experts is not None else ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
     sparse = [ROUTED_EXPERTS, ROUTER, SHARED_EXPERT_GATE] if config.experts is not None else []
-    linear = [LINEAR_ATTENTION] if config.linear is not None else []
+    linear = [LINEAR_ATTENTION] if config.linear is not None and not weight_only else []
     return (["lm_head"] + [f"model.layers.{last}.{name}" for name in (*attention, *mlp)] + sparse + linear
             + list(kept))
 
@@ -66,10 +75,12 @@ SHARED_INPUTS = (("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_at
                  ("mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight"))
 
 
-def is_quantized_linear(key: str, config: ModelConfig) -> bool:
-    """Whether `spinfc quantize` quantizes this checkpoint weight (a layer's linear, not `kept_in_float`)."""
-    return (key.endswith(LINEAR_SUFFIXES) and key.startswith("model.layers.") and ".mlp.experts." not in key
-            and role(key, config.layers - 1) != "answer")
+def is_quantized_linear(key: str, config: ModelConfig, weight_only: bool = False) -> bool:
+    """Whether `spinfc quantize` quantizes this checkpoint weight (a layer's linear, not `kept_in_float`); a
+    `weight_only` scheme also a Gated DeltaNet layer's projections (`DELTA_NET_SUFFIXES`)."""
+    suffixes = LINEAR_SUFFIXES + DELTA_NET_SUFFIXES if weight_only else LINEAR_SUFFIXES
+    return (key.endswith(suffixes) and key.startswith("model.layers.") and ".mlp.experts." not in key
+            and not (".linear_attn." in key and not weight_only) and role(key, config.layers - 1) != "answer")
 
 
 def shared_maxima(maxima: dict[str, float]) -> dict[str, float]:
@@ -89,7 +100,9 @@ def quantize_state(config: ModelConfig, state: dict[str, torch.Tensor], calibrat
                    chosen: Scheme) -> dict:
     """The float `state` with every calibrated linear weight (but those `kept_in_float`, and those the
     calibration's gap budget keeps) as a QuantizedLinear; layers that read the same input share one input scale
-    (`SHARED_INPUTS`)."""
+    (`SHARED_INPUTS`). A weight-only scheme is quantized by GPTQ instead (`weight_only.gptq_state`)."""
+    if chosen.weight_only:
+        raise ValueError(f"{chosen.name} is quantized by GPTQ (weight_only.gptq_state), not with activation scales")
     maxima = shared_maxima(calibration.maxima)
     kept = {f"{module}.weight" for module in calibration.kept_modules}
     out: dict = {}
@@ -110,10 +123,12 @@ def quantization_config(config: ModelConfig, chosen: Scheme, kept: tuple[str, ..
     budget keeps in the half dtype, also under `ignore`)."""
     from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
 
+    inputs = None if chosen.weight_only else QuantizationArgs(**chosen.args(activations=True))
     group = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(**chosen.args(activations=False)),
-                               input_activations=QuantizationArgs(**chosen.args(activations=True)))
+                               input_activations=inputs, format=chosen.format)
     return QuantizationConfig(config_groups={"group_0": group}, format=chosen.format,
-                              quantization_status="compressed", ignore=kept_in_float(config, kept))
+                              quantization_status="compressed",
+                              ignore=kept_in_float(config, kept, chosen.weight_only))
 
 
 def recipe_yaml(config: ModelConfig, chosen: Scheme, smoothing: dict | None = None,
@@ -123,8 +138,16 @@ def recipe_yaml(config: ModelConfig, chosen: Scheme, smoothing: dict | None = No
     import yaml
 
     group = quantization_config(config, chosen).config_groups["group_0"]
-    modifier = {"targets": ["Linear"], "ignore": kept_in_float(config, kept),
+    modifier = {"targets": ["Linear"], "ignore": kept_in_float(config, kept, chosen.weight_only),
                 "config_groups": {"group_0": group.model_dump(mode="json", exclude_none=True)}}
+    if chosen.weight_only:
+        from spinfc.runtime.quant.gptq import BLOCK, DAMPENING
+
+        note = ("# written by spinfc quantize: GPTQ on the float32 model's inputs over the calibration texts "
+                "(runtime/quant/gptq.py)\n")
+        modifier = {**modifier, "block_size": BLOCK, "dampening_frac": DAMPENING}
+        return note + yaml.safe_dump({"default_stage": {"default_modifiers": {"GPTQModifier": modifier}}},
+                                     sort_keys=False)
     modifiers = {}
     note = "# written by spinfc quantize: static min-max activation scales from calibration.json\n"
     if smoothing:
@@ -157,83 +180,8 @@ def write_checkpoint(directory: Path, hf_config: dict, config: ModelConfig, stat
     (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
     (directory / "recipe.yaml").write_text(recipe_yaml(config, chosen, calibration.smoothing, kept))
     summary = {"scheme": chosen.name, "source_model": source, "spinfc_version": __version__,
-               "format": chosen.format, "kept_in_float": kept_in_float(config, kept), **calibration.summary()}
+               "format": chosen.format, "kept_in_float": kept_in_float(config, kept, chosen.weight_only),
+               **calibration.summary()}
     (directory / "calibration.json").write_text(json.dumps(summary, indent=2) + "\n")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(directory))
-
-
-# ---- reading ---------------------------------------------------------------------------------------------------
-
-
-def is_quantized(hf: dict) -> bool:
-    return (hf.get("quantization_config") or {}).get("quant_method") == "compressed-tensors"
-
-
-def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
-    """(config, state, scheme name) of a compressed-tensors checkpoint (spinfc's or llm-compressor's): every
-    quantized linear layer a QuantizedLinear (static activation scales), or dequantized to float32 where the
-    checkpoint's activations are dynamic or not quantized (the scheme then says `...-dequantized`)."""
-    from compressed_tensors.quantization import QuantizationConfig
-    from pydantic import ValidationError
-    from safetensors.torch import load_file
-
-    from spinfc.runtime.weights.snapshot import weight_files
-
-    hf = json.loads((Path(directory) / "config.json").read_text())
-    try:
-        qconfig = QuantizationConfig.model_validate(hf["quantization_config"])
-    except ValidationError as error:
-        raise UnsupportedModel(f"{directory}/config.json: quantization_config is not a valid compressed-tensors "
-                               f"config: {error.errors()[0]['msg']} at {error.errors()[0]['loc']}") from None
-    if qconfig.format not in ("float-quantized", "int-quantized", "naive-quantized"):
-        raise UnsupportedModel(f"{directory}: compressed-tensors format {qconfig.format!r} is not supported; spinfc "
-                               "loads float-quantized and int-quantized (8-bit) checkpoints")
-    if str(getattr(qconfig.quantization_status, "value", qconfig.quantization_status)) != "compressed":
-        raise UnsupportedModel(f"{directory}: quantization_status is {qconfig.quantization_status}, not "
-                               "compressed; save the model with its weights compressed (llm-compressor's default)")
-    config = from_hf(hf)
-    state: dict = {}
-    for file in weight_files(Path(directory)):
-        state.update(load_file(str(file)))
-    names = sorted({key.removesuffix(".weight_scale") for key in state if key.endswith(".weight_scale")})
-    schemes = set()
-    for module in names:
-        group = _group_of(qconfig, module)
-        layer, name = _quantized_layer(directory, state, module, group)
-        schemes.add(name)
-        state[f"{module}.weight"] = layer
-    if len(schemes) > 1:
-        raise UnsupportedModel(f"{directory}: layers use different schemes ({', '.join(sorted(schemes))}); spinfc "
-                               "runs one scheme per model")
-    return config, state, schemes.pop() if schemes else None
-
-
-def _group_of(qconfig, module: str):
-    from compressed_tensors.utils.match import match_name
-
-    for group in qconfig.config_groups.values():
-        if any(target == "Linear" or match_name(module, target) for target in group.targets):
-            return group
-    raise UnsupportedModel(f"{module} has a weight_scale but no config group of quantization_config targets it")
-
-
-def _quantized_layer(directory, state: dict, module: str, group) -> tuple:
-    weights, inputs = group.weights, group.input_activations
-    weight = state.pop(f"{module}.weight")
-    weight_scale = state.pop(f"{module}.weight_scale")
-    input_scale = state.pop(f"{module}.input_scale", None)
-    kind = str(getattr(weights.type, "value", weights.type))
-    strategy = str(getattr(weights.strategy, "value", weights.strategy))
-    if weights.num_bits != 8 or not weights.symmetric or strategy not in ("channel", "tensor") \
-            or f"{module}.weight_zero_point" in state:
-        raise UnsupportedModel(f"{directory}: {module} is quantized as {weights.num_bits}-bit {kind} {strategy} "
-                               f"{'symmetric' if weights.symmetric else 'asymmetric'}; spinfc loads 8-bit symmetric "
-                               "per-channel or per-tensor weights")
-    chosen = SCHEMES["fp8-static" if kind == "float" else "int8-static"]
-    static = inputs is not None and not inputs.dynamic and input_scale is not None \
-        and str(getattr(inputs.strategy, "value", inputs.strategy)) == "tensor"
-    layer = QuantizedLinear(chosen, weight, weight_scale, input_scale if static else torch.ones(()))
-    if static:
-        return layer, chosen.name
-    return layer.dequantize(torch.float32), f"{chosen.name.split('-')[0]}-dequantized"

@@ -1,9 +1,14 @@
-"""The W8A8 schemes: what each stores and how an activation is quantized with a static scale.
+"""The schemes: what each stores, and how an activation is quantized with a static scale (W8A8) or left in the
+compute dtype (W4A16).
 
     fp8-static   weights float8 e4m3 with one scale per output channel; activations float8 e4m3 with one static
                  scale per linear layer input (max |x| over a calibration run / 448)
     int8-static  weights int8, symmetric, one scale per output channel; activations int8 with one static scale
                  per linear layer input (max |x| / 127.5, the compressed-tensors convention); round half to even
+    w4a16        weights int4 in groups of 128 input channels, symmetric (one scale per group and output channel),
+                 quantized by GPTQ (`gptq.py`), packed eight to an int32 (compressed-tensors' pack-quantized, what
+                 llm-compressor's W4A16 preset writes); activations stay in the compute dtype
+    w4a16-asym   the same with a zero point per group (llm-compressor's W4A16_ASYM)
 
 Scales follow compressed-tensors' own arithmetic (`calculate_qparams`: scale = max |x| / (range / 2)), so a
 checkpoint spinfc writes holds what llm-compressor's min-max observers would have written for the same maxima.
@@ -28,6 +33,10 @@ class Scheme:
     format: str  # the compressed-tensors format of the checkpoint
     q_min: float
     q_max: float
+    bits: int = 8
+    group_size: int | None = None  # weights: one scale per group of this many input channels (None: per channel)
+    symmetric: bool = True
+    weight_only: bool = False  # activations stay in the compute dtype (no input scale)
 
     def quantize(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """x (any float dtype), scale: a float32 scalar tensor -> x / scale in `storage`, clamped to the range
@@ -43,7 +52,11 @@ class Scheme:
 
     def args(self, *, activations: bool) -> dict:
         """The compressed-tensors QuantizationArgs (as a dict) of the weights or the input activations."""
-        common = {"num_bits": 8, "type": self.kind, "symmetric": True, "dynamic": False}
+        common = {"num_bits": self.bits, "type": self.kind, "symmetric": self.symmetric, "dynamic": False}
+        if self.weight_only:
+            if activations:
+                raise ValueError(f"{self.name} quantizes weights only: its activations have no quantization args")
+            return {**common, "strategy": "group", "group_size": self.group_size, "observer": "minmax"}
         if activations:
             return {**common, "strategy": "tensor", "observer": "static_minmax"}
         return {**common, "strategy": "channel", "observer": "minmax"}
@@ -52,7 +65,13 @@ class Scheme:
 SCHEMES: dict[str, Scheme] = {
     "fp8-static": Scheme("fp8-static", "float", FP8, "float-quantized", -FP8_MAX, FP8_MAX),
     "int8-static": Scheme("int8-static", "int", torch.int8, "int-quantized", -128.0, 127.0),
+    "w4a16": Scheme("w4a16", "int", torch.int32, "pack-quantized", -8.0, 7.0, bits=4, group_size=128,
+                    weight_only=True),
+    "w4a16-asym": Scheme("w4a16-asym", "int", torch.int32, "pack-quantized", -8.0, 7.0, bits=4, group_size=128,
+                         symmetric=False, weight_only=True),
 }
+
+W8A8 = tuple(name for name, chosen in SCHEMES.items() if not chosen.weight_only)  # quantized with static scales
 
 
 class UnknownScheme(ValueError):
