@@ -4,7 +4,7 @@ flat; what is decoded is then checked against the header (a clip that lies about
 
     decode_image(source, policy) -> PIL.Image (RGB)
     decode_audio(source, policy) -> (waveform [S] float32 mono, sample rate)
-    decode_video(source, policy) -> list of PIL images (a list of frames, or a video file's frames)
+    decode_video(source, policy) -> Video: its frames (PIL images) and frame rate (a file's; None for a list)
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import warnings
 
+import attrs
 import numpy as np
 
 from spinfc.media.errors import MediaError
@@ -141,13 +142,22 @@ def _too_long(seconds: float, limit: int, where: str) -> MediaError:
                       "(SPINFC_MAX_AUDIO_SECONDS)")
 
 
-def decode_video(source: MediaSource, policy: MediaPolicy) -> list:
+@attrs.frozen
+class Video:
+    """A decoded video: every frame (PIL images, RGB) and the file's frame rate (frames a second; None for a list
+    of frames, which carries none: each tower says what rate it reads a list at)."""
+
+    frames: list
+    fps: float | None = None
+
+
+def decode_video(source: MediaSource, policy: MediaPolicy) -> Video:
     """The frames of a video: a list of images (each decoded and checked as an image), or a video file (PyAV,
     when installed: its frame count is checked from the container before a frame is decoded). 413 for more than
     `max_frames` frames."""
     if source.frames:
         _check_frames(len(source.frames), policy, source.param)
-        return [decode_image(frame, policy) for frame in source.frames]
+        return Video([decode_image(frame, policy) for frame in source.frames])
     try:
         import av
     except ImportError:
@@ -157,7 +167,7 @@ def decode_video(source: MediaSource, policy: MediaPolicy) -> list:
     return _video_frames(av, source, policy)
 
 
-def _video_frames(av, source: MediaSource, policy: MediaPolicy) -> list:
+def _video_frames(av, source: MediaSource, policy: MediaPolicy) -> Video:
     where = source.param
     try:
         container = av.open(io.BytesIO(source.data))
@@ -170,6 +180,7 @@ def _video_frames(av, source: MediaSource, policy: MediaPolicy) -> list:
                              hint="send a video file, or the frames as images")
         stream = container.streams.video[0]
         _check_frames(stream.frames, policy, where)
+        rate = stream.average_rate or stream.guessed_rate
         pixels = (stream.codec_context.width or 0) * (stream.codec_context.height or 0)
         if pixels > policy.max_image_pixels:
             raise _too_many_pixels((stream.codec_context.width, stream.codec_context.height), policy, where)
@@ -183,7 +194,7 @@ def _video_frames(av, source: MediaSource, policy: MediaPolicy) -> list:
                              hint="send the whole file, or the frames as images") from None
     if not frames:
         raise MediaError("the video holds no frames", code="empty_media", param=where, hint="send a video with frames")
-    return frames
+    return Video(frames, float(rate) if rate else None)
 
 
 def _check_frames(count: int, policy: MediaPolicy, where: str) -> None:

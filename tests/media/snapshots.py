@@ -90,7 +90,7 @@ def png(width: int, height: int, seed: int = 0, mode: str = "RGB") -> bytes:
     return buffer.getvalue()
 
 
-def mp4(frames: int, width: int = 24, height: int = 24) -> bytes:
+def mp4(frames: int, width: int = 24, height: int = 24, seed: int = 0) -> bytes:
     """An MP4 (MPEG-4 part 2, as PyAV's bundled FFmpeg encodes it) of `frames` random frames, 4 a second."""
     import av
     import numpy as np
@@ -100,7 +100,7 @@ def mp4(frames: int, width: int = 24, height: int = 24) -> bytes:
         stream = container.add_stream("mpeg4", rate=4)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         for k in range(frames):
-            pixels = np.random.default_rng(k).integers(0, 256, (height, width, 3), dtype=np.uint8)
+            pixels = np.random.default_rng(seed + k).integers(0, 256, (height, width, 3), dtype=np.uint8)
             container.mux(stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
         container.mux(stream.encode())
     return buffer.getvalue()
@@ -186,8 +186,9 @@ def qwen3_5_snapshot(directory: Path, seed: int = 0, moe: bool = False, text: di
     (three Gated DeltaNet layers to one gated full-attention layer) with heads of 32 (8 rotary dims: M-RoPE's
     sections 2, 1, 1 of Qwen3.5's 11, 11, 10 interleaved), a 2-block vision tower (4-pixel patches, merged 2 x 2 into
     the text width, a 4 x 4 learned position grid), random weights (norms, decays randomized as the text tests do),
-    saved with a byte tokenizer holding Qwen's special tokens (no BOS) and a preprocessor_config.json for small
-    images; with `moe`, Qwen3.5-MoE's (every MLP a sparse block, as tests/runtime/qwen3_5_random.py scales it);
+    saved with a byte tokenizer holding Qwen's special tokens (no BOS), a preprocessor_config.json for small
+    images and a video_preprocessor_config.json for small videos (up to 8 frames of 24 x 24 kept at 24 x 24); with
+    `moe`, Qwen3.5-MoE's (every MLP a sparse block, as tests/runtime/qwen3_5_random.py scales it);
     `text`: other text-config values (wider heads). Returns (transformers' model, tokenizer)."""
     import json
 
@@ -225,4 +226,8 @@ def qwen3_5_snapshot(directory: Path, seed: int = 0, moe: bool = False, text: di
         "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen3VLProcessor",
         "size": {"shortest_edge": 8 * 8, "longest_edge": 48 * 48}, "patch_size": 4, "temporal_patch_size": 2,
         "merge_size": 2, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}))
+    (directory / "video_preprocessor_config.json").write_text(json.dumps({
+        "video_processor_type": "Qwen3VLVideoProcessor", "processor_class": "Qwen3VLProcessor",
+        "size": {"shortest_edge": 2 * 8 * 8, "longest_edge": 8 * 24 * 24}, "patch_size": 4, "temporal_patch_size": 2,
+        "merge_size": 2, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "fps": 2}))
     return model, tokenizer

@@ -2,7 +2,8 @@
 layers, M-RoPE) through spinfc's whole path (the request's image parts, read-media, tokenize, segment, the
 runner's packed pass) against transformers' Qwen3_5ForConditionalGeneration on the same processed inputs (the same
 token ids, pixel values and image grids; transformers' own `get_rope_index`), one sequence per question and option.
-A text-only content shares the pass."""
+A text-only content shares the pass. Videos (a `video_url` file and a `video` list of frames) likewise, their
+pixels and grids given as `pixel_values_videos` and `video_grid_thw`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from spinfc.runtime.runner import Runner, SegmentArrays
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 
-from .snapshots import data_url, png, qwen3_5_snapshot
+from .snapshots import data_url, mp4, png, qwen3_5_snapshot
 
 TOLERANCE = 1e-4
 
@@ -43,6 +44,22 @@ def body(seed: int) -> dict:
     ], "scoring": {"queries": queries}}
 
 
+def video_body(seed: int) -> dict:
+    """A video file (10 frames at 4 a second: 5 sampled at 2 a second, 3 temporal patches), a list of 3 frames
+    (2 temporal patches, the last frame repeated) beside an image, and text alone."""
+    text = lambda words: {"type": "text", "text": words}  # noqa: E731
+    video = {"type": "video_url", "video_url": {"url": data_url(mp4(10, 24, 16, seed), "video/mp4")}}
+    frames = {"type": "video", "video": [data_url(png(20, 28, seed + 100 + k)) for k in range(3)]}
+    image = {"type": "image_url", "image_url": {"url": data_url(png(24, 16, seed + 200))}}
+    queries = [{"id": "moving", "template": "Is it moving? Answer:<?>", "options": [" yes", " no"]},
+               {"id": "kind", "template": "\nKind:<?>", "options": [" cat", " dog", " a car"]}]
+    return {"inputs": [
+        {"messages": [{"role": "user", "content": [text("Watch this:"), video, text("What happens?")]}]},
+        {"messages": [{"role": "user", "content": [frames, text("and"), image]}]},
+        {"messages": [{"role": "user", "content": "No video here, only text."}]},
+    ], "scoring": {"queries": queries}}
+
+
 def compiled(model, tokenizer, request: dict):
     shapes = Shapes(budget=1024, block=64)
     ctx = PassContext(tokenizer=tokenizer, shapes=shapes, media=MediaReader(model.towers, MediaPolicy(), tokenizer))
@@ -58,11 +75,20 @@ def spinfc_logprobs(model, tokenizer, request: dict):
 
 
 def hf_media(theirs, content) -> dict:
-    if not content.media:
-        return {}
-    reads = [piece.read for piece in content.media]
-    return {"pixel_values": torch.cat([read.inputs["pixel_values"] for read in reads]),
-            "image_grid_thw": torch.stack([read.inputs["grid_thw"] for read in reads])}
+    """A content's processed media as transformers takes them: images' and videos' pixels and grids apart."""
+    out = {}
+    for kind, pixels, grids in (("image", "pixel_values", "image_grid_thw"),
+                                ("video", "pixel_values_videos", "video_grid_thw")):
+        reads = [piece.read for piece in content.media if piece.read.kind == kind]
+        if reads:
+            out[pixels] = torch.cat([read.inputs["pixel_values"] for read in reads])
+            out[grids] = torch.stack([read.inputs["grid_thw"] for read in reads])
+    return out
+
+
+def token_kinds(theirs, ids: torch.Tensor) -> torch.Tensor:
+    """transformers' mm_token_type_ids: 1 for an image's pads, 2 for a video's, 0 for text."""
+    return (ids == theirs.config.image_token_id).int() + 2 * (ids == theirs.config.video_token_id).int()
 
 
 @torch.inference_mode()
@@ -73,8 +99,7 @@ def transformers_logprobs(theirs, program) -> dict:
         for qi, question in enumerate(program.questions):
             for oi, option in enumerate(question.slot.options):
                 ids = torch.tensor([content.tokens + question.tokens + option.tokens])
-                kinds = (ids == theirs.config.image_token_id).int()
-                logits = theirs(input_ids=ids, mm_token_type_ids=kinds, **media).logits[0].float()
+                logits = theirs(input_ids=ids, mm_token_type_ids=token_kinds(theirs, ids), **media).logits[0].float()
                 logprobs = torch.log_softmax(logits, dim=-1)
                 start = len(content.tokens) + len(question.tokens) - 1
                 for step, token in enumerate(option.tokens):
@@ -92,7 +117,7 @@ def qwen_moe(tmp_path_factory):
 @pytest.mark.parametrize("variant", ["dense", "moe"])
 def test_image_questions_match_transformers(qwen, qwen_moe, variant, seed):
     ours, theirs, tokenizer = qwen if variant == "dense" else qwen_moe
-    assert ours.towers.kinds == {"image"} and (ours.config.experts is not None) == (variant == "moe")
+    assert ours.towers.kinds == {"image", "video"} and (ours.config.experts is not None) == (variant == "moe")
     program, got = spinfc_logprobs(ours, tokenizer, body(seed % 1000))
     assert program.stat("media") == 3
     want = transformers_logprobs(theirs, program)
@@ -110,14 +135,18 @@ def test_the_rows_positions_are_transformers_m_rope_positions(qwen):
     token after the content, in all three."""
     ours, theirs, tokenizer = qwen
     program = compiled(ours, tokenizer, body(0))
+    check_rope_positions(program, theirs)
+
+
+def check_rope_positions(program, theirs):
     question = program.questions[0].tokens
     for segment, content in zip(program.segments, program.contents):
         arrays, media, L = SegmentArrays.of(segment), hf_media(theirs, content), len(content.tokens)
         rope = arrays.rope_positions if media else arrays.positions[None].repeat(3, 0)
         ids = torch.tensor([content.tokens + question])
         if media:
-            want = theirs.model.get_rope_index(ids, (ids == theirs.config.image_token_id).int(),
-                                               media["image_grid_thw"])[0][:, 0]
+            want = theirs.model.get_rope_index(ids, token_kinds(theirs, ids), media.get("image_grid_thw"),
+                                               media.get("video_grid_thw"))[0][:, 0]
         else:
             want = torch.arange(ids.shape[1]).expand(3, -1)
         assert torch.equal(torch.from_numpy(rope[:, :L]), want[:, :L]), content.id
@@ -147,7 +176,7 @@ def test_an_images_embeddings_do_not_depend_on_its_neighbours(qwen):
     """The tower runs fixed batches of images of one grid (`fixed_batches`), so an image's embeddings are the same
     bits alone and beside other images of a pass (same shapes, same kernels)."""
     ours, _, tokenizer = qwen
-    reads = [piece.read for request in (body(0), body(5)) for content in compiled(ours, tokenizer, request).contents
+    reads = [piece.read for request in (body(0), video_body(0), body(5)) for content in compiled(ours, tokenizer, request).contents
              for piece in content.media]
     together = ours.towers.embed(reads, "cpu")
     start = 0
@@ -191,3 +220,38 @@ def test_without_media_the_text_stack_loads_alone(qwen, tmp_path_factory):
     with pytest.raises(MediaError) as refused:
         compiled(text_only, tokenizer, body(0))
     assert refused.value.code == "image_unsupported" and "Qwen3.5" in refused.value.hint
+
+
+@pytest.mark.parametrize("variant", ["dense", "moe"])
+def test_video_questions_match_transformers(qwen, qwen_moe, variant, seed):
+    """A video file and a list of frames (beside an image) score as transformers scores the same processed video
+    (`pixel_values_videos`, `video_grid_thw`, its per-temporal-patch M-RoPE positions)."""
+    ours, theirs, tokenizer = qwen if variant == "dense" else qwen_moe
+    program, got = spinfc_logprobs(ours, tokenizer, video_body(seed % 1000))
+    assert program.stat("media") == 3
+    grids = [tuple(piece.read.inputs["grid_thw"].tolist()) for c in program.contents for piece in c.media]
+    assert grids == [(3, 4, 6), (2, 8, 4), (1, 4, 6)], grids  # 5 of 10 frames sampled; 3 paired up
+    want = transformers_logprobs(theirs, program)
+    assert set(want) <= set(got)
+    for index, kind in enumerate(("video file", "frames and an image", "text")):
+        keys = [key for key in want if key[0] == index]
+        difference = max(abs(got[key] - want[key]) for key in keys)
+        print(f"qwen3_5 {variant} {kind}: max |logprob - transformers| = {difference:.2e} over {len(keys)} reads")
+        assert difference < TOLERANCE, kind
+
+
+def test_a_videos_rows_are_at_transformers_m_rope_positions(qwen):
+    """Each temporal patch's time text counts on as text and its pads sit as an image's, as transformers'
+    `get_rope_index` splits a video's grid into one grid a temporal patch."""
+    ours, theirs, tokenizer = qwen
+    check_rope_positions(compiled(ours, tokenizer, video_body(0)), theirs)
+
+
+def test_the_video_changes_the_scores(qwen):
+    """A different video (file or frames), different scores: the video's embeddings reach the questions."""
+    ours, _, tokenizer = qwen
+    _, first = spinfc_logprobs(ours, tokenizer, video_body(1))
+    _, second = spinfc_logprobs(ours, tokenizer, video_body(2))
+    for index in (0, 1):
+        assert max(abs(first[k] - second[k]) for k in first if k[0] == index) > 1e-4, index
+    assert all(first[k] == second[k] for k in first if k[0] == 2)

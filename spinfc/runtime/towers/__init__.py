@@ -22,7 +22,7 @@ from spinfc.runtime.towers.base import MediaRead, Tower
 
 # which models read each kind: what a refusal tells the user to serve instead
 READERS = {"image": "Gemma 3 (4B and larger), Gemma 4 and Qwen3.5", "audio": "Gemma 4 E2B and E4B",
-           "video": "Gemma 4 (as frames)"}
+           "video": "Gemma 4 (as frames) and Qwen3.5"}
 DECODERS = {"image": decode_image, "audio": decode_audio, "video": decode_video}
 # a multimodal checkpoint's names (as saved: transformers 4's, and 5's in memory) -> the names the stacks and towers
 # read: the language model's as a text-only checkpoint's, the towers' under model.<tower>.
@@ -104,15 +104,17 @@ def _qwen3_5_towers(hf_config: dict, state: dict, directory: Path | None, *, dev
         return None
     from spinfc.runtime.towers.qwen3_5 import Qwen3_5Vision
 
-    return Towers([Qwen3_5Vision(hf_config, state, _processor_config(directory), device=device, dtype=dtype)])
+    return Towers([Qwen3_5Vision(hf_config, state, _processor_config(directory), device=device, dtype=dtype,
+                                 video_config=_processor_config(directory, "video_preprocessor_config.json"))])
 
 
-def _processor_config(directory: Path | None) -> dict | None:
-    path = None if directory is None else Path(directory) / "preprocessor_config.json"
+def _processor_config(directory: Path | None, name: str = "preprocessor_config.json") -> dict | None:
+    path = None if directory is None else Path(directory) / name
     if path is None or not path.exists():
         return None
     config = json.loads(path.read_text())
-    return {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
+    return {k: v for k, v in config.items()
+            if k not in ("image_processor_type", "video_processor_type", "processor_class")}
 
 
 class MediaReader:

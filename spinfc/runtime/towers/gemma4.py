@@ -71,7 +71,7 @@ class Gemma4Vision(Tower):
             return MediaRead("image", self.name, tokens, tuple(range(1, 1 + n)),
                              ((1, 1 + n),) if self.bidirectional else (),
                              {"pixel_values": out["pixel_values"][0], "position_ids": out["image_position_ids"][0]})
-        out = self.frames(images=list(decoded), return_tensors="pt")
+        out = self.frames(images=list(decoded.frames), return_tensors="pt")
         tokens, embedded, blocks = [], [], []
         for i, n in enumerate(int(k) for k in out["num_soft_tokens_per_image"]):
             tokens.extend(encode(("" if i == 0 else " ") + f"{i // 60:02d}:{i % 60:02d} "))
