@@ -172,6 +172,10 @@ def _video_frames(av, source: MediaSource, policy: MediaPolicy) -> Video:
     try:
         container = av.open(io.BytesIO(source.data))
     except Exception:  # noqa: BLE001  (PyAV raises its own error classes per FFmpeg error)
+        container_kind = _video_container(source.data)
+        if container_kind is not None:  # a video's header, but FFmpeg cannot open it: cut short or damaged
+            raise MediaError(f"the {container_kind} file is corrupt or cut short (FFmpeg cannot open it)",
+                             code="corrupt_media", param=where, hint="send the whole file, or the frames as images")
         raise MediaError(f"the bytes are not a video spinfc reads ({_magic(source.data)})",
                          code="unsupported_media", status=415, param=where, hint="send MP4 or WebM, or the frames")
     with container:
@@ -203,6 +207,17 @@ def _check_frames(count: int, policy: MediaPolicy, where: str) -> None:
                          code="max_frames_exceeded", status=413, param=where,
                          hint="sample fewer frames (e.g. one a second), or start the server with a higher "
                          "--max-frames (SPINFC_MAX_FRAMES)")
+
+
+def _video_container(data: bytes) -> str | None:
+    """The video container a file's first bytes name (MP4/MOV, WebM/Matroska, AVI), else None."""
+    if data[4:8] == b"ftyp":
+        return "MP4"
+    if data.startswith(b"\x1a\x45\xdf\xa3"):
+        return "WebM"
+    if data.startswith(b"RIFF") and data[8:12] == b"AVI ":
+        return "AVI"
+    return None
 
 
 def _magic(data: bytes) -> str:

@@ -1,8 +1,8 @@
 """Images over HTTP on Qwen3.5: a random-weight Qwen3_5ForConditionalGeneration snapshot with its vision tower
 (snapshots.py), served on the CPU (the app in-process), answers /v1/score, chat and /v1/decisions requests holding
-images, and text generated after an image is transformers' greedy text; /v1/models says it reads images; audio and
-video are refused naming the models that read them; a hostile file is a 4xx that leaves the next request's answer as
-it was."""
+images and videos (a file, or its frames), and text generated after an image is transformers' greedy text;
+/v1/models says it reads images and video; audio is refused naming the models that read it; a hostile file (an image
+or a video: corrupt, cut short, too many frames) is a 4xx that leaves the next request's answer as it was."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from spinfc import compiler
 from spinfc.frontend import program_from_request
 from spinfc.media import MediaPolicy
 from spinfc.passes import PassContext
+from spinfc.config import Limits
 from spinfc.runtime.towers import MediaReader, towers_of
 from spinfc.shapes import Shapes
 
 from .served import serving
-from .snapshots import data_url, png, qwen3_5_snapshot, wav
+from .snapshots import data_url, frames_of, mp4, png, qwen3_5_snapshot, wav
 
 pytestmark = pytest.mark.slow  # a live server (the app in-process), as tests/media/test_http.py; ~10 s here
 
@@ -40,7 +41,7 @@ def snapshot(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(snapshot):
-    with serving(snapshot[0]) as client:
+    with serving(snapshot[0], Limits(max_frames=8)) as client:
         yield client
 
 
@@ -77,18 +78,53 @@ def test_score_reads_image_parts_in_messages(client):
     assert response.json()["usage"]["input_tokens"] > 2 * 20  # the image's 20 rows are read
 
 
-def test_models_reports_images(client):
+def test_models_reports_images_and_video(client):
     card = client.get("/v1/models").json()["data"][0]
-    assert card["media"]["kinds"] == ["image"] and card["media"]["towers_loaded"]
+    assert card["media"]["kinds"] == ["image", "video"] and card["media"]["towers_loaded"]
 
 
-def test_audio_and_video_are_refused_naming_the_models_that_read_them(client):
+def test_audio_is_refused_naming_the_models_that_read_it(client):
     audio = {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav(0.5)).decode(), "format": "wav"}}
     error = chat(client, audio, status=400)["error"]
     assert error["code"] == "audio_unsupported" and "serve a model that reads audio: Gemma 4" in error["message"]
-    frames = {"type": "video", "video": [data_url(png(24, 24, k)) for k in range(4)]}
-    error = chat(client, frames, status=400)["error"]
-    assert error["code"] == "video_unsupported" and error["param"].startswith("messages[0].content[1]")
+    assert error["param"].startswith("messages[0].content[1]")
+
+
+def video_file(data: bytes) -> dict:
+    return {"type": "video_url", "video_url": {"url": data_url(data, "video/mp4")}}
+
+
+def test_a_video_is_read_as_a_file_or_as_frames(client):
+    """A `video_url` MP4 (4 frames at 4 a second: all 4 kept, the processor's minimum) and a `video` list of frames
+    each score; the video is read (another video, other scores); the same video, the same bits."""
+    video = mp4(4)
+    as_file = options(chat(client, video_file(video)))
+    assert [o["text"] for o in as_file] == [" yes", " no"] and abs(sum(o["p"] for o in as_file) - 1.0) < 1e-5
+    assert options(chat(client, video_file(video))) == as_file
+    assert options(chat(client, video_file(mp4(4, seed=50)))) != as_file
+    frames = {"type": "video", "video": [data_url(frame) for frame in frames_of(video)]}
+    as_frames = options(chat(client, frames))
+    assert options(chat(client, frames)) == as_frames
+    other = {"type": "video", "video": [data_url(png(24, 24, 60 + k)) for k in range(3)]}
+    assert options(chat(client, other)) != as_frames
+
+
+def test_hostile_video_is_refused_and_disturbs_nothing(client):
+    """A video cut short or with a damaged body is 400 corrupt_media; more frames than --max-frames (8 here), as a
+    file or as a list, is 413 max_frames_exceeded; bytes that are no video are 415; the next answer is unchanged."""
+    before = chat(client, video_file(mp4(4)))["scoring"]
+    video = mp4(6)
+    error = chat(client, video_file(video[:len(video) // 2]), status=400)["error"]
+    assert error["code"] == "corrupt_media" and error["param"] == "messages[0].content[1].video_url"
+    body = video.index(b"mdat") + 4, video.index(b"moov") - 4
+    damaged = video[:body[0]] + bytes(b ^ 0x5A for b in video[body[0]:body[1]]) + video[body[1]:]
+    assert chat(client, video_file(damaged), status=400)["error"]["code"] == "corrupt_media"
+    error = chat(client, video_file(mp4(9)), status=413)["error"]
+    assert error["code"] == "max_frames_exceeded" and "--max-frames" in error["message"]
+    many = {"type": "video", "video": [data_url(png(24, 24))] * 9}
+    assert chat(client, many, status=413)["error"]["code"] == "max_frames_exceeded"
+    assert chat(client, video_file(b"\x00" * 64), status=415)["error"]["code"] == "unsupported_media"
+    assert chat(client, video_file(mp4(4)))["scoring"] == before
 
 
 def test_hostile_media_is_refused_and_disturbs_nothing(client):
