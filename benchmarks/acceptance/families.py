@@ -93,7 +93,7 @@ FAMILIES = (
     Family("gemma4-e2b", gemma4("gemma4-e2b"), ("image", "audio", "video")),
     Family("gemma4-31b", gemma4("gemma4-31b"), ("image",)),
     Family("gemma4-26b-a4b", gemma4("gemma4-26b-a4b"), ("image",)),
-    Family("qwen3_5", qwen3_5(False), ("image",)),
-    Family("qwen3_5-moe", qwen3_5(True), ("image",)),
+    Family("qwen3_5", qwen3_5(False), ("image", "video")),
+    Family("qwen3_5-moe", qwen3_5(True), ("image", "video")),
 )
 BY_NAME = {family.name: family for family in FAMILIES}
