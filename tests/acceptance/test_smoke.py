@@ -1,8 +1,8 @@
 """The acceptance run's CPU half (`python -m benchmarks.acceptance --smoke`), so the suite a GPU change must pass
 cannot rot between GPU runs: real `spinfc serve` processes at defaults on tiny random snapshots of three families
-(Llama with its fp8-static checkpoint, Gemma 4 E2B with images, audio and video, Qwen3.5 with images), every kind of
-request checked against transformers, and one large shape's timing path on Qwen3.5. The whole suite, on an H200, is
-documented in docs/acceptance.md."""
+(Llama with its fp8-static checkpoint, Gemma 4 E2B with images, audio and video, Qwen3.5 with images and video),
+every kind of request checked against transformers, and one large shape's timing path on Qwen3.5. The whole suite,
+on an H200, is documented in docs/acceptance.md."""
 
 from __future__ import annotations
 
@@ -32,4 +32,7 @@ def test_every_kind_of_request_passes_on_the_cpu(tmp_path):
     kinds = {check["kind"] for row in results["rows"] for check in row["checks"]}
     assert {"options", "<*>", "<n>", "<$>", "<gen>", "chat", "completions", "decisions", "image", "audio", "video",
             "packed", "turns"} <= kinds
+    read = {(row["family"], check["kind"]) for row in results["rows"] for check in row["checks"]
+            if check["kind"] in ("image", "audio", "video") and "not read" not in check["detail"]}
+    assert {("gemma4-e2b", "video"), ("qwen3_5", "image"), ("qwen3_5", "video")} <= read
     assert [row["shape"] for row in results["timed"]] == ["qwen3_5-27b"]

@@ -172,12 +172,13 @@ def test_the_image_changes_the_scores(qwen):
     assert all(first[k] == second[k] for k in first if k[0] == 1)
 
 
-def test_an_images_embeddings_do_not_depend_on_its_neighbours(qwen):
-    """The tower runs fixed batches of images of one grid (`fixed_batches`), so an image's embeddings are the same
-    bits alone and beside other images of a pass (same shapes, same kernels)."""
+def test_a_pieces_embeddings_do_not_depend_on_its_neighbours(qwen):
+    """The tower runs fixed batches of pieces of one grid (`fixed_batches`: images and a video's temporal patches),
+    so an image's or a video's embeddings are the same bits alone and beside other pieces of a pass (same shapes,
+    same kernels)."""
     ours, _, tokenizer = qwen
-    reads = [piece.read for request in (body(0), video_body(0), body(5)) for content in compiled(ours, tokenizer, request).contents
-             for piece in content.media]
+    reads = [piece.read for request in (body(0), video_body(0), body(5))
+             for content in compiled(ours, tokenizer, request).contents for piece in content.media]
     together = ours.towers.embed(reads, "cpu")
     start = 0
     for read in reads:
