@@ -47,8 +47,8 @@ class Tower:
     kinds: ClassVar[frozenset[str]]
 
     def read(self, kind: str, decoded, encode: Callable[[str], tuple[int, ...]]) -> MediaRead:
-        """Decoded media (a PIL image, a (waveform, rate) pair, a list of frames) -> its `MediaRead`. `encode`
-        writes text as the model's tokens (for text the model's processor puts around the media)."""
+        """Decoded media (a PIL image, a (waveform, rate) pair, a `Video`: its frames and rate) -> its `MediaRead`.
+        `encode` writes text as the model's tokens (for text the model's processor puts around the media)."""
         raise NotImplementedError
 
     def embed(self, reads: Sequence[MediaRead], device) -> torch.Tensor:
