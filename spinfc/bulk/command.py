@@ -100,10 +100,11 @@ async def _run(args: argparse.Namespace, make=None):
     """The job of `args`; `make(args, questions)` builds the transport (default: `make_transport`)."""
     from spinfc.bulk import runner
     from spinfc.bulk.columns import Layout
+    from spinfc.bulk.media import media_columns
     from spinfc.bulk.progress import Progress
     from spinfc.bulk.questions import load_questions
     from spinfc.bulk.readers import open_input
-    from spinfc.bulk.writers import ErrorLog, check_output, open_output
+    from spinfc.bulk.writers import ErrorLog, check_output, metadata, open_output
 
     media = media_columns(args)
     source = open_input(args.input, args.text_column, args.id_column, media.flags)  # a missing column stops here
@@ -143,26 +144,7 @@ def make_transport(args: argparse.Namespace, questions):
 
         return HttpTransport(questions, args.server, token=args.token or os.environ.get("SPINFC_TOKEN"))
     from spinfc.bulk.engine_transport import EngineTransport
+    from spinfc.bulk.media import media_columns
 
     return EngineTransport(questions, device=args.device, dtype=args.dtype, token_budget=args.token_budget,
                            media_policy=media_columns(args).policy)
-
-
-def media_columns(args: argparse.Namespace):
-    """The job's media columns and the policy they are read under (the server's, from the flags)."""
-    from spinfc.bulk.media import MediaColumns
-    from spinfc.media import MediaPolicy
-
-    columns = [(kind, getattr(args, f"{kind}_column")) for kind in ("image", "audio", "video")
-               if getattr(args, f"{kind}_column", None)]
-    policy = MediaPolicy(max_frames=args.max_frames, max_audio_seconds=args.max_audio_seconds,
-                         max_image_pixels=args.max_image_pixels, max_fetch_bytes=args.max_fetch_bytes,
-                         fetch_hosts=tuple(host.lower() for host in args.media_fetch_hosts))
-    return MediaColumns.of(columns, args.input, args.media_root, policy)
-
-
-def metadata(transport) -> dict[str, str]:
-    from spinfc import __version__
-
-    return {"spinfc.system_fingerprint": transport.fingerprint, "spinfc.model": transport.model,
-            "spinfc.version": __version__}

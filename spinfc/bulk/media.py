@@ -15,6 +15,8 @@ the job's: `media_of(row)` returns the row's sources or its `RowError`.
 
 from __future__ import annotations
 
+import argparse
+
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -115,3 +117,15 @@ class MediaColumns:
         if not data:
             raise MediaError(f"{value} is empty", code="empty_media", param=column, hint="give a file with its bytes")
         return data
+
+
+def media_columns(args: argparse.Namespace):
+    """The job's media columns and the policy they are read under (the server's, from the flags)."""
+    from spinfc.media import MediaPolicy
+
+    columns = [(kind, getattr(args, f"{kind}_column")) for kind in ("image", "audio", "video")
+               if getattr(args, f"{kind}_column", None)]
+    policy = MediaPolicy(max_frames=args.max_frames, max_audio_seconds=args.max_audio_seconds,
+                         max_image_pixels=args.max_image_pixels, max_fetch_bytes=args.max_fetch_bytes,
+                         fetch_hosts=tuple(host.lower() for host in args.media_fetch_hosts))
+    return MediaColumns.of(columns, args.input, args.media_root, policy)

@@ -36,7 +36,7 @@ class BatchScorer:
     def __init__(self, questions, text_column: str, id_column: str, device: str | None, dtype: str,
                  token_budget: int | None, media=None):
         from spinfc.bulk.columns import Layout
-        from spinfc.bulk.command import metadata
+        from spinfc.bulk.writers import metadata
         from spinfc.bulk.engine_transport import EngineTransport
 
         self.text_column, self.id_column, self.media = text_column, id_column, media
@@ -65,7 +65,7 @@ class BatchScorer:
 def run_ray(args: argparse.Namespace) -> Summary:
     import ray
 
-    from spinfc.bulk.command import media_columns
+    from spinfc.bulk.media import media_columns
     from spinfc.bulk.questions import load_questions
     from spinfc.bulk.readers import input_format, open_input
 

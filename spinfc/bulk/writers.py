@@ -180,3 +180,10 @@ class ErrorLog:
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+
+
+def metadata(transport) -> dict[str, str]:
+    from spinfc import __version__
+
+    return {"spinfc.system_fingerprint": transport.fingerprint, "spinfc.model": transport.model,
+            "spinfc.version": __version__}

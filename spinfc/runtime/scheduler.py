@@ -1,228 +1,292 @@
-"""The engine's units of work and its scheduler: which waiting segments, of any number of requests, go into the
-next pass, the rows it launches with, and whether it goes now or waits for more.
+"""The engine's scheduler: it owns the queues and makes every decision. `schedule()` returns the next piece of work
+(work.py: a pass, a collect, a decode slice, a prompt pass, a wait), the engine runs it, and `deliver(work,
+result)` takes its result back: scores to their requests, floors and decodes started, jobs finished.
 
-A compiled request is one `Segment` per content (the compiler's `segment` pass). Every segment is a self-contained
-block of rows (positions from 0, `end[]` never outside it, its reads inside it), so segments of any requests can
-share a pass, each at a multiple of the block: a segment's rows, positions and mask relative to its own start are
-the same wherever it lands, which is why a content's results do not depend on its neighbours.
-
-`Scheduler` holds every decision about the next pass, over the engine's one `Shapes` value (the launch sizes chosen
-at start-up, spinfc/shapes.py):
-
-    next_pass           which waiting units it holds: `passes.plan_packing.fill`, the packer `spinfc compile
-                        --emit plan` shows
-    launch              the launch size (rows, answer rows, reads) they take: `Shapes.launch_for` of their rows
-    full                whether they fill FULL of a pass (or of their launch size): launched behind a pass in flight,
-                        or at once on an idle device
-    room_for_one_more   whether waiting for one more content costs no launched rows (runtime/gather.py)
-    waits_for_more      whether a pass on an idle device waits for requests on their way, and `longest_wait`
-                        for how long at most
-
-The engine's loop (runtime/engine.py) asks it; the runner stages each pass at `Shapes.launch_for` of what it holds,
-so the size the scheduler decides on is the size that runs.
+    admit     jobs from the inbox (any thread puts them there): a request's contents become `Unit`s (a floor
+              cached, or queued by another request, is shared); a completion's prompts a `PromptRead`
+    choose    the oldest work first: a prompt pass where a completion is oldest, else a pass of the queued units
+              (`PassSizing.next_pass`); a decode slice in turn with either while decodes run (at most
+              `decode_limit` at once: an extraction pass waits while that many decode)
+    wait      on an idle device a part-empty pass waits for requests on their way (`PassSizing.waits_for_more`, up
+              to `longest_wait`; the first pass after a quiet spell LINGER even before one is seen arriving)
+    overlap   chosen at start (`overlap`: the device's launches return before the pass has run, CUDA): the next
+              pass goes behind the one in flight only once arrivals fill it (FULL, with more left over); a
+              part-full one waits for the pass in flight to end and is launched before that pass's scores are
+              delivered, so the device waits for no results
+    withdraw  work nobody waits for any more is dropped before it runs; a decode of withdrawn requests is stopped
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import hashlib
-import threading
+import collections
+import logging
+import queue
+import time
+from collections.abc import Callable
 
 import attrs
+import numpy as np
 
-from spinfc.ir.nodes import Program, Segment
-from spinfc.passes.plan_packing import fill
-from spinfc.runtime import gather
-from spinfc.shapes import Shapes, round_up, used_rows
+from spinfc.runtime.extract.budget import DecodeMemory
+from spinfc.runtime.extract.scheduling import Decoding, extraction_prompt_rows, extracts, floors_first, free_lane
+from spinfc.runtime.prompt_logprobs import prompt_program
+from spinfc.runtime.queues import EngineClosed, PassFailed, Queues  # noqa: F401 (re-exported)
+from spinfc.runtime.sizing import DECODE_ROW_COST, FULL, PassSizing  # noqa: F401 (re-exported)
+from spinfc.runtime.stats import EngineStats  # noqa: F401 (re-exported)
+from spinfc.runtime.work import (Collect, DecodeSlice, Failed, Job, Launched, Pass, PromptPass, PromptRead, Unit,
+                                 Wait, floor_key)  # noqa: F401 (floor_key re-exported)
+from spinfc.shapes import Shapes
 
+log = logging.getLogger("spinfc.engine")
 
-FULL = 0.85  # a pass this full is launched behind the one in flight; a less full one waits for it to end
-# What one decode row (a beam fed one token, a generated token) counts for in pass rows against the queued-work
-# bound: a CPU decode step of a few dozen rows costs about what a pass of a few hundred rows does.
-DECODE_ROW_COST = 8
-
-
-@attrs.define
-class EngineStats:
-    """Counters since an engine started, for health and metrics routes. The worker thread writes the pass
-    counters; the request counters change under `lock`, from whichever thread ends a request."""
-
-    passes: int = 0
-    rows_used: int = 0  # rows holding a token, over all passes
-    rows_total: int = 0  # rows launched over all passes (the budget each, or the used blocks when trimmed)
-    reads: int = 0
-    requests_done: int = 0
-    requests_failed: int = 0
-    floor_hits: int = 0
-    floor_misses: int = 0
-    queued: int = 0  # requests submitted and not yet answered (or given up)
-    queued_tokens: int = 0  # rows of work admitted by the worker and not yet run (what admission bounds)
-    rate: float | None = None  # rows per second of pass time, smoothed over recent passes (None before the first)
-    decode_steps: int = 0  # extraction: model steps over all passes (runtime/extract/decode.py)
-    decode_rows: int = 0  # extraction: beams fed over all steps
-    queued_decode: int = 0  # extraction: decode rows admitted and not yet decoded, at most (extract/budget.py)
-    decode_rate: float | None = None  # extraction: decode rows per second, smoothed (None before the first decode)
-    lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
-
-    def settled(self, future: concurrent.futures.Future) -> None:
-        """Count a request's end, from whichever thread ends it."""
-        with self.lock:
-            self.queued -= 1
-            if not future.cancelled() and future.exception() is not None:
-                self.requests_failed += 1
-            elif not future.cancelled():
-                self.requests_done += 1
-
-    def observe_pass(self, rows: int, seconds: float, smoothing: float = 0.3) -> None:
-        """Count a pass of `rows` launched rows that took `seconds` (the measured rate admission's Retry-After uses)."""
-        if seconds > 0:
-            rate = rows / seconds
-            self.rate = rate if self.rate is None else self.rate + smoothing * (rate - self.rate)
-
-    def observe_decode(self, rows: int, seconds: float, smoothing: float = 0.3) -> None:
-        """Count a pass's decode of `rows` beam rows that took `seconds` (its slices together)."""
-        if seconds > 0 and rows > 0:
-            rate = rows / seconds
-            self.decode_rate = rate if self.decode_rate is None else self.decode_rate + smoothing * (
-                rate - self.decode_rate)
-
-    @property
-    def fill_ratio(self) -> float:
-        return self.rows_used / self.rows_total if self.rows_total else 0.0
-
-
-# ---- the engine's units of work ----------------------------------------------------------------------------------
-
-
-def floor_key(model, program: Program, floor: int) -> str:
-    """What a floor's scores depend on: the weights, the floor content's tokens, and every question's tokens and
-    option tokens in order (so question indices agree between requests that share the key)."""
-    questions = tuple(
-        (q.tokens, tuple(o.tokens for o in getattr(q.slot, "options", ()))) for q in program.questions
-    )
-    identity = getattr(model, "weights_hash", None) or model.name
-    text = repr((identity, program.contents[floor].tokens, questions))
-    return hashlib.sha256(text.encode()).hexdigest()
+# Where shapes are fixed, how long the first pass after a quiet spell (nothing queued, nothing running) waits for a
+# request to start arriving when it would launch mostly empty and none is on its way: requests sent together reach
+# the server a few milliseconds apart, and a pass launched with the first alone can cost a larger last pass.
+LINGER = 0.005
+# An extraction decode runs in slices while other work waits: each slice as long as the last pass took (at least
+# this), so a score or a decode behind it waits about a pass per slice, not the whole decode.
+DECODE_SLICE = 0.02
 
 
 @attrs.define(eq=False)
-class Job:
-    """One submitted request while it runs: the scores gathered so far and how many contents remain."""
+class Flight:
+    """A pass launched on an asynchronous device and not yet collected (or collected, its scores held back until
+    the next launch: `logprobs`)."""
 
-    compiled: object  # engine.Compiled
-    future: concurrent.futures.Future  # resolves to this Job once every content is scored
-    scores: dict = attrs.field(factory=dict)  # content index -> ContentScores
-    remaining: int = 0
-    processed_tokens: int = 0
-    floor_cached: bool = False
-    placements: list = attrs.field(factory=list)  # (pass index, content index, start row, rows) of its segments
-
-    @property
-    def done(self) -> bool:
-        """Answered, failed, or given up by its caller (a cancelled future)."""
-        return self.future.done()
-
-    def finish(self) -> None:
-        try:
-            self.future.set_result(self)
-        except concurrent.futures.InvalidStateError:  # cancelled meanwhile
-            pass
-
-    def fail(self, error: Exception) -> None:
-        try:
-            self.future.set_exception(error)
-        except concurrent.futures.InvalidStateError:
-            pass
+    units: list[Unit]
+    pending: object  # runner.Pending
+    logprobs: np.ndarray | None = None
 
 
-@attrs.define(eq=False)
-class Unit:
-    """A segment waiting to run, and the (job, content) pairs that want its scores: one for an input, any number
-    for a floor shared by requests with the same question set."""
+class Scheduler(Queues):
+    def __init__(self, shapes: Shapes, model, stats: EngineStats, *, decode_limit: int, ran: Callable,
+                 expecting: Callable[[], bool] = lambda: False, on_pass: Callable | None = None,
+                 floor_cache_size: int = 256):
+        """`ran(pending)`: whether a launched pass has run (the runner's); `expecting()`: whether requests are on
+        their way (compiling); `on_pass(rows used, rows launched, seconds)` after each pass (metrics)."""
+        self.sizing, self.shapes, self.model, self.stats = PassSizing(shapes), shapes, model, stats
+        self.decode_limit, self.ran, self.expecting, self.on_pass = decode_limit, ran, expecting, on_pass
+        self.overlap = False  # set once at start (`Engine.start`): the runner's launches are asynchronous
+        super().__init__(stats, floor_cache_size)
+        self.decodings: collections.deque[Decoding] = collections.deque()  # taking turns, the next in turn first
+        self.decode_memory = DecodeMemory()  # what their beams hold together
+        self.flights: collections.deque[Flight] = collections.deque()  # launched, not yet collected (two at most)
+        self.held: Flight | None = None  # collected, its scores delivered after the next launch
+        self.quiet, self.decode_next, self.gathering = True, False, None
+        self.pass_seconds = 0.0  # how long the last pass took (a decode slice's length)
 
-    segment: Segment
-    arrays: object  # runner.SegmentArrays
-    score_map: object  # results.ScoreMap of the segment's program
-    consumers: list[tuple[Job, int]]
-    floor_key: str | None = None
-    solo: bool = False  # run alone: it was in a pass that failed
-    decode: int = 0  # decode rows it asks for at most (its request's extraction slots; 0 for a floor)
+    # ---- schedule ------------------------------------------------------------------------------------------
 
-    def wanted(self) -> bool:
-        return any(not job.done for job, _ in self.consumers)
+    def schedule(self):
+        """The next piece of work; None once closed and nothing is in flight."""
+        self._admit()
+        self.units = [u for u in self.units if u.wanted() or self._forget(u)]
+        self.reads = collections.deque(r for r in self.reads if r.wanted() and r.next < len(r.prompts))
+        oldest = Collect(self.flights[0]) if self.flights else None  # the device to itself: collect first
+        if self.closed:
+            return oldest
+        chosen = self._chosen()
+        if self.decodings and (self.decode_next or not (chosen or self.reads)):
+            return oldest or self._decode_slice()
+        if self.reads and (not self.units or self.reads[0].seq < self.units[0].seq):
+            return oldest or self._prompt_pass()
+        if oldest is not None:  # launched behind it only once arrivals fill it, with more left over
+            if len(self.flights) == 1 and chosen and len(chosen) < len(self.units) and \
+                    self.sizing.full([self.units[i] for i in chosen]):
+                return self._pass(chosen)
+            return Wait(0.001, oldest.flight) if not self.ran(oldest.flight.pending) else oldest
+        if not chosen:
+            self.quiet = self.quiet or not (self.units or self.decodings)
+            return Wait(None if self.held is None else 0.0)
+        return self._gathered() or self._pass(chosen)
 
-    def deliver(self, scores) -> None:
-        for job, content in self.consumers:
-            if job.done:
-                continue
-            job.scores[content] = scores
-            job.remaining -= 1
-            if job.remaining == 0:
-                job.finish()
+    def _chosen(self) -> list[int]:
+        """The queued units the next pass would hold (while `decode_limit` decodes run or are coming, none that
+        extracts: its decode would wait for one of theirs to end)."""
+        if not self.units:
+            return []
+        if self._decode_room():
+            return floors_first(self.units, self.sizing.next_pass(self.units))
+        free = [i for i, unit in enumerate(self.units) if not extracts(unit)]
+        return [free[k] for k in self.sizing.next_pass([self.units[i] for i in free])] if free else []
 
-    def fail(self, error: Exception) -> None:
-        for job, _ in self.consumers:
-            job.fail(error)
+    def _decode_room(self) -> bool:
+        """Whether one more pass's decode may start (a pass in flight that keeps its keys and values will start one)."""
+        coming = sum(1 for f in (*self.flights, self.held) if f is not None and any(map(extracts, f.units)))
+        return len(self.decodings) + coming < self.decode_limit
 
+    def _gathered(self) -> Wait | None:
+        """A wait for requests on their way while the pass would launch part-empty (the module's docstring)."""
+        now, lingers = time.perf_counter(), self.quiet and self.shapes.fixed
+        if self.gathering is None and not self.decodings and (self.expecting() or lingers) and \
+                not self.sizing.full(self.units, of_launch=True):
+            self.gathering = (now + self.sizing.longest_wait(self.units, self.stats.rate),
+                              now + (LINGER if lingers else 0.0))
+        if self.gathering is None:
+            return None
+        deadline, lingering = self.gathering
+        if (self.expecting() or now < lingering) and self.sizing.waits_for_more(self.units) and now < deadline:
+            return Wait(max(0.0, min(0.005, deadline - now)))
+        return None
 
-# ---- the scheduler ------------------------------------------------------------------------------------------------
+    def _pass(self, chosen: list[int]) -> Pass:
+        taken = set(chosen)
+        units = [self.units[i] for i in chosen]
+        self.units = [unit for i, unit in enumerate(self.units) if i not in taken]
+        self.quiet, self.gathering, self.decode_next = False, None, bool(self.decodings)
+        keeps = any(map(extracts, units))
+        return Pass(units, keeps, [extraction_prompt_rows(u) for u in units] if keeps else [])
 
+    def _decode_slice(self) -> DecodeSlice:
+        """The next decode in turn, for a slice: until it ends, or, while other work waits, for as long as the last
+        pass took (DECODE_SLICE at least), or until the memory its next group needs is held by the others."""
+        decoding, length = self.decodings[0], max(DECODE_SLICE, self.pass_seconds)
+        self.decode_next = False
 
-def _item(unit: Unit) -> gather.Item:
-    return unit.segment.length, unit.segment.rows, unit.segment.read_count
+        def enough(seconds: float) -> bool:
+            return not decoding.wanted() or (seconds >= length and (
+                len(self.decodings) > 1 or not self.inbox.empty() or bool(self.reads)
+                or any(self._decode_room() or not extracts(unit) for unit in self.units)))
 
+        return DecodeSlice(decoding, enough)
 
-@attrs.frozen
-class Scheduler:
-    """Every decision about the next pass, over the engine's pass shapes (the module's docstring)."""
-
-    shapes: Shapes
-
-    def next_pass(self, units: list[Unit]) -> list[int]:
-        """The indices of `units` in the next pass: a unit marked solo (its last pass failed) alone, else `fill`
-        over the others, oldest first. Never empty when `units` is not (compile admits only segments that fit a
-        pass)."""
-        if units[0].solo:
-            return [0]
-        candidates = [i for i, unit in enumerate(units) if not unit.solo]
-        return [candidates[k] for k in fill([units[i].segment for i in candidates], self.shapes)] or [0]
-
-    def launch(self, units: list[Unit]) -> tuple[int, int, int] | None:
-        """(rows, answer rows, reads) one pass of `units` launches with where shapes are fixed (the smallest launch
-        size holding them); None where they are not fixed or `units` need more than a pass."""
-        return gather.launch(list(map(_item, units)), self.shapes) if self.shapes.fixed else None
-
-    def launch_rows(self, units: list[Unit]) -> int:
-        """The rows a pass of `units` would launch with (the budget where they need a pass or more)."""
-        launch = self.launch(units)
-        return launch[0] if launch is not None else self.shapes.budget
-
-    def full(self, units: list[Unit], of_launch: bool = False) -> bool:
-        """Whether `units` fill FULL of a pass's rows (rounded up to the block), answer rows or reads; with
-        `of_launch`, where shapes are fixed, of the launch size they would take (a full pass, where they need more
-        than a pass)."""
+    def _prompt_pass(self) -> PromptPass:
+        """The oldest completions' prompts (of the oldest one's `top`) that fit one pass, each in its own span."""
+        top, picked, lengths = self.reads[0].top, [], []
+        for read in (r for r in self.reads if r.top == top):
+            while read.next < len(read.prompts):
+                n = len(read.prompts[read.next])
+                if picked and not self.sizing.holds_rows([*lengths, n]):
+                    break
+                picked.append((read, read.next))
+                lengths.append(n)
+                read.next += 1
+            if read.next < len(read.prompts):
+                break
+        self.quiet, self.decode_next = False, bool(self.decodings)
         shapes = self.shapes
-        used = used_rows([unit.segment.length for unit in units], shapes.block)
-        rows = min(shapes.budget, round_up(max(used, 1), shapes.block))
-        answer_rows = sum(unit.segment.rows for unit in units)
-        reads = sum(unit.segment.read_count for unit in units)
-        launch = self.launch(units) if of_launch else None
-        T, R, N = launch if launch is not None else (shapes.budget, shapes.answer_rows, shapes.reads)
-        return (rows >= FULL * T or (R is not None and answer_rows >= FULL * R)
-                or (N is not None and reads >= FULL * N))
+        program = prompt_program([read.prompts[k] for read, k in picked], getattr(self.model, "name", ""),
+                                 budget=shapes.budget, block=shapes.block, largest=shapes.largest)
+        return PromptPass(picked, program, top)
 
-    def room_for_one_more(self, units: list[Unit]) -> bool:
-        """Whether one more content like the largest queued would still run in the launch size `units` take
-        (runtime/gather.py; a floor is shared, and not counted as a content)."""
-        inputs = [_item(unit) for unit in units if unit.floor_key is None]
-        return gather.room_for_one_more(list(map(_item, units)), inputs, self.shapes)
+    # ---- deliver -------------------------------------------------------------------------------------------
 
-    def waits_for_more(self, units: list[Unit]) -> bool:
-        """Whether a pass of `units` on an idle device is worth holding for requests on their way: it would not fill
-        FULL of its launch size, and (where shapes are fixed) one more content would still run in that size."""
-        return not self.full(units, of_launch=True) and (not self.shapes.fixed or self.room_for_one_more(units))
+    def deliver(self, work, result) -> None:
+        """Take back what running `work` gave: a failure to its requests, a launch in flight, a pass's scores (held
+        back for the next launch on an overlapping device), a decode's turn, prompts' scores; or wait."""
+        if isinstance(result, Failed):
+            self._failed(work, result.error)
+        elif isinstance(work, Pass) and result.logprobs is None:  # in flight: collected later
+            self.flights.append(Flight(work.units, result.pending))
+        elif isinstance(work, (Pass, Collect)):
+            flight = work.flight if isinstance(work, Collect) else Flight(work.units, result.pending)
+            if isinstance(work, Collect):
+                self.flights.remove(flight)
+            flight.logprobs = result.logprobs
+            self.pass_seconds = self.stats.collected(flight.units, flight.pending, self.on_pass)
+            # held back for the launch that waited for it, unless one went behind it already (or none waits, or
+            # a decode needs the device)
+            if self.overlap and self.units and not self.flights and flight.pending.kept is None and \
+                    not self.decodings:
+                self.held = flight
+                return
+            self._deliver_pass(flight)
+        elif isinstance(work, DecodeSlice):
+            if not result and work.decoding.wanted():  # `advance` is True once the decode has ended
+                self.decodings.rotate(-1)  # a slice done, more to decode: the next one's turn
+            else:
+                self._decode_ended(self.decodings.popleft())
+        elif isinstance(work, PromptPass):
+            self.stats.prompt_passes += 1
+            for (read, k), scores in zip(work.reads, result):
+                read.scores[k] = scores
+                read.remaining -= 1
+                if read.remaining == 0:
+                    read.finish()
+        if self.held is not None:
+            held, self.held = self.held, None
+            self._deliver_pass(held)
+        if isinstance(work, Wait) and work.seconds != 0:
+            try:
+                first = self.inbox.get(timeout=work.seconds)
+            except queue.Empty:
+                return
+            self._admit(first)
 
-    def longest_wait(self, units: list[Unit], rate: float | None) -> float:
-        """How long at most such a pass waits (seconds): half the time a pass of its launch size takes at `rate`
-        rows per second, as measured (0.05 before any pass is)."""
-        return 0.5 * self.launch_rows(units) / rate if rate else 0.05
+    def _deliver_pass(self, flight: Flight) -> None:
+        """Each unit's scores of a collected pass to its requests; its extraction units' to their decode."""
+        units, pending, offset, scores = flight.units, flight.pending, 0, []
+        for unit, start in zip(units, pending.starts):
+            n = len(unit.arrays.read_row)
+            for job, content in unit.consumers:
+                job.placements.append((pending.index, content, start, unit.segment.length))
+            scores.append(self._scores(unit, flight.logprobs[offset:offset + n]))
+            offset += n
+        decoded = [k for k, unit in enumerate(units) if extracts(unit) and scores[k] is not None]
+        if pending.kept is not None and decoded:  # they wait for their decode
+            self.decodings.append(Decoding(self.model, [units[k] for k in decoded], [scores[k] for k in decoded],
+                                           [pending.starts[k] for k in decoded], pending.kept, self.stats,
+                                           self.decode_memory, free_lane(self.decodings)))
+            self.decode_next = True  # its first slice before the next pass
+            units = [unit for k, unit in enumerate(units) if k not in decoded]
+            scores = [unit_scores for k, unit_scores in enumerate(scores) if k not in decoded]
+        for unit, unit_scores in zip(units, scores):
+            if unit_scores is not None:
+                self._deliver(unit, unit_scores)
+
+    def _scores(self, unit: Unit, logprobs: np.ndarray):
+        """The unit's option scores from its reads' logprobs; None (and the unit failed) when they do not add up, or
+        when one is not finite (a half-precision product overflowed: never reported as a score)."""
+        error = None
+        if not np.isfinite(logprobs).all():
+            log.error("a pass returned non-finite logprobs (%s)", getattr(self.model, "scheme", "?"))
+            error = PassFailed(
+                f"the model's scores overflowed in {getattr(self.model, 'scheme', 'its dtype')} on this content: "
+                "start the server with --dtype bfloat16 (or float32), whose range holds it, and send it again")
+        else:
+            try:
+                return unit.score_map.scores(logprobs)
+            except Exception as failure:
+                log.exception("results of a pass could not be assembled")
+                error = PassFailed(f"results could not be assembled: {failure}")
+        self._forget(unit)
+        unit.fail(error)
+        return None
+
+    def _failed(self, work, error: Exception) -> None:
+        """Work that raised: a pass of several contents is retried with each alone (ahead of newer work), so only
+        the request whose content fails gets the error."""
+        if isinstance(work, Collect):
+            self.flights.remove(work.flight)
+            work = Pass(work.flight.units, False)
+        if isinstance(work, PromptPass):
+            for read, _ in work.reads:
+                read.fail(PassFailed(f"the prompts' pass failed: {type(error).__name__}: {error}"))
+        elif isinstance(work, Pass) and len(work.units) > 1:
+            log.warning("a pass of %d contents failed (%r); retrying each alone", len(work.units), error)
+            for unit in work.units:
+                unit.solo = True
+            self.units = list(work.units) + self.units
+        elif isinstance(work, Pass):
+            log.exception("a pass failed", exc_info=error)
+            self._forget(work.units[0])
+            work.units[0].fail(PassFailed(f"the forward pass failed: {type(error).__name__}: {error}"))
+        else:
+            raise error
+
+    def close(self) -> None:
+        """After the loop: decodes stopped where they are, and every request still waiting told."""
+        ended = EngineClosed("the engine shut down before this request ran")
+        if self.held is not None:
+            self._deliver_pass(self.held)
+        for flight in self.flights:
+            self.units += flight.units
+        self.held, self.flights = None, collections.deque()
+        while self.decodings:
+            decoding = self.decodings.popleft()
+            decoding.close()
+            self.units += decoding.units
+        self._admit()
+        for waiting in [*self.units, *self.reads]:
+            waiting.fail(ended)
+        self.units, self.reads = [], collections.deque()

@@ -2,24 +2,22 @@
 
     tokens       strings are encoded on the generation thread (with a BOS where the model uses one, as /v1/score
                  encodes a content); token-id prompts are used as they are
-    read pass    `runtime.prompt_logprobs`: every prompt read once, all of them packed into shared passes of the
-                 engine's budget, under the model's lock (engine passes and generation steps take turns with it)
+    read pass    `Engine.read_prompts` (runtime.prompt_logprobs): every prompt read once, packed into shared passes
+                 with other completions' prompts by the engine's scheduler; withdrawn when the client leaves
     generation   `runtime.generate`, one prompt after the other; a greedy single token (max_tokens 1,
                  temperature 0: lm-evaluation-harness's scoring call) is the read pass's most likely next token
 
-`read_prompts` is the one place this touches the engine's model and shape, so it can be re-pointed.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import attrs
 
 from spinfc.runtime.chat_format import ChatPrompt, end_tokens
 from spinfc.runtime.generate import Generation, Sampling, StepLogprobs, first_stop
-from spinfc.runtime.prompt_logprobs import PromptScores, prompt_program, score_prompts
+from spinfc.runtime.prompt_logprobs import PromptScores
 
 
 @attrs.frozen
@@ -35,14 +33,8 @@ class Completed:
 
 
 async def read_prompts(service, prompts: Sequence[tuple[int, ...]], top: int) -> list[PromptScores]:
-    """Every prompt's token logprobs and `top` most likely next tokens, from one packed pass per budget's worth
-    of prompts, on the engine's model (its stack) and shape."""
-    engine, generator = service.ready_engine(), service.generator
-    model = generator.model  # the stack: `hidden` runs eagerly, whatever wraps it for the engine's passes
-    shapes = engine.shapes
-    program = prompt_program(prompts, service.model_name, budget=shapes.budget, block=shapes.block,
-                             largest=shapes.largest)
-    return await asyncio.to_thread(score_prompts, model, program, top, generator.lock)
+    """Every prompt's token logprobs and `top` most likely next tokens, in the engine's shared prompt passes."""
+    return await service.ready_engine().read_prompts(prompts, top)
 
 
 def greedy_token(scores: PromptScores, ends: frozenset[int], stops: Sequence[str], pieces: dict[int, str],

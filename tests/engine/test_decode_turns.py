@@ -66,7 +66,7 @@ def long_then_short(model, memory: DecodeMemory | None = None):
     """LONG submitted, SHORT once LONG's pass has run; -> (the order they ended in, LONG's scores, SHORT's)."""
     engine = Engine(model, Shapes.for_device("cpu", BUDGET))
     if memory is not None:
-        engine._decode_memory = memory
+        engine.scheduler.decode_memory = memory
     ended: list[str] = []
     try:
         engine.start()

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.scheduler import FULL, Scheduler
+from spinfc.runtime.sizing import FULL, PassSizing
 from spinfc.shapes import Shapes
 
 
@@ -23,13 +23,13 @@ def _units(*lengths: int):
 
 
 def test_one_launch_size_is_full_at_FULL_of_the_budget():
-    scheduler = Scheduler(Shapes.for_device("cuda:0", 16384, sizes=1))
+    scheduler = PassSizing(Shapes.for_device("cuda:0", 16384, sizes=1))
     assert not scheduler.full(_units(4000), of_launch=True)
     assert scheduler.full(_units(int(FULL * 16384) + 128), of_launch=True)
 
 
 def test_with_launch_sizes_a_pass_is_full_at_FULL_of_its_launch_size():
-    scheduler = Scheduler(Shapes.for_device("cuda:0", 16384))  # 4096, 8192, 12288, 16384
+    scheduler = PassSizing(Shapes.for_device("cuda:0", 16384))  # 4096, 8192, 12288, 16384
     assert scheduler.full(_units(3800), of_launch=True)  # 93% of 4096: launched at that size
     assert not scheduler.full(_units(3800))  # of the budget it is not (what a pass behind one in flight needs)
     assert not scheduler.full(_units(4200), of_launch=True)  # 51% of 8192: worth waiting for more
@@ -37,14 +37,14 @@ def test_with_launch_sizes_a_pass_is_full_at_FULL_of_its_launch_size():
 
 
 def test_trimmed_passes_are_full_of_the_budget_whatever_the_launch():
-    scheduler = Scheduler(Shapes.for_device("cpu", 2048))  # the CPU: no launch sizes, a pass trimmed to its blocks
+    scheduler = PassSizing(Shapes.for_device("cpu", 2048))  # the CPU: no launch sizes, a pass trimmed to its blocks
     assert scheduler.launch(_units(100)) is None and scheduler.launch_rows(_units(100)) == 2048
     assert not scheduler.full(_units(1000), of_launch=True) and scheduler.full(_units(1800), of_launch=True)
     assert scheduler.waits_for_more(_units(1000))  # a part-empty pass waits by the engine's other rules alone
 
 
 def test_the_wait_is_half_a_pass_of_the_launch_size_it_would_take():
-    scheduler = Scheduler(Shapes.for_device("cuda:0", 16384))
+    scheduler = PassSizing(Shapes.for_device("cuda:0", 16384))
     assert scheduler.launch(_units(3000)) == (4096, 512, 4096)
     assert scheduler.longest_wait(_units(3000), rate=40_960.0) == 0.05  # 4,096 rows at 40,960 rows/s: 0.1 s a pass
     assert scheduler.longest_wait(_units(9000, 9000), rate=163_840.0) == 0.05  # more than a pass: the budget's
@@ -85,6 +85,6 @@ def test_non_finite_logprobs_fail_their_request_with_what_to_do():
     failed = []
     unit = SimpleNamespace(floor_key=None, segment=SimpleNamespace(length=10), decode=0, fail=failed.append,
                            score_map=SimpleNamespace(scores=lambda logprobs: pytest.fail("scored an overflow")))
-    assert engine._scores(unit, np.array([-1.0, float("inf")])) is None
+    assert engine.scheduler._scores(unit, np.array([-1.0, float("inf")])) is None
     assert len(failed) == 1 and "--dtype bfloat16" in str(failed[0])
     engine.intake.close()

@@ -1,6 +1,6 @@
 """One object owns each pass's launch size (issue 26): the pass shapes are built from the settings in one place
-(`Shapes.for_settings`, through `Shapes.for_device`), the engine asks its `Scheduler` what the next pass holds, the
-size it launches at and whether it waits, and the size the scheduler decides on is the one the runner stages. Read
+(`Shapes.for_settings`, through `Shapes.for_device`), the engine's `Scheduler` asks its `PassSizing` what the next
+pass holds, the size it launches at and whether it waits, and the size decided on is the one the runner stages. Read
 from the source, so a new place that computes a launch size or picks a default budget fails here."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from spinfc.config import EngineSettings
 from spinfc.passes.layout import pass_shape
-from spinfc.runtime.scheduler import Scheduler
+from spinfc.runtime.sizing import PassSizing
 from spinfc.shapes import Shapes
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spinfc"
@@ -52,10 +52,12 @@ def test_the_default_budget_is_the_settings_alone() -> None:
     assert {name for name, (_, read) in SOURCES.items() if read & DEFAULT_BUDGETS} == {"config/__init__.py"}
 
 
-def test_the_engine_asks_its_scheduler() -> None:
-    called, _ = SOURCES["runtime/engine.py"]
-    assert {"next_pass", "full", "waits_for_more", "longest_wait"} <= called
-    assert not called & {"launch_for", "launch_size", "used_rows", "round_up", "fill", "room_for_one_more"}
+def test_the_engine_asks_its_scheduler_and_the_scheduler_its_sizing() -> None:
+    engine, scheduler = SOURCES["runtime/engine.py"][0], SOURCES["runtime/scheduler.py"][0]
+    assert {"schedule", "deliver"} <= engine and not engine & {"next_pass", "full", "waits_for_more"}
+    assert {"next_pass", "full", "waits_for_more", "longest_wait", "holds_rows"} <= scheduler
+    assert not (engine | scheduler) & {"launch_for", "launch_size", "used_rows", "round_up", "fill",
+                                       "room_for_one_more"}
 
 
 def test_the_shapes_of_the_settings_are_the_devices() -> None:
@@ -74,8 +76,8 @@ item = st.tuples(st.integers(1, 6000), st.integers(1, 400), st.integers(1, 2000)
 def test_the_scheduler_decides_the_size_the_runner_stages(items, sizes) -> None:
     shapes = Shapes.for_device("cuda:0", 19200, 64, sizes)
     units = [SimpleNamespace(segment=SimpleNamespace(length=n, rows=r, read_count=k)) for n, r, k in items]
-    launch = Scheduler(shapes).launch(units)
-    chosen = [units[i] for i in Scheduler(shapes).next_pass([SimpleNamespace(solo=False, **vars(u)) for u in units])]
+    launch = PassSizing(shapes).launch(units)
+    chosen = [units[i] for i in PassSizing(shapes).next_pass([SimpleNamespace(solo=False, **vars(u)) for u in units])]
     if len(chosen) == len(units):  # they fit one pass: its size is the one staged
         staged = pass_shape([n for n, _, _ in items], sum(r for _, r, _ in items), sum(k for _, _, k in items), shapes)
         assert launch == staged

@@ -79,8 +79,9 @@ def run(engine: Engine, first: dict, then: dict | None = None, after: float = 0.
 
 def test_a_pass_that_waited_is_launched_before_the_scores_of_the_pass_it_waited_for():
     engine, events = stand_in_engine()
-    deliver = engine._deliver
-    engine._deliver = lambda unit, scores: (events.append(("deliver", id(unit.arrays))), deliver(unit, scores))
+    deliver = engine.scheduler._deliver
+    engine.scheduler._deliver = lambda unit, scores: (events.append(("deliver", id(unit.arrays))),
+                                                      deliver(unit, scores))
     # four contents of ~300 rows: the first pass holds two and the floor (77% of its 1,024 rows, launched on an idle
     # GPU), the second the other two (~69%): not full, so it waits for the first to end
     (job,) = run(engine, body(*(f"Customer message {i}: " + LONG for i in range(4))))
@@ -106,7 +107,7 @@ def test_arrivals_that_fill_a_pass_are_launched_behind_the_one_running():
 
 def burst(monkeypatch, linger: float) -> list:
     """Two one-content requests 30 ms apart on a quiet engine; the passes launched (sets of arrays)."""
-    from spinfc.runtime import engine as module
+    from spinfc.runtime import scheduler as module
 
     monkeypatch.setattr(module, "LINGER", linger)
     engine, events = stand_in_engine()

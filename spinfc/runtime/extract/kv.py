@@ -52,6 +52,12 @@ def stack_of(model):
     return model, (lock if lock is not None else contextlib.nullcontext())
 
 
+def is_recurrent(model) -> bool:
+    """Whether the model's stack has linear-attention (recurrent) layers."""
+    stack, _ = stack_of(model)
+    return getattr(stack.config, "linear", None) is not None
+
+
 @torch.inference_mode()
 def forward_keeping_kv(model, launch, state_rows=(), states: dict | None = None
                        ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:

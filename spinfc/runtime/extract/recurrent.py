@@ -18,13 +18,8 @@ import torch
 
 from spinfc.backend.chains import ancestor_taps
 from spinfc.backend.gated_delta import causal_conv, gated_delta
-from spinfc.runtime.extract.kv import stack_of
+from spinfc.runtime.extract.kv import is_recurrent, stack_of  # noqa: F401 (is_recurrent re-exported)
 from spinfc.runtime.extract.step import DecodeBatch, _StepOps
-
-
-def is_recurrent(model) -> bool:
-    stack, _ = stack_of(model)
-    return getattr(stack.config, "linear", None) is not None
 
 
 def batch_class(model) -> type[DecodeBatch]:

@@ -25,7 +25,7 @@ from spinfc.backend import reference
 from spinfc.backend.launch import Launch
 from spinfc.runtime.extract.fixed import (CUDA_LANES, SLOT_TOKENS, launch_rows, own_buffers, padding_inputs,
                                           pool_storage, workspace)
-from spinfc.runtime.extract.kv import KeyPool, stack_of
+from spinfc.runtime.extract.kv import KeyPool, is_recurrent, stack_of
 
 # Capture fixed-shape launches on CUDA (off: the same launches run eagerly over the same static buffers; the GPU
 # check compares the two).
@@ -179,8 +179,6 @@ class _StepOps:
 def warm_up(model, pass_rows: int, slot_rows: tuple[int, ...] = SLOT_TOKENS[:3]) -> None:
     """On CUDA, before serving: make the fixed pool for passes of `pass_rows` rows and capture the decode launch of
     each `slot_rows` shape, so that no request pays for a capture (a shape first met later is captured then)."""
-    from spinfc.runtime.extract.recurrent import is_recurrent
-
     stack, _ = stack_of(model)
     if stack.device.type != "cuda" or is_recurrent(model):  # a recurrent stack decodes eagerly (decode.py): nothing
         return  # to capture

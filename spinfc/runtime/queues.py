@@ -1,0 +1,138 @@
+"""The scheduler's queues (scheduler.py decides over them): what waits, admitted once, and what a delivered unit
+leaves behind.
+
+    inbox        jobs put there from any thread (`add`); the worker admits them (`_admit`) at its next decision
+    units        a request's contents as `Unit`s, oldest first; a floor cached (`floor_cache`) is not queued again,
+                 and one queued by another request (`floors_queued`) is shared
+    reads        completions' prompts waiting for their token logprobs (`PromptRead`)
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import queue
+
+from spinfc.passes.plan_packing import floor_first
+from spinfc.runtime.extract.budget import decode_work
+from spinfc.runtime.extract.scheduling import Decoding
+from spinfc.runtime.stats import EngineStats
+from spinfc.runtime.work import Job, PromptRead, Unit
+
+log = logging.getLogger("spinfc.engine")
+
+
+class PassFailed(Exception):
+    """The forward pass holding this request's content raised; the message carries the original error."""
+
+
+class EngineClosed(Exception):
+    """The engine stopped before this request ran."""
+
+
+class Queues:
+    def __init__(self, stats: EngineStats, floor_cache_size: int = 256):
+        self.stats = stats
+        self.inbox: queue.SimpleQueue[Job | PromptRead | None] = queue.SimpleQueue()
+        self.units: list[Unit] = []  # waiting contents, oldest first
+        self.reads: collections.deque[PromptRead] = collections.deque()  # completions' prompts waiting
+        self.floors_queued: dict[str, Unit] = {}
+        self.floor_cache: collections.OrderedDict = collections.OrderedDict()
+        self.floor_cache_size = floor_cache_size
+        self.closed = False  # close() was called (its mark, None, came through the inbox)
+        self._seq = itertools.count()
+
+    def add(self, job: Job | PromptRead) -> None:
+        """Queue a job (any thread)."""
+        job.seq = next(self._seq)
+        self.inbox.put(job)
+
+    def _admit(self, first=queue.Empty) -> None:
+        """Every job in the inbox (after `first`, taken off it already) into the queues; None marks close()."""
+        job = first
+        while True:
+            if job is None:
+                self.closed = True
+            elif job is not queue.Empty and not job.done:
+                try:
+                    self._admit_job(job)
+                except Exception as error:  # the job's units (if any) are dropped once it is done
+                    log.exception("a request could not be admitted")
+                    job.fail(PassFailed(f"the request could not be queued: {type(error).__name__}: {error}"))
+            try:
+                job = self.inbox.get_nowait()
+            except queue.Empty:
+                return
+
+    def _admit_job(self, job: Job | PromptRead) -> None:
+        if isinstance(job, PromptRead):
+            job.scores, job.remaining = [None] * len(job.prompts), len(job.prompts)
+            if job.prompts:
+                self.reads.append(job)
+            else:
+                job.finish()
+            return
+        compiled = job.compiled
+        key, first = compiled.floor_key, floor_first(compiled.program)
+        inputs = [self._unit(compiled, c, job) for c in compiled.inputs]
+        if not first:  # the inputs, then the floor: the queue order `--emit plan` shows
+            self.units.extend(inputs)
+        cached = self.floor_cache.get(key)
+        if cached is not None:
+            self.floor_cache.move_to_end(key)
+            self.stats.floor_hits += 1
+            job.floor_cached = True
+            job.scores[compiled.floor] = cached
+        elif key in self.floors_queued:
+            self.stats.floor_hits += 1
+            self.floors_queued[key].consumers.append((job, compiled.floor))
+        else:
+            self.stats.floor_misses += 1
+            self.floors_queued[key] = unit = self._unit(compiled, compiled.floor, job, key)
+            self.units.append(unit)
+        if first:  # extraction reads the floor's contexts: the floor runs first
+            self.units.extend(inputs)
+        job.remaining = len(compiled.segments) - len(job.scores)
+        if job.remaining == 0:
+            job.finish()
+
+    def _unit(self, compiled, content: int, job: Job, key: str | None = None) -> Unit:
+        segment = compiled.segments[content]
+        job.processed_tokens += segment.length
+        decode = decode_work(compiled.program, 1) if compiled.extracts and key is None else 0
+        with self.stats.lock:
+            self.stats.queued_tokens += segment.length
+            self.stats.queued_decode += decode
+        return Unit(segment, compiled.arrays[content], compiled.score_map, [(job, content)], floor_key=key,
+                    decode=decode)
+
+    def _forget(self, unit: Unit) -> bool:
+        if unit.floor_key is not None and self.floors_queued.get(unit.floor_key) is unit:
+            del self.floors_queued[unit.floor_key]
+        with self.stats.lock:
+            self.stats.queued_tokens -= unit.segment.length
+            self.stats.queued_decode -= unit.decode
+        return False
+
+    def _deliver(self, unit: Unit, scores) -> None:
+        self._forget(unit)
+        if unit.floor_key is not None:
+            self.floor_cache[unit.floor_key] = scores
+            while len(self.floor_cache) > self.floor_cache_size:
+                self.floor_cache.popitem(last=False)
+        unit.deliver(scores)
+
+    def _decode_ended(self, decoding: Decoding) -> None:
+        """A decode that ended (or was withdrawn): its units' scores (or its error) go to their requests."""
+        if not decoding.done:  # withdrawn
+            decoding.close()
+        error = decoding.error
+        for unit, unit_scores in zip(decoding.units, decoding.results()):
+            if error is not None:
+                self._forget(unit)
+                unit.fail(PassFailed(f"extraction failed: {type(error).__name__}: {error}"))
+            elif unit_scores is not None and unit.wanted():
+                self._deliver(unit, unit_scores)
+            else:
+                self._forget(unit)

@@ -1,0 +1,73 @@
+"""/v1/completions prompt logprobs as the engine's work (issue 38, item 4): the prompts of many completions packed
+into shared passes, like /v1/score contents, each prompt's scores bit-identical to its own pass alone, and a
+completion whose client left withdrawn within one pass. A small random-weight Llama on the CPU."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from spinfc.runtime.engine import Engine
+from spinfc.runtime.generator import Guarded
+from spinfc.runtime.prompt_logprobs import prompt_program, score_prompts
+from spinfc.shapes import Shapes
+
+from tests.runtime.test_parity_random import random_pair
+
+SHAPES = Shapes.for_device("cpu", 1024, 16)  # blocks of 16 rows: 64 prompts of 3 tokens a pass
+PROMPTS = [tuple(torch.randint(1, 96, (3,), generator=torch.Generator().manual_seed(i)).tolist()) for i in range(1000)]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    ours, _ = random_pair("llama", tmp_path_factory.mktemp("llama"))
+    return ours
+
+
+def test_a_thousand_one_prompt_completions_share_passes_and_score_as_alone(model):
+    engine = Engine(model, SHAPES, tokenizer=SimpleNamespace(pad_token_id=0))
+
+    async def go():  # all of them queued before the worker looks, as a burst arriving during a pass is
+        reads = [asyncio.ensure_future(engine.read_prompts([p], top=1)) for p in PROMPTS]
+        await asyncio.sleep(0)
+        engine.start()
+        return await asyncio.gather(*reads)
+
+    try:
+        answers = asyncio.run(go())
+    finally:
+        engine.close()
+    assert engine.stats.prompt_passes == math.ceil(len(PROMPTS) / (SHAPES.budget // SHAPES.block))  # 63, not 1,000
+    for k in range(0, len(PROMPTS), 97):
+        program = prompt_program([PROMPTS[k]], "random", SHAPES.budget, SHAPES.block, largest=SHAPES.largest)
+        (alone,) = score_prompts(model, program, top=1)
+        assert answers[k] == [alone]  # bit for bit: its rows are the same in a shared pass
+
+
+def test_a_completion_whose_client_left_is_withdrawn_within_one_pass(model):
+    lock = threading.Lock()
+    engine = Engine(Guarded(model, lock), SHAPES, tokenizer=SimpleNamespace(pad_token_id=0)).start()
+
+    async def go():
+        with lock:  # the first pass waits for the model while the client leaves
+            reads = [asyncio.ensure_future(engine.read_prompts(PROMPTS, top=1)) for _ in range(3)]
+            await asyncio.sleep(0.3)
+            for read in reads:
+                read.cancel()
+            await asyncio.gather(*reads, return_exceptions=True)
+        deadline = time.monotonic() + 10
+        while engine.scheduler.reads and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+
+    try:
+        asyncio.run(go())
+        assert engine.stats.prompt_passes == 1  # the pass already waiting for the model, none of the other 46
+    finally:
+        engine.close()
