@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from spinfc.runtime.quant.calibrate import Calibration, calibrate, file_sha256, read_texts
+from spinfc.runtime.quant.float_model import float_model  # noqa: F401 (re-exported)
 from spinfc.runtime.quant.checkpoint import quantize_state, write_checkpoint
 from spinfc.runtime.quant.reading import read_quantized
 from spinfc.runtime.quant.int4 import Int4Linear
@@ -18,33 +19,6 @@ from spinfc.runtime.quant.smooth import DEFAULT_ALPHA, smooth_state
 __all__ = ["Calibration", "Int4Linear", "QuantizedLinear", "SCHEMES", "Scheme", "UnknownScheme", "calibrate", "calibrated",
            "float_model", "keep_within", "write_quantized",
            "quantize_model", "quantize_state", "read_quantized", "scheme", "smooth_state", "write_checkpoint"]
-
-
-def float_model(name: str) -> tuple:
-    """(config, float32 state dict, tokenizer, served name, config.json dict) of a GGUF or snapshot model: a
-    snapshot keeps its own config.json, a GGUF model gets one written from its metadata (`to_hf`)."""
-    import json
-
-    from spinfc import registry
-    from spinfc.runtime.loader import _is_quantized
-    from spinfc.runtime.weights import UnsupportedModel, load_gguf, read_snapshot
-    from spinfc.runtime.weights.hf_config import to_hf
-
-    source = registry.resolve(name)
-    tokenizer = registry.load_tokenizer(name)
-    if source.gguf is not None:
-        config, state, _ = load_gguf(source.gguf)
-        ids = {k: getattr(tokenizer, k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
-               if getattr(tokenizer, k, None) is not None}
-        hf = to_hf(config, **ids)
-    else:
-        directory = registry.snapshot_directory(source)
-        if _is_quantized(directory):
-            raise UnsupportedModel(f"{name} is already quantized: quantize the float model it was made from")
-        config, state = read_snapshot(directory)
-        hf = json.loads((directory / "config.json").read_text())
-    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
-    return config, state, tokenizer, source.name, dict(hf, torch_dtype="float32")
 
 
 def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device: str = "cpu", steps=None):

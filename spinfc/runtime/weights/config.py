@@ -12,14 +12,12 @@ from typing import Any, Literal
 
 import attrs
 
+from spinfc.runtime.weights.errors import UnsupportedModel  # noqa: F401 (re-exported)
 from spinfc.runtime.weights.gemma4_config import Gemma4Options, from_hf_gemma4
 
 Family = Literal["llama", "qwen3", "gemma3", "gemma4", "qwen3_5"]
 FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3", "gemma4", "qwen3_5")
 
-
-class UnsupportedModel(Exception):
-    """A checkpoint uses an architecture or feature the model stacks do not implement; the message says which."""
 
 
 @attrs.frozen

@@ -59,7 +59,7 @@ def codes_of(hf: dict[str, Any], refuse: type[Exception]) -> tuple[str, ...] | N
 def codes_of_model(name: str | None) -> tuple[str, ...]:
     """The codes of the named model (empty for a model that reads its vocabulary), from its config.json."""
     from spinfc import registry
-    from spinfc.runtime.weights.config import UnsupportedModel
+    from spinfc.runtime.weights.errors import UnsupportedModel
 
     source = registry.resolve(name)
     if source.gguf is not None:
