@@ -104,17 +104,15 @@ def prompt_forms(prompt) -> list[str | list[int]]:
     if len(prompt) > MAX_PROMPTS:
         raise ApiError(400, "too_many_prompts", f"`prompt` is a list of {len(prompt):,}: send at most "
                        f"{MAX_PROMPTS:,} prompts a request, and the rest in further requests", param="prompt")
-    if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
-        return [list(prompt)]
-    strings = isinstance(prompt[0], str)
-    for i, item in enumerate(prompt):
-        ok = isinstance(item, str) if strings else (isinstance(item, list) and all(
-            isinstance(t, int) and not isinstance(t, bool) for t in item))
-        if not ok:
-            form = "strings" if strings else "lists of token ids"
+    token = lambda t: isinstance(t, int) and not isinstance(t, bool)  # noqa: E731
+    form = "strings" if isinstance(prompt[0], str) else "token ids" if token(prompt[0]) else "lists of token ids"
+    fits = {"strings": lambda item: isinstance(item, str), "token ids": token,
+            "lists of token ids": lambda item: isinstance(item, list) and all(map(token, item))}[form]
+    for i, item in enumerate(prompt):  # the first item sets the form: the first that does not fit is blamed
+        if not fits(item):
             raise ApiError(400, "invalid_prompt", f"prompt[{i}] is a {type(item).__name__} in a list of {form}: "
                            f"{hint}, one form a request", param=f"prompt[{i}]")
-    return list(prompt)
+    return [list(prompt)] if form == "token ids" else list(prompt)
 
 
 def check_texts(forms, given, sampling: Sampling, prechecks: Prechecks) -> None:
