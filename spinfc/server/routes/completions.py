@@ -82,12 +82,15 @@ async def answer(service, ctx, data: CompletionRequest, forms, sampling: Samplin
     )
 
 
+# fields this server honours at one value only (or null); the schema says so too (openapi.one_value)
+ONE_VALUE = {"n": 1, "best_of": 1, "stream": False, "suffix": None, "frequency_penalty": 0, "presence_penalty": 0,
+             "logit_bias": {}}
+
+
 def refuse_unsupported(data: CompletionRequest) -> None:
     """400 for a field this server honours only at one value, rather than an answer that ignores it."""
-    refused = {"n": (data.n, 1), "best_of": (data.best_of, 1), "stream": (data.stream, False),
-               "suffix": (data.suffix, None), "frequency_penalty": (data.frequency_penalty, 0),
-               "presence_penalty": (data.presence_penalty, 0), "logit_bias": (data.logit_bias or None, None)}
-    for name, (value, supported) in refused.items():
+    for name, supported in ONE_VALUE.items():
+        value = getattr(data, name)
         if value is not None and value != supported:
             raise ApiError(400, "unsupported_parameter", f"`{name}` {value!r} is not supported by /v1/completions "
                            f"on this server: it answers with {name} = {supported!r} only; omit it", param=name)
