@@ -76,5 +76,6 @@ def one_value(app, name: str, values: dict) -> None:
     properties = app.openapi_schema.components.schemas[name].properties
     for field, value in values.items():
         only = Schema(type=OpenAPIType.OBJECT, max_properties=0) if value == {} else Schema(enum=[value])
-        allowed = Schema(type=OpenAPIType.NULL) if value is None else Schema(one_of=[only, Schema(type=OpenAPIType.NULL)])
+        null = Schema(type=OpenAPIType.NULL)
+        allowed = null if value is None else Schema(one_of=[only, null])
         properties[field] = Schema(all_of=[properties[field], allowed])  # its type kept
