@@ -73,6 +73,11 @@ def _quantize(args: argparse.Namespace) -> int:
         print(f"spinfc quantize: the calibration file {calibration} does not exist: give --calibration FILE "
               '(JSONL, one {"text": ...} per line)', file=sys.stderr)
         return 2
+    output = Path(args.output)
+    if output.exists() and not output.is_dir():  # before any work: a checkpoint is a directory of files
+        print(f"spinfc quantize: -o {output} is an existing file, and a checkpoint is a directory: give a new "
+              "directory's path (or remove the file)", file=sys.stderr)
+        return 2
     steps = Steps()
     steps.say(f"{args.model} -> {args.output} ({args.scheme}); calibration: {calibration}")
     try:

@@ -136,29 +136,56 @@ class CsvInput:
         return "skip"
 
     def batches(self, size: int) -> Iterator[list[Row]]:
+        """Rows in file order: a malformed line in its place among the others (pyarrow reports it apart from the
+        rows it parses, so where it stood is read once from the file, with Python's `csv`, on the first one)."""
         import pyarrow.csv as csv
 
         convert = csv.ConvertOptions(include_columns=self.columns, strings_can_be_null=False,
                                      column_types={c: pa.string() for c in self.columns})
         reader = csv.open_csv(self.path, parse_options=self.parse, convert_options=convert,
                               read_options=csv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False))
-        index, pending = 0, []
+        index, pending, malformed, placed = 0, [], None, 0
         for batch in _read(reader, self.path):
-            for number, why in self.invalid:
-                pending.append(Row(index, None, None, RowError("malformed_line", f"line {number}: {why}")))
-                index += 1
-            self.invalid.clear()
+            if self.invalid and malformed is None:
+                malformed = _malformed_records(self.path, self.parse.delimiter)
             ids, texts, *media = (batch.column(name).to_pylist() for name in self.columns)
             for k in range(len(ids)):
+                while malformed and index in malformed:
+                    pending.append(Row(index, None, None, RowError("malformed_line", malformed.pop(index))))
+                    index, placed = index + 1, placed + 1
                 pending.append(check_row(index, ids[k], texts[k], tuple(m[k] for m in media)))
                 index += 1
             while len(pending) >= size:
                 yield pending[:size]
                 pending = pending[size:]
-        pending += [Row(index + k, None, None, RowError("malformed_line", f"line {n}: {why}"))
-                    for k, (n, why) in enumerate(self.invalid)]
+        if self.invalid and malformed is None:
+            malformed = _malformed_records(self.path, self.parse.delimiter)
+        whys = [malformed[k] for k in sorted(malformed or {})]
+        # a line pyarrow refused that Python's `csv` read as a whole row is still an error row, after the others
+        whys += [f"line {n}: {why}" for n, why in self.invalid[placed + len(whys):]]
+        pending += [Row(index + k, None, None, RowError("malformed_line", why)) for k, why in enumerate(whys)]
+        self.invalid.clear()
         if pending:
             yield pending
+
+
+def _malformed_records(path: str, delimiter: str) -> dict[int, str]:
+    """Record index (0-based, after the header, blank lines not counted) -> why, for every record of `path` whose
+    field count differs from the header's, as pyarrow's reader counts them."""
+    import csv
+
+    found, index = {}, 0
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as file:
+        reader = csv.reader(file, delimiter=delimiter)
+        width = len(next(reader, []))
+        line = reader.line_num + 1
+        for fields in reader:
+            if fields:
+                if len(fields) != width:
+                    found[index] = f"line {line}: {len(fields)} fields where the header has {width}"
+                index += 1
+            line = reader.line_num + 1
+    return found
 
 
 def _read(reader, path: str) -> Iterator:

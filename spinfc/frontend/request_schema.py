@@ -6,7 +6,7 @@ OpenAPI schema). Field order is the order the `unknown_field` hint lists them in
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Literal, Annotated, Any
 
 import msgspec
 
@@ -32,7 +32,8 @@ class ContentPart(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
 class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """A message; a content of several messages is their texts joined with a blank line."""
 
-    role: str  # "user", "system", ...: every message's text is read, whatever its role
+    # OpenAI's roles (an empty or unknown role is refused, as OpenAI does); every message's text is read
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart]
     name: str | None = None
 

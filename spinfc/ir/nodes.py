@@ -108,11 +108,14 @@ class OptionSlot:
 @frozen
 class TextSlot:
     """`<*>`: the `beam_width` most likely short answers, searched; each ends at `stop` (the template text after the
-    slot; empty: a newline or the end of the turn). At most `max_tokens` tokens, the terminator included."""
+    slot; empty: a newline or the end of the turn). At most `max_tokens` tokens, the terminator included. `lead`:
+    the spaces the template writes before the slot, which begin every answer (expand-placeholders moves them out
+    of the prompt, so an answer's first token may carry them, as ` $` does)."""
 
     stop: str = ""
     max_tokens: int = 16
     beam_width: int = 4
+    lead: str = ""
 
 
 @frozen
@@ -122,6 +125,7 @@ class NumberSlot:
     stop: str = ""
     max_tokens: int = 12
     beam_width: int = 4
+    lead: str = ""  # as TextSlot's
 
 
 @frozen
@@ -131,6 +135,7 @@ class AmountSlot:
     stop: str = ""
     max_tokens: int = 16
     beam_width: int = 4
+    lead: str = ""  # as TextSlot's
 
 
 @frozen

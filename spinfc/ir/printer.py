@@ -92,7 +92,8 @@ def _slot(slot) -> str:
     kind = type(slot).__name__.removesuffix("Slot").lower()
     search = f", beam_width={slot.beam_width}" if hasattr(slot, "beam_width") else \
         f", temperature={slot.temperature}" + (f", seed={slot.seed}" if slot.seed is not None else "")
-    return f"{kind}(stop={slot.stop!r}, max_tokens={slot.max_tokens}{search})"
+    lead = f", lead={slot.lead!r}" if getattr(slot, "lead", "") else ""
+    return f"{kind}(stop={slot.stop!r}, max_tokens={slot.max_tokens}{search}{lead})"
 
 
 def _question_name(i: int, q: Question) -> str:

@@ -6,6 +6,9 @@ is what `spinfc compile --emit launches` prints, and the regular expressions the
     <n>   an optional space, a sign, digits (or groups of three with thousands separators), a decimal part
     <$>   an optional space, then a number written with `,` or `.` groups, a currency symbol, ISO code or word
           before it, after it or neither
+
+The spaces a template writes before a searched slot (`A: <$>`) are the slot's `lead`: every answer starts with
+them, in place of the optional space.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ GROUPED_COMMA = r"[0-9]{1,3}(\.[0-9]{3})+(,[0-9]+)?|[0-9]+,[0-9]{1,2}"
 AMOUNT_NUMBER = f"-?({GROUPED_POINT}|{GROUPED_COMMA})"
 SYMBOLS = "$€£¥₹₩"
 WORDS = "[Ee]uros?|[Dd]ollars?|[Pp]ounds?|[Yy]en|[Rr]upees?|[Ff]rancs?"
-CURRENCY = f"([{SYMBOLS}]|[A-Z]{{3}}|{WORDS})"
+DOLLAR_PREFIXES = "US|A|C|HK|NZ|S|R"  # US$30, A$30, C$30, HK$30, NZ$30, S$30, R$30
+CURRENCY = rf"([{SYMBOLS}]|({DOLLAR_PREFIXES})\$|[A-Z]{{3}}|{WORDS})"
 # a currency before the number, after it, both or neither (the model may answer `1250` to "what amount?")
 AMOUNT = rf"(-?{CURRENCY} ?)?{AMOUNT_NUMBER}( ?{CURRENCY})?"
 _SPECIAL = set("\\^$.|?*+()[]{}-/\"'")
@@ -46,15 +50,18 @@ def _escape(char: str) -> str:
     return char
 
 
-def slot_regex(kind: str, stop: str) -> str:
-    """The regular expression of a whole answer of a slot of `kind` (text, number, amount), terminator included."""
+def slot_regex(kind: str, stop: str, lead: str = "") -> str:
+    """The regular expression of a whole answer of a slot of `kind` (text, number, amount), terminator included.
+    `lead`: the spaces every answer starts with (the slot's `lead`); without it a number or an amount may start
+    with one space."""
     end = terminator(stop)
+    space = "".join(map(_escape, lead)) if lead else " ?"
     if kind == "text":
-        body = f"[^{_escape(end or chr(10))}]+"
+        body = "".join(map(_escape, lead)) + f"[^{_escape(end or chr(10))}]+"
     elif kind == "number":
-        body = f" ?{NUMBER}"
+        body = f"{space}{NUMBER}"
     elif kind == "amount":
-        body = f" ?({AMOUNT})"
+        body = f"{space}({AMOUNT})"
     else:
         raise ValueError(f"no grammar for a {kind} slot")
     # without a terminator the answer may also end with a stop token, which the matcher allows once it accepts
@@ -97,7 +104,7 @@ def decode_plan(program: Program, layout: PassLayout) -> list[SlotDecode]:
             how += ", greedy" if slot.temperature == 0 else f", sampled at temperature {slot.temperature}"
             beams = 1
         else:
-            how, beams = slot_regex(kind, slot.stop), slot.beam_width
+            how, beams = slot_regex(kind, slot.stop, slot.lead), slot.beam_width
         plan.append(SlotDecode(prompt.row, layout.positions[prompt.row], sees, prompt.content, prompt.question, kind,
                                beams, slot.max_tokens, how))
     return plan

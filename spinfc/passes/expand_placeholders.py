@@ -7,7 +7,7 @@ import itertools
 import attrs
 
 from spinfc.errors import CompileError
-from spinfc.ir.nodes import OptionSlot, Placeholder, Program, Query, Question, SlotRef, Text
+from spinfc.ir.nodes import SEARCHED_SLOTS, OptionSlot, Placeholder, Program, Query, Question, SlotRef, Text
 from spinfc.passes.context import recalled, remember
 
 # The most questions one program may expand to. A grid grows as the product of its value lists, so a few hundred
@@ -36,7 +36,9 @@ def expand_placeholders(program: Program, memo: dict | None = None) -> Program:
     `Question.values` names every placeholder of the template once, in that order (values given for a name the
     template does not use are ignored). `Question.prompt` is the template text before the slot
     with the values filled in. For extraction slots (text, number, amount, generate) the text after the slot,
-    filled in the same way, becomes the slot's `stop`; an option slot ignores the text after it.
+    filled in the same way, becomes the slot's `stop`; an option slot ignores the text after it. The spaces that
+    end the prompt of a searched slot (<*> <n> <$>) become the slot's `lead`, the start of every answer: the model
+    writes ` $30` as one token after `A:`, and after a lone space token almost never writes `$` (token healing).
     Raises `CompileError` for a template without a slot, a placeholder without values, or more than
     `MAX_QUESTIONS` questions in all (counted before any is built).
     """
@@ -80,6 +82,9 @@ def _expand(query: Query) -> list[Question]:
         slot = query.slot
         if not isinstance(slot, OptionSlot) and after:
             slot = attrs.evolve(slot, stop=after)
+        if isinstance(slot, SEARCHED_SLOTS) and before.strip(" "):
+            kept = before.rstrip(" ")
+            before, slot = kept, attrs.evolve(slot, lead=before[len(kept):])
         questions.append(Question(query_id=query.id, values=values, prompt=before, slot=slot))
     return questions
 

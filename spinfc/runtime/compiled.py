@@ -45,6 +45,23 @@ class Scored:
     floor_cached: bool
     placements: tuple = ()  # (pass, content index, start row, rows) of each of its segments, in the order run
 
+    @property
+    def input_tokens(self) -> int:
+        """Usage's input tokens: every content (the floor included) and the question tree under it, as the request
+        reads them, whether or not its floor's scores came from the cache (a request's count never depends on what
+        ran before it; `processed_tokens` is what this one put into passes)."""
+        from spinfc.runtime.limits import processed_tokens  # limits imports extraction, which imports this module
+
+        return processed_tokens(self.compiled.program)
+
+    @property
+    def output_tokens(self) -> int:
+        """Usage's output tokens: every token its `<gen>` slots drew, on every input."""
+        from spinfc.runtime.extract.answers import Generated  # the extraction package imports this module
+
+        return sum(len(entry.tokens) for c in self.compiled.inputs for entry in self.scores[c]
+                   if isinstance(entry, Generated))
+
     def results(self) -> list[list[QueryResult]]:
         """Per input (request order), per query: the seed's result shape."""
         program, floor = self.compiled.program, self.scores[self.compiled.floor]

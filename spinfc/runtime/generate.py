@@ -73,7 +73,8 @@ def pick(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | 
     probs = torch.softmax(logits.float().cpu() / sampling.temperature, dim=-1)  # [V]
     if sampling.top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
-        keep = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < sampling.top_p  # the first token always
+        keep = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < sampling.top_p
+        keep[0] = True  # the most likely token always: top_p 0 (OpenAI accepts it) draws only that one
         probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_probs[keep])
     return int(torch.multinomial(probs, 1, generator=generator))
 

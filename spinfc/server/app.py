@@ -25,7 +25,8 @@ from spinfc.server.auth import require_token
 from spinfc.server.body import BodyRequest
 from spinfc.server.errors import exception_handlers
 from spinfc.server.observe import RequestMetrics
-from spinfc.server.openapi import forbid_unknown_fields
+from spinfc.server.openapi import exclusive_fields, forbid_unknown_fields, one_value
+from spinfc.server.routes.completions import ONE_VALUE
 from spinfc.server.routes import ROUTES
 from spinfc.server.service import Service
 from spinfc.wire import decisions as decision_schemas, schemas
@@ -51,6 +52,8 @@ def create_app(settings: Settings | None = None, load_model: Callable = load_def
         openapi_config=docs_page.openapi_config("spinfc", __version__),  # its page's assets served here, no CDN
     )
     forbid_unknown_fields(app, (schemas, decision_schemas))  # the schema says what body.py refuses
+    exclusive_fields(app)  # and which fields a body may not send together
+    one_value(app, "CompletionRequest", ONE_VALUE)  # and which it honours at one value only
     app.state.service = service
     app.state.metrics = metrics
     return app

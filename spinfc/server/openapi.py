@@ -3,12 +3,15 @@
 
     responses=errors(400, 401, 413)    on a route handler: those statuses, described, with the envelope's schema
     forbid_unknown_fields(app, ...)    request objects say `additionalProperties: false`, as the server refuses them
+    exclusive_fields(app)              fields a body may not send together say so (`not`), as the server refuses them
+    one_value(app, name, values)       fields honoured at one value only allow that value (or null)
 """
 
 from __future__ import annotations
 
 import msgspec
 from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import OpenAPIType, Schema
 
 from spinfc.wire.schemas import ErrorResponse
 
@@ -46,3 +49,33 @@ def forbid_unknown_fields(app, modules) -> None:
     for struct in structs:
         if struct.__struct_config__.forbid_unknown_fields and struct.__name__ in components:
             components[struct.__name__].additional_properties = False
+
+
+# Request objects -> the pairs of fields the server refuses together when both are sent (not null), even as an empty
+# list: one content comes from one place (OpenAI refuses conflicting fields the same way). JSON Schema says it with
+# `not` over "both present and not null"; Litestar has no way to, so it is written here.
+EXCLUSIVE = {
+    "ScoreRequest": (("messages", "inputs"),),
+    "DecisionRequest": (("state", "messages"), ("inputs", "state"), ("inputs", "messages")),
+}
+
+
+def exclusive_fields(app) -> None:
+    """Write `EXCLUSIVE` into the request objects' schemas. Run before the schema is first served."""
+    components = app.openapi_schema.components.schemas or {}
+    sent = Schema(schema_not=Schema(type=OpenAPIType.NULL))
+    for name, pairs in EXCLUSIVE.items():
+        if name in components:
+            both = [Schema(required=list(pair), properties={field: sent for field in pair}) for pair in pairs]
+            components[name].schema_not = both[0] if len(both) == 1 else Schema(any_of=both)
+
+
+def one_value(app, name: str, values: dict) -> None:
+    """In request object `name`'s schema, each field of `values` allows its one value or null (an empty object for
+    `{}`), as the server refuses any other."""
+    properties = app.openapi_schema.components.schemas[name].properties
+    for field, value in values.items():
+        only = Schema(type=OpenAPIType.OBJECT, max_properties=0) if value == {} else Schema(enum=[value])
+        null = Schema(type=OpenAPIType.NULL)
+        allowed = null if value is None else Schema(one_of=[only, null])
+        properties[field] = Schema(all_of=[properties[field], allowed])  # its type kept

@@ -30,7 +30,7 @@ class CompletionRequest(msgspec.Struct, forbid_unknown_fields=True, omit_default
     echo: bool | None = None
     logprobs: TopCount | None = None  # the top tokens per position, besides the chosen one; omitted: no logprobs
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None  # 0: greedy; default 1
-    top_p: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
+    top_p: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
     seed: Seed | None = None  # a 64-bit integer
     stop: str | list[str] | None = None
     n: Annotated[int, msgspec.Meta(ge=1)] | None = None  # only 1

@@ -41,8 +41,8 @@ class InputResult(msgspec.Struct, omit_defaults=True):
 
 
 class Usage(msgspec.Struct):
-    input_tokens: int  # tokens this request put into forward passes (a cached floor costs none)
-    output_tokens: int  # always 0: nothing is generated
+    input_tokens: int  # tokens the request reads: its contents, the floor, their question trees (cached or not)
+    output_tokens: int  # tokens its <gen> slots drew
     questions: int  # (content, question) pairs scored, the floor not counted
 
 
@@ -155,7 +155,7 @@ class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     max_tokens: PositiveInt | None = None  # tokens to generate at most (default 256, at most 2,048)
     max_completion_tokens: PositiveInt | None = None  # OpenAI's newer name for max_tokens
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None  # 0: greedy; default 1
-    top_p: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None  # nucleus sampling; default 1
+    top_p: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None  # nucleus sampling; default 1
     seed: Seed | None = None  # fixes the draws of a sampled answer
     stop: str | list[str] | None = None  # up to 16 stop strings; the answer ends before the first
     stream: bool | None = None  # true: the answer as server-sent events (generation only)
@@ -181,7 +181,7 @@ class ChatChoice(msgspec.Struct):
 
 
 class ChatUsage(msgspec.Struct, omit_defaults=True):
-    prompt_tokens: int  # generation: the prompt's tokens; scoring: tokens put into passes (as usage.input_tokens)
+    prompt_tokens: int  # generation: the prompt's tokens; scoring: tokens read (as usage.input_tokens)
     completion_tokens: int  # tokens generated (the end-of-turn token included); 0 for scoring
     total_tokens: int
     questions: int | msgspec.UnsetType = msgspec.UNSET  # scoring: (content, question) pairs scored

@@ -66,6 +66,27 @@ def test_csv_with_a_malformed_line(tmp_path):
     assert len(rows) == 4
 
 
+@pytest.mark.parametrize("size", [1, 2, 10])
+def test_a_malformed_csv_line_keeps_its_place_among_the_rows(tmp_path, size):
+    """Issue 38's reproduction: the malformed line is row 2, between b and e, as in JSONL (it was row 0, a=1)."""
+    path = tmp_path / "in.csv"
+    path.write_text("id,text\na,one refund please\nb,two\nd,too,many,fields\ne,last row\n")
+    rows = _rows(open_input(str(path)), size=size)
+    assert [(r.index, r.id, r.problem and r.problem.code) for r in rows] == [
+        (0, "a", None), (1, "b", None), (2, None, "malformed_line"), (3, "e", None)]
+    assert rows[2].problem.message == "line 4: 4 fields where the header has 2"
+
+
+def test_malformed_csv_lines_first_last_and_after_a_multiline_value(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text('id,text\nx,y,z\na,"two\nlines"\n\nb,fine\nc\nd,ok\nq,r,s\n')
+    rows = _rows(open_input(str(path)), size=2)
+    assert [(r.index, r.id) for r in rows] == [(0, None), (1, "a"), (2, "b"), (3, None), (4, "d"), (5, None)]
+    assert [r.problem.message for r in rows if r.problem] == [
+        "line 2: 3 fields where the header has 2", "line 7: 1 fields where the header has 2",
+        "line 9: 3 fields where the header has 2"]
+
+
 @pytest.mark.parametrize("kind", ["parquet", "csv"])
 def test_media_columns_are_read_beside_the_text(tmp_path, kind):
     table = pa.table({"id": ["a", "b", "c"], "text": ["look", "", ""], "photo": ["a.png", "b.png", None]})

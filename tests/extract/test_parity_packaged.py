@@ -150,7 +150,8 @@ def test_first_answer_is_transformers_beam_search(pair, scored):
         finishing = sorted(ending[1])
         prefix = torch.tensor([list(content.tokens + question.tokens)])
         kind = "text" if isinstance(question.slot, TextSlot) else "number"
-        processor = _Grammar(grammars, slot_regex(kind, question.slot.stop), prefix.shape[1], end, ending)
+        regex = slot_regex(kind, question.slot.stop, question.slot.lead)
+        processor = _Grammar(grammars, regex, prefix.shape[1], end, ending)
         out = theirs.generate(
             prefix, attention_mask=torch.ones_like(prefix), num_beams=WIDTH, num_return_sequences=1,
             do_sample=False, length_penalty=0.0, early_stopping=False, max_new_tokens=question.slot.max_tokens,

@@ -38,10 +38,12 @@ def byte_tokenizer(directory: Path, specials=SPECIALS, bos: str | None = "<bos>"
     return tokenizer
 
 
-def gemma3_snapshot(directory: Path):
+def gemma3_snapshot(directory: Path, image_token_index: int | None = None):
     """Gemma3ForConditionalGeneration of a tiny real-shaped config (SigLIP 2 layers at 28 x 28 pixels in 7 x 7
     patches, 4 soft tokens an image; a 3-layer text stack with sliding and global layers), random weights with
-    norms randomized, saved with its tokenizer in `directory`. Returns (transformers' model, tokenizer)."""
+    norms randomized, saved with its tokenizer in `directory`. Returns (transformers' model, tokenizer).
+    `image_token_index`: the image soft token's id, when not the tokenizer's (one past the text vocabulary is a
+    config transformers reads by replacing those ids before the embedding)."""
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -57,7 +59,7 @@ def gemma3_snapshot(directory: Path):
         vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
                            image_size=28, patch_size=7, vision_use_head=False),
         mm_tokens_per_image=4, boi_token_index=ids["<start_of_image>"], eoi_token_index=ids["<end_of_image>"],
-        image_token_index=ids["<image_soft_token>"],
+        image_token_index=ids["<image_soft_token>"] if image_token_index is None else image_token_index,
     )
     config.text_config._attn_implementation = "eager"
     config.vision_config._attn_implementation = "eager"

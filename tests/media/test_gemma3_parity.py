@@ -93,3 +93,24 @@ def test_the_image_changes_the_scores(gemma3):
     assert max(abs(first[k] - second[k]) for k in image_reads) > 1e-3
     text_reads = [key for key in first if key[0] == 1]
     assert max(abs(first[k] - second[k]) for k in text_reads) == 0.0  # the text-only content is not disturbed
+
+
+@pytest.fixture(scope="module")
+def gemma3_outside(tmp_path_factory):
+    """The same model with its image token id one past the text vocabulary (issue 38, item 3): the ids are read as
+    0 before the embedding, as transformers reads them, and the rows are then the tower's."""
+    from .snapshots import VOCAB
+
+    directory = tmp_path_factory.mktemp("gemma3-vision-outside")
+    theirs, tokenizer = gemma3_snapshot(directory, image_token_index=VOCAB)
+    return load_model(str(directory)), theirs, tokenizer
+
+
+def test_an_image_token_id_outside_the_embedding_is_read_as_transformers_reads_it(gemma3_outside):
+    ours, theirs, tokenizer = gemma3_outside
+    assert theirs.config.image_token_index >= theirs.config.text_config.vocab_size
+    program, got = spinfc_logprobs(ours, tokenizer, body(3))
+    assert program.stat("media") == 3
+    want = transformers_logprobs(theirs, program)
+    assert set(want) <= set(got)
+    assert max(abs(got[key] - want[key]) for key in want) < TOLERANCE

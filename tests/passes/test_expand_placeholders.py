@@ -51,7 +51,8 @@ def test_placeholders_after_the_slot_are_filled_into_the_stop():
              Placeholder("cur", LOC))
     query = Query("price", Template("Price in {cur}: <n> {cur}", parts, LOC), NumberSlot(), (("cur", ("EUR",)),))
     (question,) = expand_placeholders(Program("m", (), (query,))).questions
-    assert question.prompt == "Price in EUR: " and question.slot.stop == " EUR"
+    assert question.prompt == "Price in EUR:" and question.slot.stop == " EUR"
+    assert question.slot.lead == " "  # the space before a searched slot begins its answers
 
 
 def test_option_slot_ignores_text_after_it():

@@ -46,7 +46,7 @@ def error(client: TestClient, body: dict, status: int = 400) -> dict:
     ({"messages": HELLO, "max_completion_tokens": 5000}, "max_tokens_exceeded", "max_completion_tokens"),
     ({"messages": HELLO, "max_tokens": 4, "max_completion_tokens": 5}, "conflicting_fields", "max_completion_tokens"),
     ({"messages": HELLO, "temperature": 2.5}, "invalid_value", "temperature"),
-    ({"messages": HELLO, "top_p": 0}, "invalid_value", "top_p"),
+    ({"messages": HELLO, "top_p": -0.1}, "invalid_value", "top_p"),
     ({"messages": HELLO, "max_tokens": 0}, "invalid_value", "max_tokens"),
     ({"messages": HELLO, "max_tokens": "5"}, "wrong_type", "max_tokens"),
     ({"messages": HELLO, "seed": 2**64}, "invalid_value", "seed"),

@@ -127,8 +127,9 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
                                                                temperature=slot.temperature, seed=slot.seed))
             else:
                 cut = end or "\n"
-                walker = Search(grammars, slot_regex(KIND[type(slot).__name__], slot.stop), slot.beam_width,
-                                slot.max_tokens, (cut, *grammars.ending_tokens(tokenizer, cut)), terminated=bool(end))
+                regex = slot_regex(KIND[type(slot).__name__], slot.stop, slot.lead)
+                walker = Search(grammars, regex, slot.beam_width, slot.max_tokens,
+                                (cut, *grammars.ending_tokens(tokenizer, cut)), terminated=bool(end))
             table = visible_rows(kv.ends, prompt.row, item.start)
             if kv.states is not None and table.numel():  # a recurrent stack: the decode starts from this state
                 pool.states[int(table[-1])] = states_at(kv.states, int(table[-1]))
@@ -160,7 +161,8 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
         slot = items[i].questions[q].slot
         end = terminator(slot.stop)
         out[i][q] = Searched(merged(tuple(
-            make_answer(slot, answer_text(tokenizer, f.tokens, end, stops), f.tokens, f.logprob, floor_logprob)
+            make_answer(slot, answer_text(tokenizer, f.tokens, end, stops, slot.lead), f.tokens, f.logprob,
+                        floor_logprob)
             for f, floor_logprob in zip(search.found, start.walker.logprobs)
         )))
     return out, WalkStats(stats.steps + floor_stats.steps, stats.beam_rows + floor_stats.beam_rows)

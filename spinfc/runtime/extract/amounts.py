@@ -1,13 +1,14 @@
 """What a `<$>` answer is worth: its number, read in either notation, and its currency as an ISO 4217 code.
 
-    $1,250  1,250 USD  USD 1,250  1250 dollars   -> 1250, "USD"
+    $1,250  US$1,250  1,250 USD  USD 1,250  1250 dollars   -> 1250, "USD"
     €1,250  1.250,00 €  EUR 1,250  1,250 euros    -> 1250, "EUR"
     1250                                          -> 1250, None (the answer names no currency)
 
 A number with `,` groups and a `.` decimal part (`1,250.50`) or `.` groups and a `,` decimal part (`1.250,50`); a
 lone `,` before one or two digits is a decimal comma (`12,50`), before three a group (`1,250`); a lone `.` is a
 decimal point (`1.250` is 1.25: with a single group and no decimal part the two notations cannot be told apart).
-`$` is read as USD, `¥` as JPY. Answers with the same value and currency are one answer (`merged`).
+`$` is read as USD, `¥` as JPY, `A$` `C$` `HK$` `NZ$` `S$` `R$` as AUD CAD HKD NZD SGD BRL. Answers with the same
+value and currency are one answer (`merged`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import re
 
 from spinfc.passes.decode_plan import AMOUNT_NUMBER, CURRENCY, GROUPED_POINT
 
-SYMBOL_CODES = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR", "₩": "KRW"}
+SYMBOL_CODES = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR", "₩": "KRW", "US$": "USD", "A$": "AUD",
+                "C$": "CAD", "HK$": "HKD", "NZ$": "NZD", "S$": "SGD", "R$": "BRL"}
 WORD_CODES = {"euro": "EUR", "dollar": "USD", "pound": "GBP", "yen": "JPY", "rupee": "INR", "franc": "CHF"}
 _AMOUNT = re.compile(rf"((?P<minus>-?)(?P<before>{CURRENCY}) ?)?(?P<number>{AMOUNT_NUMBER})( ?(?P<after>{CURRENCY}))?")
 

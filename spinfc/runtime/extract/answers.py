@@ -52,12 +52,13 @@ class Generated:
 Extracted = Searched | Generated
 
 
-def answer_text(tokenizer, tokens: tuple[int, ...], end: str, stop_tokens: frozenset[int]) -> str:
-    """The answer's text: its tokens decoded, up to the terminator that ended it (or without the stop token)."""
+def answer_text(tokenizer, tokens: tuple[int, ...], end: str, stop_tokens: frozenset[int], lead: str = "") -> str:
+    """The answer's text: its tokens decoded, up to the terminator that ended it (or without the stop token), without
+    the slot's `lead` (the spaces the template wrote before the slot)."""
     body = tokens[:-1] if tokens and tokens[-1] in stop_tokens else tokens
     text = tokenizer.decode(list(body), skip_special_tokens=False)
     cut = end or "\n"
-    return text[: text.index(cut)] if cut in text else text
+    return (text[: text.index(cut)] if cut in text else text).removeprefix(lead)
 
 
 def make_answer(slot, text: str, tokens: tuple[int, ...], logprob: float, floor_logprob: float) -> Answer:

@@ -400,9 +400,13 @@ class Model:
         answer rows after its attention (its o_proj and MLP run on R rows, not T: no other row's output is read)."""
         if launch.cached is not None:  # some contents' rows come from the content cache (runtime/cached_rows.py)
             return launch.cached.hidden(self)
-        x, residual = self.embed(launch.tokens), None  # [T, D]
-        if launch.media is not None:
-            x = self.place_media(x, launch.media, launch.tokens)
+        if launch.media is None:
+            x = self.embed(launch.tokens)  # [T, D]
+        else:  # a media row's token is read as 0 (its row is then the tower's): an image token id past the text
+            # embedding, as some Gemma 3 vision configs write it, is never looked up (transformers does the same)
+            x = self.place_media(self.embed(launch.tokens.index_fill(0, launch.media.rows, 0)), launch.media,
+                                 launch.tokens)
+        residual = None
         last = self.config.layers - 1
         for index in range(last):
             x, residual = self.layer(index, x, residual, launch)

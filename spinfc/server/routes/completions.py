@@ -87,12 +87,15 @@ async def answer(service, ctx, data: CompletionRequest, forms, sampling: Samplin
     )
 
 
+# fields this server honours at one value only (or null); the schema says so too (openapi.one_value)
+ONE_VALUE = {"n": 1, "best_of": 1, "stream": False, "suffix": None, "frequency_penalty": 0, "presence_penalty": 0,
+             "logit_bias": {}}
+
+
 def refuse_unsupported(data: CompletionRequest) -> None:
     """400 for a field this server honours only at one value, rather than an answer that ignores it."""
-    refused = {"n": (data.n, 1), "best_of": (data.best_of, 1), "stream": (data.stream, False),
-               "suffix": (data.suffix, None), "frequency_penalty": (data.frequency_penalty, 0),
-               "presence_penalty": (data.presence_penalty, 0), "logit_bias": (data.logit_bias or None, None)}
-    for name, (value, supported) in refused.items():
+    for name, supported in ONE_VALUE.items():
+        value = getattr(data, name)
         if value is not None and value != supported:
             raise ApiError(400, "unsupported_parameter", f"`{name}` {value!r} is not supported by /v1/completions "
                            f"on this server: it answers with {name} = {supported!r} only; omit it", param=name)
@@ -109,17 +112,15 @@ def prompt_forms(prompt) -> list[str | list[int]]:
     if len(prompt) > MAX_PROMPTS:
         raise ApiError(400, "too_many_prompts", f"`prompt` is a list of {len(prompt):,}: send at most "
                        f"{MAX_PROMPTS:,} prompts a request, and the rest in further requests", param="prompt")
-    if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
-        return [list(prompt)]
-    strings = isinstance(prompt[0], str)
-    for i, item in enumerate(prompt):
-        ok = isinstance(item, str) if strings else (isinstance(item, list) and all(
-            isinstance(t, int) and not isinstance(t, bool) for t in item))
-        if not ok:
-            form = "strings" if strings else "lists of token ids"
+    token = lambda t: isinstance(t, int) and not isinstance(t, bool)  # noqa: E731
+    form = "strings" if isinstance(prompt[0], str) else "token ids" if token(prompt[0]) else "lists of token ids"
+    fits = {"strings": lambda item: isinstance(item, str), "token ids": token,
+            "lists of token ids": lambda item: isinstance(item, list) and all(map(token, item))}[form]
+    for i, item in enumerate(prompt):  # the first item sets the form: the first that does not fit is blamed
+        if not fits(item):
             raise ApiError(400, "invalid_prompt", f"prompt[{i}] is a {type(item).__name__} in a list of {form}: "
                            f"{hint}, one form a request", param=f"prompt[{i}]")
-    return list(prompt)
+    return [list(prompt)] if form == "token ids" else list(prompt)
 
 
 def check_texts(forms, given, sampling: Sampling, prechecks: Prechecks) -> None:

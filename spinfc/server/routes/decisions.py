@@ -62,7 +62,7 @@ async def decisions(data: Annotated[DecisionRequest, Body(title="A decisions req
             return rounds, await score_compiled(engine, rounds)
 
     rounds, scored = await while_connected(request, service, run())  # a hang-up withdraws every round
-    input_tokens = sum(part.processed_tokens for part in scored)
+    input_tokens = sum(part.input_tokens for part in scored)
     answer = decision_answers(body, await scored_results(scored), model=service.model_name, input_tokens=input_tokens,
                               codes=engine.codes)
     service.metrics.observe_questions(len(queries))
@@ -100,7 +100,7 @@ async def many_inputs(service, request: Request, ctx, body: dict) -> DecisionRes
         results[index] = msgspec.convert({"index": index, "answers": answer["answers"]}, DecisionInputResult)
     results.update((index, DecisionInputResult(index=index, error=error_body(error))) for index, error in failed.items())
     every = [part for _, scored in answered for part in scored]
-    input_tokens = sum(part.processed_tokens for part in every)
+    input_tokens = sum(part.input_tokens for part in every)
     service.metrics.observe_questions(len(body["questions"]) * len(kept))
     response = msgspec.convert({
         "object": "decision", "model": service.model_name, "id": f"decision-{uuid.uuid4().hex}",

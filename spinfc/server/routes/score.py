@@ -42,7 +42,8 @@ def score_response(outcome: ScoringOutcome, many: bool, packs: bool, model: str,
     response = ScoreResponse(
         id=f"score-{uuid.uuid4().hex}", object="score", created=int(time.time()), model=model,
         system_fingerprint=fingerprint,
-        usage=Usage(input_tokens=outcome.scored.processed_tokens, output_tokens=0, questions=outcome.questions),
+        usage=Usage(input_tokens=outcome.scored.input_tokens, output_tokens=outcome.scored.output_tokens,
+                    questions=outcome.questions),
     )
     if not many:
         response.results = outcome.own[0]
