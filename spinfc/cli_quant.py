@@ -60,7 +60,8 @@ def _strength(text: str) -> float:
 def _quantize(args: argparse.Namespace) -> int:
     from spinfc.runtime.quant import quantize_model
     from spinfc.runtime.quant.calibrate import CalibrationError
-    from spinfc.runtime.weights import CorruptWeights, UnsupportedModel
+    from spinfc.errors import BadModelFiles
+    from spinfc.runtime.weights import UnsupportedModel
 
     from spinfc.runtime.quant.progress import Steps
 
@@ -74,7 +75,7 @@ def _quantize(args: argparse.Namespace) -> int:
     try:
         summary = quantize_model(args.model, args.scheme, calibration, Path(args.output),
                                  smoothing=args.smoothing, steps=steps, max_gap=args.max_gap)
-    except (CalibrationError, CorruptWeights, UnsupportedModel, OSError) as error:
+    except (CalibrationError, BadModelFiles, UnsupportedModel, OSError) as error:
         print(f"spinfc quantize: {error}", file=sys.stderr)
         return 2
     smoothing = summary.get("smoothing")

@@ -23,11 +23,16 @@ def float_model(name: str) -> tuple:
     import json
 
     from spinfc import registry
-    from spinfc.runtime.loader import _is_quantized
+    from spinfc.runtime.quant.checkpoint import is_quantized
     from spinfc.runtime.weights import UnsupportedModel, load_gguf, read_snapshot
+    from spinfc.runtime.weights.folder import check_tokenizer, hf_config, model_config
     from spinfc.runtime.weights.hf_config import to_hf
 
     source = registry.resolve(name)
+    if source.gguf is None:  # a folder's config.json and tokenizer checked before transformers reads them
+        directory = registry.snapshot_directory(source)
+        model_config(directory, hf_config(directory))
+        check_tokenizer(directory)
     tokenizer = registry.load_tokenizer(name)
     if source.gguf is not None:
         config, state, _ = load_gguf(source.gguf)
@@ -36,10 +41,10 @@ def float_model(name: str) -> tuple:
         hf = to_hf(config, **ids)
     else:
         directory = registry.snapshot_directory(source)
-        if _is_quantized(directory):
+        hf = hf_config(directory)
+        if is_quantized(hf):
             raise UnsupportedModel(f"{name} is already quantized: quantize the float model it was made from")
         config, state = read_snapshot(directory)
-        hf = json.loads((directory / "config.json").read_text())
     state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
     return config, state, tokenizer, source.name, dict(hf, torch_dtype="float32")
 
@@ -54,6 +59,7 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
     from spinfc.runtime.quant.progress import Silent
     from spinfc.runtime.quant.calibrate import channel_maxima, input_maxima, launches_of, sequences_of
     from spinfc.runtime.quant.checkpoint import is_quantized_linear
+    from spinfc.runtime.weights.folder import location_of, naming_files
 
     steps = steps or Silent()
     texts, sha = read_texts(calibration), file_sha256(calibration)
@@ -62,7 +68,8 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
     sequences = sequences_of(tokenizer, texts)
     counts = {"texts": len(texts), "tokens": sum(map(len, sequences)), "source_sha256": sha}
     steps.say(f"calibrating on {len(texts)} texts ({counts['tokens']:,} tokens) from {calibration}")
-    model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
+    with naming_files(location_of(name)):  # a tensor missing or of the wrong shape: the file that holds it
+        model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
     launches = steps.over(launches_of(sequences, model.device), len(sequences), "calibrating")
     x_max = {k: v.cpu() for k, v in channel_maxima(model, launches).items()}
     del model

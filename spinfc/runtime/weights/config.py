@@ -22,6 +22,15 @@ class UnsupportedModel(Exception):
     """A checkpoint uses an architecture or feature the model stacks do not implement; the message says which."""
 
 
+class WeightMismatch(UnsupportedModel):
+    """A tensor the stack needs is missing, has the wrong shape, or is one it has no use for: `tensor` is its
+    Hugging Face name (the loader names the file that holds it, runtime/weights/folder.py)."""
+
+    def __init__(self, message: str, tensor: str) -> None:
+        super().__init__(message)
+        self.tensor = tensor
+
+
 @attrs.frozen
 class ModelConfig:
     family: Family
