@@ -229,7 +229,9 @@ def load_tokenizer(name: str | None = None):
 def _folder_tokenizer(auto, directory: Path):
     """A snapshot's tokenizer; files that transformers cannot read are one line naming the folder."""
     from spinfc.errors import BadModelFiles
+    from spinfc.runtime.weights.folder import check_tokenizer
 
+    check_tokenizer(directory)
     try:
         return auto.from_pretrained(str(directory))
     except Exception as error:  # noqa: BLE001  (transformers raises many kinds for the same thing: files it cannot use)

@@ -10,7 +10,7 @@ from spinfc.runtime.models import Model, build_model
 from spinfc.runtime.precision import Precision
 from spinfc.runtime.towers import towers_of
 from spinfc.runtime.weights import load_gguf, read_snapshot, snapshot_hash
-from spinfc.runtime.weights.folder import check_tokenizer, hf_config, naming_files
+from spinfc.runtime.weights.folder import hf_config, naming_files
 
 
 def load_model(
@@ -38,7 +38,6 @@ def load_model(
 
         location = directory = registry.snapshot_directory(source)
         hf = hf_config(directory)  # each file of the folder checked before any is read in full (weights/folder.py)
-        check_tokenizer(directory)
         if is_quantized(hf):
             config, state, scheme = read_quantized(directory)
         else:

@@ -144,8 +144,9 @@ def test_the_valid_folder_loads_and_scores_as_transformers(valid) -> None:
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_malformed_folder_is_one_line_naming_the_file_and_what_to_do(valid, tmp_path, case) -> None:
     folder = mutated(valid, tmp_path, case)
-    with pytest.raises(BadModelFiles) as raised:
+    with pytest.raises(BadModelFiles) as raised:  # what a server loads: the stack, then its tokenizer
         load_model(str(folder))
+        load_tokenizer(str(folder))
     assert_one_line(str(raised.value), folder, case)
 
 

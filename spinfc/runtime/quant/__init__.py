@@ -25,14 +25,13 @@ def float_model(name: str) -> tuple:
     from spinfc import registry
     from spinfc.runtime.quant.checkpoint import is_quantized
     from spinfc.runtime.weights import UnsupportedModel, load_gguf, read_snapshot
-    from spinfc.runtime.weights.folder import check_tokenizer, hf_config, model_config
+    from spinfc.runtime.weights.folder import hf_config, model_config
     from spinfc.runtime.weights.hf_config import to_hf
 
     source = registry.resolve(name)
-    if source.gguf is None:  # a folder's config.json and tokenizer checked before transformers reads them
+    if source.gguf is None:  # a folder's config.json checked before transformers reads it with the tokenizer
         directory = registry.snapshot_directory(source)
         model_config(directory, hf_config(directory))
-        check_tokenizer(directory)
     tokenizer = registry.load_tokenizer(name)
     if source.gguf is not None:
         config, state, _ = load_gguf(source.gguf)

@@ -5,8 +5,8 @@ models all read folders through these.
     hf_config(directory)          config.json as a dictionary: missing, not JSON, or not an object is one line
     model_config(directory, hf)   the `ModelConfig` it describes: a missing key, a key of the wrong type or an
                                   unknown model_type names config.json and the key
-    check_tokenizer(directory)    the tokenizer's files are there (a folder without them fails at load, not at
-                                  the first request)
+    check_tokenizer(directory)    the tokenizer's files are there (registry.load_tokenizer: a server reads the
+                                  tokenizer while it loads, so a folder without one fails then, not at a request)
     naming_files(location)        around building a stack: a tensor missing, of the wrong shape or of no use
                                   (`WeightMismatch`) names the file that holds it (or should)
 
