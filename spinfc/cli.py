@@ -21,7 +21,7 @@ import argparse
 import sys
 
 from spinfc.compiler import ALIASES, STAGES, compile_stage, launch_shapes, load_source, lower_program
-from spinfc.errors import CompileError, CorruptWeights
+from spinfc.errors import BadModelFiles, CompileError
 from spinfc.ir.nodes import Program
 from spinfc.ir.printer import print_ir
 from spinfc.passes import PassContext
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     except CompileError as error:
         print(str(error), file=sys.stderr)
         return 2
-    except (ModelNotFound, CorruptWeights) as error:
+    except (ModelNotFound, BadModelFiles) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

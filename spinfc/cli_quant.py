@@ -64,7 +64,8 @@ def _strength(text: str) -> float:
 def _quantize(args: argparse.Namespace) -> int:
     from spinfc.runtime.quant import quantize_model
     from spinfc.runtime.quant.calibrate import CalibrationError
-    from spinfc.runtime.weights import CorruptWeights, UnsupportedModel
+    from spinfc.errors import BadModelFiles
+    from spinfc.runtime.weights import UnsupportedModel
 
     from spinfc.runtime.quant.progress import Steps
 
@@ -84,7 +85,7 @@ def _quantize(args: argparse.Namespace) -> int:
         summary = quantize_model(args.model, args.scheme, calibration, Path(args.output),
                                  smoothing=args.smoothing, steps=steps, max_gap=args.max_gap,
                                  group_size=args.group_size)
-    except (CalibrationError, CorruptWeights, UnsupportedModel, OSError, ValueError) as error:
+    except (CalibrationError, BadModelFiles, UnsupportedModel, OSError, ValueError) as error:
         print(f"spinfc quantize: {error}", file=sys.stderr)
         return 2
     smoothing = summary.get("smoothing")

@@ -86,6 +86,12 @@ class ContentTooLong(RequestError):
         self.content = content
 
 
-class CorruptWeights(ValueError):
+class BadModelFiles(ValueError):
+    """A model's files that do not make a model (config.json not JSON or missing a key, tensors that do not match
+    it, no tokenizer): the message, one line, names the file, the key or tensor, and what to do
+    (runtime/weights/folder.py). `spinfc serve`, `spinfc quantize` and the router say it and nothing more."""
+
+
+class CorruptWeights(BadModelFiles):
     """A weights file that is not whole (truncated, zeroed): the message names the file and says what to do
     (runtime/weights/whole.py)."""

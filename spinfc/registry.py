@@ -206,7 +206,7 @@ def load_tokenizer(name: str | None = None):
                             'pip install "spinfc[serve]" (or stop at --emit ir)') from error
     source = resolve(name)
     if source.gguf is None:
-        return AutoTokenizer.from_pretrained(str(snapshot_directory(source)))
+        return _folder_tokenizer(AutoTokenizer, snapshot_directory(source))
     stat = source.gguf.stat()
     digest = hashlib.sha256(f"{source.gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
     cached = cache_dir() / "tokenizers" / f"{source.name.replace('/', '--')}-{digest}"
@@ -224,3 +224,17 @@ def load_tokenizer(name: str | None = None):
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
     return AutoTokenizer.from_pretrained(str(cached))
+
+
+def _folder_tokenizer(auto, directory: Path):
+    """A snapshot's tokenizer; files that transformers cannot read are one line naming the folder."""
+    from spinfc.errors import BadModelFiles
+    from spinfc.runtime.weights.folder import check_tokenizer
+
+    check_tokenizer(directory)
+    try:
+        return auto.from_pretrained(str(directory))
+    except Exception as error:  # noqa: BLE001  (transformers raises many kinds for the same thing: files it cannot use)
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise BadModelFiles(f"{directory}: its tokenizer cannot be read ({type(error).__name__}: {reason[:200]}): copy "
+                            "the model's tokenizer files beside its config.json again") from None

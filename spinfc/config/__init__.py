@@ -2,8 +2,8 @@
 
     [engine]    model, device, dtype, precision, token_budget, block, pass_sizes, served_model_name,
                 content_cache_tokens, warmup
-    [server]    host, port, token, trusted_token, queue, max_queued_tokens, shutdown_timeout, debug, models,
-                log_level
+    [server]    host, port, token, trusted_token, queue, max_queued_tokens, shutdown_timeout, body_timeout, debug,
+                models, log_level
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
     [limits]    max_content_tokens, max_query_tokens, ... (see `Limits`)
 
@@ -122,6 +122,9 @@ class ServerSettings:
     shutdown_timeout: int = setting(30, "seconds the work in flight has to finish after SIGTERM or SIGINT; then "
                                     "streams get a last shutting_down event and end (a second signal exits now)",
                                     "int", minimum=0, metavar="SECONDS")
+    body_timeout: int = setting(5, "seconds a request's body may go without a byte arriving (a Content-Length "
+                                "larger than what is sent); then 408 request_timeout and the connection is closed",
+                                "int", minimum=1, metavar="SECONDS")
     debug: bool = setting(False, "engine internals (the plan of the request) in every response", "bool")
     models: str | None = setting(None, "a TOML file of [models.NAME] tables: serve several models from one server, "
                                  "each loaded on its first request, swapped out when memory does not hold them all "

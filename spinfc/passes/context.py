@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import attrs
 
 from spinfc.shapes import Shapes
@@ -27,23 +29,31 @@ class PassContext:
     memo: dict = attrs.field(factory=dict, eq=False, repr=False)
 
 
-MEMO_ENTRIES = 100_000
-SETS_REMEMBERED = 64  # query sets whose questions (and their tokens) are kept
+MEMO_ENTRIES = 100_000  # encodings of prompt and option texts (small: a text and its tokens) before all are dropped
+SETS_REMEMBERED = 64  # question sets whose questions, tokens, trie and tree rows are kept (least recently used go)
+ENTRIES_PER_SET = 4  # a query set's questions and their tokens, a question set's trie and its tree rows
 SET_QUESTIONS_REMEMBERED = 4096  # a larger set is built every time: the kept sets stay bounded in size, not only count
 
 
 def recalled(memo: dict | None, key: tuple):
     """A query or question set's value kept by `remember` (None if it was not, or was dropped since)."""
-    return None if memo is None else memo.get("sets", {}).get(key)
+    sets = None if memo is None else memo.get("sets")
+    if sets is None or key not in sets:
+        return None
+    sets.move_to_end(key)
+    return sets[key]
 
 
-def remember(memo: dict | None, key: tuple, value) -> None:
-    """Keep a set's value (its questions) in `memo`: its most recent SETS_REMEMBERED sets of at most
-    SET_QUESTIONS_REMEMBERED questions (all are dropped when it is full, as a stream of different sets would
-    otherwise grow it without bound; a larger set is not kept)."""
-    if memo is None or len(value) > SET_QUESTIONS_REMEMBERED:
+def remember(memo: dict | None, key: tuple, value, questions: int | None = None) -> None:
+    """Keep a set's value in `memo` (its questions, their tokens, its trie, its tree rows: each one entry, under a
+    key naming what it is): the most recently used SETS_REMEMBERED sets' entries of sets of at most
+    SET_QUESTIONS_REMEMBERED questions (`questions`; default `len(value)`), the least recently used dropped first.
+    A stream of different sets (every request its own) would otherwise keep every trie it ever built."""
+    if memo is None or (len(value) if questions is None else questions) > SET_QUESTIONS_REMEMBERED:
         return
-    sets = memo.setdefault("sets", {})
-    if len(sets) >= SETS_REMEMBERED:
-        sets.clear()
+    sets = memo.setdefault("sets", OrderedDict())
     sets[key] = value
+    sets.move_to_end(key)
+    while len(sets) > ENTRIES_PER_SET * SETS_REMEMBERED:
+        sets.popitem(last=False)
+

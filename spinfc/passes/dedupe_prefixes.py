@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from spinfc.ir.nodes import OptionSlot, Program, Read, TrieNode
+from spinfc.passes.context import recalled, remember
 
 
 class _Node:
@@ -47,8 +48,9 @@ def dedupe_prefixes(program: Program, memo: dict | None = None) -> Program:
     """
     key = ("trie", tuple((q.tokens, tuple(o.tokens for o in q.slot.options) if isinstance(q.slot, OptionSlot)
                           else type(q.slot).__name__) for q in program.questions))
-    if memo is not None and key in memo:
-        trie, before, size = memo[key]
+    kept = recalled(memo, key)
+    if kept is not None:
+        trie, before, size = kept
         return attrs.evolve(program, trie=trie).with_stat("tree_tokens_before", before).with_stat("tree_tokens", size)
     root = _Node(-1)
     for index, question in enumerate(program.questions):
@@ -69,8 +71,7 @@ def dedupe_prefixes(program: Program, memo: dict | None = None) -> Program:
         for q in program.questions
     )
     size = trie_size(trie)
-    if memo is not None:
-        memo[key] = (trie, before, size)
+    remember(memo, key, (trie, before, size), len(program.questions))
     program = attrs.evolve(program, trie=trie)
     return program.with_stat("tree_tokens_before", before).with_stat("tree_tokens", size)
 

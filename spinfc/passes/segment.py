@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from spinfc.ir.nodes import Program, Segment, TreeRows
-from spinfc.passes.context import PassContext
+from spinfc.passes.context import PassContext, recalled, remember
 
 
 def segment(program: Program, ctx: PassContext) -> Program:
@@ -31,9 +31,9 @@ def _tree_rows(program: Program, memo: dict) -> TreeRows:
     engine's dedupe-prefixes memo hands it back), so kept in `memo` under the trie's identity (the entry holds the
     trie, so the identity is not reused)."""
     key = ("tree rows", id(program.trie))
-    entry = memo.get(key)
+    entry = recalled(memo, key)
     if entry is not None and entry[0] is program.trie:
         return entry[1]
     tree = TreeRows.of(program.trie)
-    memo[key] = (program.trie, tree)
+    remember(memo, key, (program.trie, tree), len(program.questions))
     return tree

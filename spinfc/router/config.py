@@ -24,7 +24,8 @@ import attrs
 
 from spinfc.config import GROUPS, ConfigError, Settings, Source, check_value, options, parse_value
 
-ROUTER_ONLY = frozenset({"host", "port", "token", "trusted_token", "shutdown_timeout", "log_level", "models"})
+ROUTER_ONLY = frozenset({"host", "port", "token", "trusted_token", "shutdown_timeout", "body_timeout", "log_level",
+                         "models"})
 ROUTER_KEYS = {"memory_gib": (int, float), "load_timeout": (int, float), "default": (str,)}
 DEFAULT_LOAD_TIMEOUT_S = 120.0
 

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-
 import torch
 
 from spinfc import registry
@@ -12,6 +10,7 @@ from spinfc.runtime.models import Model, build_model
 from spinfc.runtime.precision import Precision
 from spinfc.runtime.towers import towers_of
 from spinfc.runtime.weights import load_gguf, read_snapshot, snapshot_hash
+from spinfc.runtime.weights.folder import hf_config, naming_files
 
 
 def load_model(
@@ -30,23 +29,25 @@ def load_model(
     A multimodal snapshot's towers load beside the stack (`model.towers`) unless `media` is False (--no-media)."""
     precision = precision or Precision.of(dtype)
     source = registry.resolve(name)
-    scheme = None
+    scheme = towers = None
     if source.gguf is not None:
+        location = source.gguf
         config, state, weights_hash = load_gguf(source.gguf)
     else:
-        directory = registry.snapshot_directory(source)
-        if _is_quantized(directory):
-            from spinfc.runtime.quant.reading import read_quantized
+        from spinfc.runtime.quant.reading import is_quantized, read_quantized
 
+        location = directory = registry.snapshot_directory(source)
+        hf = hf_config(directory)  # each file of the folder checked before any is read in full (weights/folder.py)
+        if is_quantized(hf):
             config, state, scheme = read_quantized(directory)
         else:
             config, state = read_snapshot(directory, towers=True)
         weights_hash = snapshot_hash(directory)
-        towers = towers_of(json.loads((directory / "config.json").read_text()), state, directory, device=device,
-                           dtype=precision.compute, load=media)
-    model = build_model(config, state, ops=ops, name=source.name, weights_hash=weights_hash, precision=precision,
-                        device=device, quant_scheme=scheme)
-    if source.gguf is None and towers is not None:
+        towers = towers_of(hf, state, directory, device=device, dtype=precision.compute, load=media)
+    with naming_files(location):  # a tensor missing, of the wrong shape or of no use: the file that holds it
+        model = build_model(config, state, ops=ops, name=source.name, weights_hash=weights_hash,
+                            precision=precision, device=device, quant_scheme=scheme)
+    if towers is not None:
         model.towers = towers
     return model
 
@@ -60,9 +61,3 @@ def load_default(name: str, dtype, device: str, media: bool = True):
 
         return load_model(name, dtype=dtype, device=device, ops=triton_ops, media=media)
     return load_model(name, dtype=dtype, device=device, media=media)
-
-
-def _is_quantized(directory) -> bool:
-    from spinfc.runtime.quant.reading import is_quantized
-
-    return is_quantized(json.loads((directory / "config.json").read_text()))

@@ -24,8 +24,6 @@ def main(args: argparse.Namespace) -> int:
 
     from spinfc.packsrc import PackSourceError
     from spinfc.server.app import create_app
-    from spinfc.server.framing import envelope_protocol
-    from spinfc.server.logs import log_config
     from spinfc.server.shutdown import GracefulServer
 
     try:
@@ -37,12 +35,8 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, PackSourceError) as error:
         print(f"spinfc serve: {error}", file=sys.stderr)
         return 2
-    server = settings.server
-    config = uvicorn.Config(app, host=server.host, port=server.port, log_level=server.log_level,
-                            log_config=log_config(),  # no query string values (a token sent there) in the access log
-                            http=envelope_protocol())  # HTTP framing errors in the envelope too
     service = app.state.service
-    running = GracefulServer(config, service.shutdown)
+    running = GracefulServer(uvicorn_config(app, settings.server), service.shutdown)
     service.on_failed = lambda: setattr(running, "should_exit", True)  # called on the event loop
     try:  # the first SIGTERM/SIGINT gives the work in flight --shutdown-timeout seconds; a second exits now
         running.run()
@@ -54,6 +48,19 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def uvicorn_config(app, server, **options):
+    """The uvicorn config `spinfc serve` and the router run `app` under (`server`: the ServerSettings; `options`:
+    more of uvicorn.Config's arguments): no query string values (a token sent there) in the access log, and HTTP
+    framing as server/framing.py answers it."""
+    import uvicorn
+
+    from spinfc.server.framing import framed_protocol
+    from spinfc.server.logs import log_config
+
+    return uvicorn.Config(app, host=server.host, port=server.port, log_level=server.log_level,
+                          log_config=log_config(), http=framed_protocol(server.body_timeout), **options)
+
+
 def _serve_router(settings) -> int:
     """`--models FILE`: the router in front of every model the file names (none loaded until asked for)."""
     from pathlib import Path
@@ -61,15 +68,13 @@ def _serve_router(settings) -> int:
     import uvicorn
 
     from spinfc.router import create_router_app, read_models
-    from spinfc.server.logs import log_config
 
     config = read_models(Path(settings.server.models), settings)
     app = create_router_app(settings, config)
     server = settings.server
     logging.getLogger("spinfc.router").info("routing %s (memory budget %.1f GiB)", ", ".join(config.models),
                                             config.memory_bytes / 2**30)
-    uvicorn.Server(uvicorn.Config(app, host=server.host, port=server.port, log_level=server.log_level,
-                                  log_config=log_config(), timeout_graceful_shutdown=server.shutdown_timeout)).run()
+    uvicorn.Server(uvicorn_config(app, server, timeout_graceful_shutdown=server.shutdown_timeout)).run()
     return 0
 
 

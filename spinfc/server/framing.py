@@ -1,26 +1,138 @@
-"""HTTP framing errors in the envelope: a request uvicorn cannot parse as HTTP (a broken request line, bad
-headers, a malformed chunk) never reaches the app, and uvicorn answers it with plain text. `envelope_protocol()`
-is uvicorn's HTTP protocol with that answer in OpenAI's envelope (`400 invalid_http`), for `spinfc serve`."""
+"""HTTP/1.1 framing, where uvicorn's h11 protocol leaves it to the server (docs/api.md, "HTTP framing").
+`framed_protocol(body_timeout)` is uvicorn's h11 protocol with four answers of its own, for `spinfc serve` and the
+router:
+
+    not HTTP            a request h11 cannot parse (a broken request line, bad headers, a malformed chunk): 400
+                        `invalid_http` in OpenAI's envelope (uvicorn answers plain text), and the connection closed
+    two framings        a request with both Transfer-Encoding and Content-Length: 400 `invalid_http` and the
+                        connection closed (RFC 9112 6.1: behind a proxy that reads the other header, a second request
+                        smuggled in the body would be served)
+    a body that stalls  no byte of a request's body for `body_timeout` seconds (a Content-Length larger than what
+                        is sent): 408 `request_timeout` and the connection closed; the app sees the client leave
+    a half-close        a client that shuts down its sending side after a whole request (shutdown(SHUT_WR)) still
+                        gets its answer, and the connection closes after it. A client that closes its socket
+                        sends the same FIN, so a half-closed HTTP/1.1 request is sent `100 Continue` (which a
+                        client must accept before any answer, RFC 9110 15.2): a closed socket answers it with a
+                        reset, which the connection checks for every PROBE_S and takes as the client leaving
+                        (its work withdrawn, server/hangup.py)
+"""
 
 from __future__ import annotations
 
 import json
+import socket
 
-BODY = json.dumps({"error": {
-    "message": "the request is not valid HTTP/1.1 (its request line, headers or chunked body could not be parsed): "
-               "send a well-formed request, e.g. with an HTTP client library",
-    "type": "invalid_request_error", "code": "invalid_http", "param": None}}).encode()
-RESPONSE = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: "
-            + str(len(BODY)).encode() + b"\r\nconnection: close\r\n\r\n" + BODY)
+PROBE_S = 0.1  # how often a half-closed connection is checked for the reset of a client that is gone
 
 
-def envelope_protocol() -> type:
-    """uvicorn's "auto" HTTP protocol (httptools when installed, else h11) answering framing errors as JSON."""
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+def _response(status: bytes, code: str, message: str) -> bytes:
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": code,
+                                 "param": None}}).encode()
+    return (b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
 
-    class EnvelopeProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+
+RESPONSE = _response(b"400 Bad Request", "invalid_http",
+                     "the request is not valid HTTP/1.1 (its request line, headers or chunked body could not be "
+                     "parsed): send a well-formed request, e.g. with an HTTP client library")
+TWO_FRAMINGS = _response(b"400 Bad Request", "invalid_http",
+                         "the request has both Transfer-Encoding and Content-Length, so its end is ambiguous "
+                         "(RFC 9112 6.1): send one of them; the connection is closed")
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def timed_out(seconds: int) -> bytes:
+    return _response(b"408 Request Timeout", "request_timeout",
+                     f"no byte of the request's body arrived for {seconds} s (its Content-Length is more than was "
+                     "sent?): send the whole body, or raise --body-timeout; the connection is closed")
+
+
+def framed_protocol(body_timeout: int = 5) -> type:
+    """uvicorn's h11 HTTP protocol with the answers above; `body_timeout`: seconds a body may stall."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class FramedProtocol(H11Protocol):
+        body_timer = None  # asyncio.TimerHandle: armed while a request's body is awaited
+        probe = None  # asyncio.TimerHandle: armed while a half-closed request is unanswered
+
         def send_400_response(self, msg: str) -> None:
-            self.transport.write(RESPONSE)  # the connection closes after it: the protocol's state does not matter
+            self._refuse(RESPONSE)
+
+        def _refuse(self, response: bytes) -> None:
+            self._stop_timers()
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:  # the app, if it runs, sees the client gone
+                cycle.disconnected = True
+                cycle.message_event.set()
+            self.transport.write(response)
             self.transport.close()
 
-    return EnvelopeProtocol
+        def handle_events(self) -> None:
+            super().handle_events()
+            cycle = self.cycle
+            if cycle is None or self.transport.is_closing():
+                return
+            if not cycle.response_started and _two_framings(self.headers):
+                self._refuse(TWO_FRAMINGS)
+            elif cycle.more_body and not cycle.response_complete:
+                self._arm_body_timer()  # a byte of the body came (or the request began): the clock starts again
+            else:
+                self._cancel("body_timer")
+
+        def _arm_body_timer(self) -> None:
+            self._cancel("body_timer")
+            self.body_timer = self.loop.call_later(body_timeout, self._body_stalled)
+
+        def _body_stalled(self) -> None:
+            cycle = self.cycle
+            if cycle is None or not cycle.more_body or cycle.response_started or self.transport.is_closing():
+                return
+            if self.flow.read_paused:  # the app has not read what came: the client is not the one waiting
+                self._arm_body_timer()
+                return
+            self.logger.info("a request's body stalled for %s s (--body-timeout): 408", body_timeout)
+            self._refuse(timed_out(body_timeout))
+
+        def eof_received(self) -> bool | None:
+            cycle = self.cycle
+            if cycle is None or cycle.response_complete or cycle.more_body:
+                return None  # nothing whole to answer: asyncio closes the connection (the app sees it go)
+            cycle.keep_alive = False  # answer, then close
+            if self.scope["http_version"] == "1.1" and not cycle.response_started:
+                self.transport.write(CONTINUE)
+                self.probe = self.loop.call_later(PROBE_S, self._check_gone)
+            return True  # keep the sending side open for the answer
+
+        def _check_gone(self) -> None:
+            cycle = self.cycle
+            if cycle is None or cycle.response_started or self.transport.is_closing():
+                return
+            sock = self.transport.get_extra_info("socket")
+            try:
+                error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) if sock is not None else 0
+            except OSError:
+                error = 1
+            if error:  # the reset of a closed socket: the client is gone
+                self.transport.abort()
+                return
+            self.probe = self.loop.call_later(PROBE_S, self._check_gone)
+
+        def _cancel(self, name: str) -> None:
+            timer = getattr(self, name)
+            if timer is not None:
+                timer.cancel()
+                setattr(self, name, None)
+
+        def _stop_timers(self) -> None:
+            self._cancel("body_timer")
+            self._cancel("probe")
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_timers()
+            super().connection_lost(exc)
+
+    def _two_framings(headers: list[tuple[bytes, bytes]]) -> bool:
+        names = {name for name, _ in headers}
+        return b"transfer-encoding" in names and b"content-length" in names
+
+    return FramedProtocol

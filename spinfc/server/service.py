@@ -31,7 +31,7 @@ from spinfc.media import MediaPolicy
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
 from spinfc.packsrc.calibrated import stale_calibrations
-from spinfc.errors import CorruptWeights
+from spinfc.errors import BadModelFiles
 from spinfc.registry import ModelNotFound, ModelSource, resolve
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.generator import Generator
@@ -228,7 +228,7 @@ class Service:
             self.status = "ready"
         except asyncio.CancelledError:
             raise
-        except (CorruptWeights, ModelNotFound, UnsupportedModel) as error:  # said in full by their message
+        except (BadModelFiles, ModelNotFound, UnsupportedModel) as error:  # said in full by their message
             self.status, self.error = "failed", str(error)
             log.error("the model could not be loaded: %s", error)
         except Exception as error:

@@ -69,13 +69,21 @@ def test_a_mistake_in_the_queries_is_reported_every_time(tokenizer) -> None:
 
 
 def test_a_stream_of_different_query_sets_keeps_a_bounded_number(tokenizer) -> None:
-    from spinfc.passes.context import SETS_REMEMBERED
+    """Every kind of entry a set makes (its questions, their tokens, its trie, its tree rows) is bounded: a server
+    whose every request asks its own questions kept every trie and tree it built (issue 38)."""
+    from spinfc.passes.context import ENTRIES_PER_SET, SETS_REMEMBERED
 
     ctx = fresh(tokenizer)
-    for i in range(SETS_REMEMBERED + 3):
+    for i in range(2 * SETS_REMEMBERED + 3):
         query = {"id": "q", "template": f"\n\nQuestion {i}?\nAnswer:<?>", "options": [" yes", " no"]}
         compiled(body(TEXTS[0], [query]), ctx)
-        assert len(ctx.memo["sets"]) <= SETS_REMEMBERED
+        kept = [key for key in [*ctx.memo, *ctx.memo.get("sets", ())] if isinstance(key, tuple)
+                and key[0] in ("questions", "trie", "tree rows", "queries")]
+        assert len(ctx.memo["sets"]) <= ENTRIES_PER_SET * SETS_REMEMBERED
+        for kind in ("trie", "tree rows"):
+            assert sum(key[0] == kind for key in kept) <= SETS_REMEMBERED, kind
+    recent = {"id": "q", "template": f"\n\nQuestion {2 * SETS_REMEMBERED + 2}?\nAnswer:<?>", "options": [" yes", " no"]}
+    assert compiled(body(TEXTS[1], [recent]), ctx).trie is compiled(body(TEXTS[2], [recent]), ctx).trie
 
 
 def test_a_set_larger_than_the_bound_is_not_kept() -> None:

@@ -17,7 +17,7 @@ from litestar.testing import TestClient
 
 from spinfc.config import EngineSettings, ServerSettings, Settings, add_arguments, load_settings
 from spinfc.server.app import create_app
-from spinfc.server.framing import envelope_protocol
+from spinfc.server.framing import framed_protocol
 from spinfc.server.logs import log_config
 
 from .unready import no_model, ready_client
@@ -140,7 +140,7 @@ def test_http_framing_errors_are_answered_in_the_envelope(capfd) -> None:
 
     app = create_app(load_model=no_model)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
-                                           http=envelope_protocol()))
+                                           http=framed_protocol()))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 
 import torch
 import xgrammar
@@ -111,18 +112,25 @@ class Grammars:
 
 
 log = logging.getLogger("spinfc.engine")
-_BY_TOKENIZER: dict[int, Grammars] = {}
+TOKENIZERS_REMEMBERED = 4  # tokenizers whose tables are kept (a router's models; least recently used go)
+# id(tokenizer) -> (the tokenizer, its Grammars): the entry holds the tokenizer, so its id is not reused by another
+_BY_TOKENIZER: OrderedDict[int, tuple[object, Grammars]] = OrderedDict()
 
 
 def grammars_for(tokenizer, vocab: int, stop_tokens: frozenset[int]) -> Grammars:
-    """One `Grammars` per tokenizer object (building the vocabulary's table takes about a second on Gemma 3)."""
+    """One `Grammars` per tokenizer object (building the vocabulary's table takes about a second on Gemma 3), for
+    the TOKENIZERS_REMEMBERED tokenizers used last."""
     key = id(tokenizer)
-    if key not in _BY_TOKENIZER:
+    entry = _BY_TOKENIZER.get(key)
+    if entry is None or entry[0] is not tokenizer:
         started = time.perf_counter()
-        _BY_TOKENIZER[key] = Grammars(tokenizer, vocab, stop_tokens)
+        entry = _BY_TOKENIZER[key] = (tokenizer, Grammars(tokenizer, vocab, stop_tokens))
         log.info("built the extraction grammars' table of a %d-token vocabulary in %.1f s (once a server)", vocab,
                  time.perf_counter() - started)
-    return _BY_TOKENIZER[key]
+    _BY_TOKENIZER.move_to_end(key)
+    while len(_BY_TOKENIZER) > TOKENIZERS_REMEMBERED:
+        _BY_TOKENIZER.popitem(last=False)
+    return entry[1]
 
 
 def parse_number(text: str) -> int | float:

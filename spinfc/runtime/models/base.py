@@ -30,7 +30,7 @@ from spinfc.backend.launch import Launch
 from spinfc.runtime.precision import Precision, role
 from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.linear import QuantizedInput, QuantizedLinear
-from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
+from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch
 from spinfc.runtime.weights.decision_head import CODE_HEAD
 
 # Per-layer weights: short name -> Hugging Face name under `model.layers.N.`
@@ -163,10 +163,9 @@ class Model:
         self.layers = self.take_stack(take)
         if state:
             unexpected = ", ".join(sorted(state)[:5])
-            raise UnsupportedModel(
-                f"the {self.family} stack has no use for {len(state)} weights of this checkpoint ({unexpected}, ...): "
-                "it is not the architecture its config names, or uses a feature spinfc does not implement"
-            )
+            raise WeightMismatch(f"the {self.family} stack has no use for {len(state)} tensor(s) ({unexpected}"
+                                 f"{', ...' if len(state) > 5 else ''}), of another architecture or of a feature spinfc "
+                                 "does not implement", sorted(state)[0])
         self._check_shapes()
         on_cuda = self.device.type == "cuda"
         if on_cuda if fuse is None else fuse:
@@ -200,10 +199,11 @@ class Model:
     @staticmethod
     def _take(state: dict[str, torch.Tensor], key: str) -> torch.Tensor:
         if key not in state:
-            raise UnsupportedModel(f"the checkpoint has no weight {key!r}, which the model stack needs")
+            raise WeightMismatch(f"no tensor {key!r}, which the model stack needs", key)
         return state.pop(key)
 
     def _check_shapes(self) -> None:
+        """Every layer's projections and norms, the embeddings, the final norm and the head against the config."""
         c = self.config
         want = {
             "q": (c.heads * c.head_dim, c.hidden),
@@ -214,12 +214,25 @@ class Model:
             "up": (c.intermediate, c.hidden),
             "down": (c.hidden, c.intermediate),
         }
-        for short, shape in want.items():
-            got = tuple(self.layers[0][short].shape)
-            if got != shape:
-                raise UnsupportedModel(f"layer 0 weight {short!r} has shape {got}; the config implies {shape}")
-        if tuple(self.embed_weight.shape) != (c.vocab, c.hidden):
-            raise UnsupportedModel(f"embeddings have shape {tuple(self.embed_weight.shape)}, not {(c.vocab, c.hidden)}")
+        for index, w in enumerate(self.layers):
+            for short in w:
+                shape = want.get(short) or ((c.head_dim,) if short in ("q_norm", "k_norm") else (c.hidden,))
+                self.check_shape(index, short, shape)
+        self._check_tensor("model.embed_tokens.weight", self.embed_weight, (c.vocab, c.hidden))
+        self._check_tensor("model.norm.weight", self.final_norm, (c.hidden,))
+        if not c.tie_embeddings:
+            self._check_tensor("lm_head.weight", self.lm_head, (c.vocab, c.hidden))
+
+    def check_shape(self, index: int, short: str, shape: tuple[int, ...]) -> None:
+        """Raise WeightMismatch, naming the tensor, unless layer `index`'s weight `short` has `shape`."""
+        self._check_tensor(f"model.layers.{index}.{self.layer_weight_names(index)[short]}", self.layers[index][short],
+                           shape)
+
+    @staticmethod
+    def _check_tensor(name: str, tensor, shape: tuple[int, ...]) -> None:
+        if tuple(tensor.shape) != tuple(shape):
+            raise WeightMismatch(f"tensor {name!r} has shape {list(tensor.shape)} where config.json implies "
+                                 f"{list(shape)}", name)
 
     # ---- what a tokenizer and the engine read -------------------------------------------------------------------
 

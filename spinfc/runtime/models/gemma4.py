@@ -23,7 +23,6 @@ from spinfc.backend import reference
 from spinfc.backend.launch import Launch
 from spinfc.runtime.models import gemma4_blocks as blocks
 from spinfc.runtime.models.base import Model
-from spinfc.runtime.weights.config import UnsupportedModel
 from spinfc.runtime.weights.gemma4_config import text_weights
 
 _ATTENTION = {"q": "self_attn.q_proj.weight", "o": "self_attn.o_proj.weight", "q_norm": "self_attn.q_norm.weight"}
@@ -81,11 +80,9 @@ class Gemma4Model(Model):
                     "o": (c.hidden, c.heads * Dh), "gate": (wide * c.intermediate, c.hidden),
                     "down": (c.hidden, wide * c.intermediate)}
             for short, shape in want.items():
-                if short in w and tuple(w[short].shape) != shape:
-                    raise UnsupportedModel(f"layer {i} weight {short!r} has shape {tuple(w[short].shape)}; the "
-                                           f"config implies {shape}")
-        if tuple(self.embed_weight.shape) != (c.vocab, c.hidden):
-            raise UnsupportedModel(f"embeddings have shape {tuple(self.embed_weight.shape)}, not {(c.vocab, c.hidden)}")
+                if short in w:
+                    self.check_shape(i, short, shape)
+        self._check_tensor("model.embed_tokens.weight", self.embed_weight, (c.vocab, c.hidden))
 
     def fuse_projections(self) -> None:
         """q with whichever of k and v the layer has ([rows, D] stacked as `qkv`), and gate/up as `gate_up`; the

@@ -26,7 +26,6 @@ from spinfc.backend.launch import Launch
 from spinfc.runtime.models import experts
 from spinfc.runtime.models.base import Model, fuse_into
 from spinfc.runtime.models.state_flow import TreeFlow
-from spinfc.runtime.weights.config import UnsupportedModel
 from spinfc.runtime.weights.qwen3_5 import text_weights
 
 _BLOCK = {"input_norm": "input_layernorm.weight", "post_attn_norm": "post_attention_layernorm.weight",
@@ -84,9 +83,7 @@ class Qwen3_5Model(Model):
                 want.update(shared_gate=(1, c.hidden), router=(E, c.hidden), experts_gate_up=(E, 2 * I, c.hidden),
                             experts_down=(E, c.hidden, I))
             for short, shape in want.items():
-                if tuple(w[short].shape) != shape:
-                    raise UnsupportedModel(f"layer {index} weight {short!r} has shape {tuple(w[short].shape)}; the "
-                                           f"config implies {shape}")
+                self.check_shape(index, short, shape)
 
     def fuse_projections(self) -> None:
         """gate and up as one product (`gate_up`), and a linear layer's four input projections as one (`in_all`)."""

@@ -31,6 +31,7 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
     from spinfc.runtime.quant.progress import Silent
     from spinfc.runtime.quant.calibrate import channel_maxima, input_maxima, launches_of, sequences_of
     from spinfc.runtime.quant.checkpoint import is_quantized_linear
+    from spinfc.runtime.weights.folder import location_of, naming_files
 
     steps = steps or Silent()
     texts, sha = read_texts(calibration), file_sha256(calibration)
@@ -39,7 +40,8 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
     sequences = sequences_of(tokenizer, texts)
     counts = {"texts": len(texts), "tokens": sum(map(len, sequences)), "source_sha256": sha}
     steps.say(f"calibrating on {len(texts)} texts ({counts['tokens']:,} tokens) from {calibration}")
-    model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
+    with naming_files(location_of(name)):  # a tensor missing or of the wrong shape: the file that holds it
+        model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
     launches = steps.over(launches_of(sequences, model.device), len(sequences), "calibrating")
     x_max = {k: v.cpu() for k, v in channel_maxima(model, launches).items()}
     del model

@@ -9,11 +9,15 @@ def float_model(name: str) -> tuple:
     import json
 
     from spinfc import registry
-    from spinfc.runtime.loader import _is_quantized
+    from spinfc.runtime.quant.reading import is_quantized
     from spinfc.runtime.weights import UnsupportedModel, load_gguf, read_snapshot
+    from spinfc.runtime.weights.folder import hf_config, model_config
     from spinfc.runtime.weights.hf_config import to_hf
 
     source = registry.resolve(name)
+    if source.gguf is None:  # a folder's config.json checked before transformers reads it with the tokenizer
+        directory = registry.snapshot_directory(source)
+        model_config(directory, hf_config(directory))
     tokenizer = registry.load_tokenizer(name)
     if source.gguf is not None:
         config, state, _ = load_gguf(source.gguf)
@@ -22,9 +26,9 @@ def float_model(name: str) -> tuple:
         hf = to_hf(config, **ids)
     else:
         directory = registry.snapshot_directory(source)
-        if _is_quantized(directory):
+        hf = hf_config(directory)
+        if is_quantized(hf):
             raise UnsupportedModel(f"{name} is already quantized: quantize the float model it was made from")
         config, state = read_snapshot(directory)
-        hf = json.loads((directory / "config.json").read_text())
     state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
     return config, state, tokenizer, source.name, dict(hf, torch_dtype="float32")

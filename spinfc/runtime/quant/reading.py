@@ -12,7 +12,7 @@ import torch
 
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import SCHEMES
-from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, from_hf
+from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch
 
 
 FORMATS = ("float-quantized", "int-quantized", "naive-quantized", "pack-quantized")
@@ -31,9 +31,11 @@ def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
     from pydantic import ValidationError
     from safetensors.torch import load_file
 
+    from spinfc.runtime.weights.folder import hf_config, model_config
     from spinfc.runtime.weights.snapshot import weight_files
+    from spinfc.runtime.weights.whole import check_safetensors
 
-    hf = json.loads((Path(directory) / "config.json").read_text())
+    hf = hf_config(directory)
     try:
         qconfig = QuantizationConfig.model_validate(hf["quantization_config"])
     except ValidationError as error:
@@ -46,9 +48,10 @@ def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
     if str(getattr(qconfig.quantization_status, "value", qconfig.quantization_status)) != "compressed":
         raise UnsupportedModel(f"{directory}: quantization_status is {qconfig.quantization_status}, not "
                                "compressed; save the model with its weights compressed (llm-compressor's default)")
-    config = from_hf(hf)
+    config = model_config(directory, hf)
     state: dict = {}
     for file in weight_files(Path(directory)):
+        check_safetensors(file)  # a truncated copy: one located line, not the library's error
         state.update(load_file(str(file)))
     names = sorted({key.removesuffix(".weight_scale") for key in state if key.endswith(".weight_scale")})  # quantized
     schemes = set()
@@ -76,6 +79,8 @@ def _quantized_layer(directory, state: dict, module: str, group) -> tuple:
     if f"{module}.weight_packed" in state:
         return _int4_layer(directory, state, module, group)
     weights, inputs = group.weights, group.input_activations
+    if f"{module}.weight" not in state:
+        raise WeightMismatch(f"a tensor {module}.weight_scale but no {module}.weight", f"{module}.weight_scale")
     weight = state.pop(f"{module}.weight")
     weight_scale = state.pop(f"{module}.weight_scale")
     input_scale = state.pop(f"{module}.input_scale", None)
@@ -89,7 +94,11 @@ def _quantized_layer(directory, state: dict, module: str, group) -> tuple:
     chosen = SCHEMES["fp8-static" if kind == "float" else "int8-static"]
     static = inputs is not None and not inputs.dynamic and input_scale is not None \
         and str(getattr(inputs.strategy, "value", inputs.strategy)) == "tensor"
-    layer = QuantizedLinear(chosen, weight, weight_scale, input_scale if static else torch.ones(()))
+    try:
+        layer = QuantizedLinear(chosen, weight, weight_scale, input_scale if static else torch.ones(()))
+    except (ValueError, RuntimeError) as error:  # a scale that does not fit its weight
+        raise WeightMismatch(f"tensor '{module}.weight' and its scales do not make a quantized layer ({error})",
+                             f"{module}.weight") from None
     if static:
         return layer, chosen.name
     return layer.dequantize(torch.float32), f"{chosen.name.split('-')[0]}-dequantized"

@@ -20,6 +20,15 @@ FAMILIES: tuple[str, ...] = ("llama", "qwen3", "gemma3", "gemma4", "qwen3_5")
 
 
 
+class WeightMismatch(UnsupportedModel):
+    """A tensor the stack needs is missing, has the wrong shape, or is one it has no use for: `tensor` is its
+    Hugging Face name (the loader names the file that holds it, runtime/weights/folder.py)."""
+
+    def __init__(self, message: str, tensor: str) -> None:
+        super().__init__(message)
+        self.tensor = tensor
+
+
 @attrs.frozen
 class ModelConfig:
     family: Family

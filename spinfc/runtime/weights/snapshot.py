@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 
 import torch
 
-from spinfc.runtime.weights.config import ModelConfig, from_hf
+from spinfc.errors import BadModelFiles
+from spinfc.runtime.weights.config import ModelConfig
+from spinfc.runtime.weights.folder import hf_config, model_config
 from spinfc.runtime.weights.gemma4_config import _MEDIA_PREFIXES as MEDIA_PREFIXES, text_weights
 from spinfc.runtime.weights.whole import check_safetensors
 
@@ -17,9 +18,8 @@ from spinfc.runtime.weights.whole import check_safetensors
 def weight_files(directory: Path) -> list[Path]:
     files = sorted(directory.glob("*.safetensors"))
     if not files:
-        raise FileNotFoundError(
-            f"{directory} holds config.json but no *.safetensors file: spinfc loads safetensors weights only"
-        )
+        raise BadModelFiles(f"{directory}: config.json but no *.safetensors file: spinfc loads safetensors weights "
+                            "only; download the model's weights (or convert them with save_pretrained)")
     return files
 
 
@@ -28,7 +28,7 @@ def read_snapshot(directory: Path, towers: bool = False) -> tuple[ModelConfig, d
     tower weights only with `towers` (the loader hands them to `runtime.towers.towers_of`)."""
     from safetensors.torch import load_file
 
-    config = from_hf(json.loads((directory / "config.json").read_text()))
+    config = model_config(directory, hf_config(directory))
     state: dict[str, torch.Tensor] = {}
     for file in weight_files(directory):
         check_safetensors(file)  # a truncated download: one located line, not the library's error
