@@ -11,7 +11,7 @@ from pathlib import Path
 # the bundled calibration set: 90 short texts of the kinds spinfc scores (docs/quantization.md), in the checkout
 # beside the package (as packs/ is)
 DEFAULT_CALIBRATION = Path(__file__).resolve().parent.parent / "fixtures" / "calibration.jsonl"
-SCHEME_NAMES = ("fp8-static", "int8-static")  # spinfc.runtime.quant.schemes.SCHEMES (a test checks they agree);
+SCHEME_NAMES = ("fp8-static", "int8-static", "fp8-dynamic")  # spinfc.runtime.quant.schemes.SCHEMES (a test checks they agree);
 # named here so that building the command line needs no torch
 
 

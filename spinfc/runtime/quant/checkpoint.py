@@ -5,7 +5,8 @@ A checkpoint directory holds:
                        compressed-tensors, one config group targeting Linear, format float-quantized or
                        int-quantized, status compressed, the layers kept in higher precision under `ignore`)
     model.safetensors  every quantized layer as `<layer>.weight` (float8_e4m3fn or int8), `<layer>.weight_scale`
-                       ([N, 1] float32) and `<layer>.input_scale` ([1] float32); everything else as floats
+                       ([N, 1] float32) and, for a static scheme, `<layer>.input_scale` ([1] float32); everything
+                       else as floats (fp8-dynamic: the activations' scales are computed per token at run time)
     recipe.yaml        the llm-compressor recipe that describes the same quantization
     calibration.json   what calibration saw: texts, tokens, the file's sha256, max |input| per layer, and the
                        smoothing applied before it (`smooth.py`), if any
@@ -89,16 +90,17 @@ def quantize_state(config: ModelConfig, state: dict[str, torch.Tensor], calibrat
                    chosen: Scheme) -> dict:
     """The float `state` with every calibrated linear weight (but those `kept_in_float`, and those the
     calibration's gap budget keeps) as a QuantizedLinear; layers that read the same input share one input scale
-    (`SHARED_INPUTS`)."""
+    (`SHARED_INPUTS`); a dynamic scheme's layers have none (the maxima are then only a record)."""
     maxima = shared_maxima(calibration.maxima)
     kept = {f"{module}.weight" for module in calibration.kept_modules}
     out: dict = {}
     for key, tensor in state.items():
         if is_quantized_linear(key, config) and key not in kept:
-            if key not in maxima:
+            if key not in maxima and not chosen.dynamic:
                 raise ValueError(f"calibration saw no input of {key}: calibrate the same model")
             weight, weight_scale = quantize_weight(tensor, chosen)
-            input_scale = scales_from_max(torch.tensor(maxima[key], device=tensor.device), chosen)
+            input_scale = None if chosen.dynamic else scales_from_max(torch.tensor(maxima[key], device=tensor.device),
+                                                                      chosen)
             out[key] = QuantizedLinear(chosen, weight, weight_scale, input_scale)
         else:
             out[key] = tensor
@@ -126,7 +128,8 @@ def recipe_yaml(config: ModelConfig, chosen: Scheme, smoothing: dict | None = No
     modifier = {"targets": ["Linear"], "ignore": kept_in_float(config, kept),
                 "config_groups": {"group_0": group.model_dump(mode="json", exclude_none=True)}}
     modifiers = {}
-    note = "# written by spinfc quantize: static min-max activation scales from calibration.json\n"
+    note = ("# written by spinfc quantize: dynamic per-token activation scales (FP8_DYNAMIC)\n" if chosen.dynamic else
+            "# written by spinfc quantize: static min-max activation scales from calibration.json\n")
     if smoothing:
         modifiers["SmoothQuantModifier"] = {"smoothing_strength": smoothing["alpha"],
                                             "mappings": smoothing["mappings"], "ignore": kept_in_float(config)}
@@ -172,8 +175,9 @@ def is_quantized(hf: dict) -> bool:
 
 def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
     """(config, state, scheme name) of a compressed-tensors checkpoint (spinfc's or llm-compressor's): every
-    quantized linear layer a QuantizedLinear (static activation scales), or dequantized to float32 where the
-    checkpoint's activations are dynamic or not quantized (the scheme then says `...-dequantized`)."""
+    quantized linear layer a QuantizedLinear (static activation scales, or fp8 with dynamic per-token ones:
+    FP8_DYNAMIC), or dequantized to float32 where the checkpoint's activations are not quantized, or dynamic in
+    another way (the scheme then says `...-dequantized`)."""
     from compressed_tensors.quantization import QuantizationConfig
     from pydantic import ValidationError
     from safetensors.torch import load_file
@@ -231,8 +235,11 @@ def _quantized_layer(directory, state: dict, module: str, group) -> tuple:
                                f"{'symmetric' if weights.symmetric else 'asymmetric'}; spinfc loads 8-bit symmetric "
                                "per-channel or per-tensor weights")
     chosen = SCHEMES["fp8-static" if kind == "float" else "int8-static"]
-    static = inputs is not None and not inputs.dynamic and input_scale is not None \
-        and str(getattr(inputs.strategy, "value", inputs.strategy)) == "tensor"
+    activation = None if inputs is None else str(getattr(inputs.strategy, "value", inputs.strategy))
+    static = inputs is not None and not inputs.dynamic and input_scale is not None and activation == "tensor"
+    if kind == "float" and inputs is not None and inputs.dynamic is True and activation == "token" \
+            and inputs.num_bits == 8 and inputs.symmetric:
+        return QuantizedLinear(SCHEMES["fp8-dynamic"], weight, weight_scale, None), "fp8-dynamic"
     layer = QuantizedLinear(chosen, weight, weight_scale, input_scale if static else torch.ones(()))
     if static:
         return layer, chosen.name
