@@ -15,8 +15,9 @@ The input is either a float tensor, quantized here with the static scale (one pa
 or a `QuantizedInput` that the kernel producing it (a norm, the gated activation, attention) already wrote in 8
 bits with this layer's `activation_quant`, so no pass reads the activation between that kernel and the GEMM.
 On the CPU (and anywhere else) it is the dequantized reference: the input quantized and dequantized with its
-static scale, multiplied in float32 with the dequantized weight (kept from load time), so tests see the same
-rounding of every activation that the GPU path sees.
+scale, multiplied in float32 with the dequantized weight (kept from load time), so tests see the same rounding
+of every activation that the GPU path sees; an fp8 product asked for a half dtype is rounded to bf16 first, as
+`_scaled_mm` with row-wise scales writes only bf16.
 
 A row's output depends on that row alone: the input scale is static or the row's own, and the GEMMs are checked for row invariance
 at start-up by whoever captures the launch shapes (`benchmarks/gpu_quant.py` checks every shape of the launch).
@@ -166,7 +167,10 @@ class QuantizedLinear:
         if self._dequantized is None or self._dequantized.device != q.device:
             self._dequantized = self.dequantize(torch.float32)
         scale = self.input_scale if scale is None else scale
-        return F.linear(self.scheme.dequantize(q, scale), self._dequantized).to(out_dtype)
+        out = F.linear(self.scheme.dequantize(q, scale), self._dequantized)
+        if self.scheme.kind == "float" and out_dtype in (torch.float16, torch.bfloat16):
+            out = out.to(torch.bfloat16)  # as the GPU's row-wise fp8 product writes it (bf16 only), then out_dtype
+        return out.to(out_dtype)
 
     def _fp8_cuda(self, q: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
         """q [M, K] fp8, scale [] (static) or [M, 1] (per token) -> [M, N] in `out_dtype`."""
