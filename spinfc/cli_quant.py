@@ -20,7 +20,10 @@ def add_quantize(commands) -> None:
                                    "(compressed-tensors format)")
     quantize.add_argument("model", help="an embedded model (smollm2-135m, gemma3-270m), a .gguf file or a "
                           "Hugging Face snapshot directory")
-    quantize.add_argument("--scheme", choices=list(SCHEME_NAMES), default="fp8-static", help="default: fp8-static")
+    quantize.add_argument("--scheme", choices=list(SCHEME_NAMES), default="fp8-static",
+                          help="fp8-static (static per-tensor activation scales, calibrated), int8-static, or "
+                          "fp8-dynamic (per-token activation scales computed at run time: compressed-tensors' "
+                          "FP8_DYNAMIC); default: fp8-static (docs/quantization.md compares them)")
     quantize.add_argument("--calibration", default=None, metavar="FILE",
                           help='JSONL, one {"text": ...} per line (default: the bundled set, '
                           'fixtures/calibration.jsonl)')
