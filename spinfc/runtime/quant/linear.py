@@ -10,7 +10,8 @@ On CUDA it runs the 8-bit GEMM:
   int8-static  `torch._int_mm` (int8 x int8 -> int32), both scales applied after it in float32, in the same pass
                that writes the output dtype (`backend.kernels.scale_columns`)
   fp8-dynamic  as fp8-static, with each input row's own scale (max |x_row| / 448, `schemes.token_scales`) as the
-               [M, 1] row-wise scale: the input is quantized here, in torch, never by the kernel that produced it
+               [M, 1] row-wise scale: the input is quantized here, one Triton pass per row (`kernels.quantize_tokens`),
+               never by the kernel that produced it (the scale needs the whole row first)
 The input is either a float tensor, quantized here with the static scale (one pass, `backend.kernels.quantize`),
 or a `QuantizedInput` that the kernel producing it (a norm, the gated activation, attention) already wrote in 8
 bits with this layer's `activation_quant`, so no pass reads the activation between that kernel and the GEMM.
@@ -140,7 +141,7 @@ class QuantizedLinear:
                                  "layer: the kernel that wrote it must use this layer's activation_quant")
             q, scale = x.data, self.input_scale
         elif self.scheme.dynamic:
-            q, scale = quantize_tokens(x, self.scheme)  # [M, K], [M, 1]
+            q, scale = self.quantize_tokens(x)  # [M, K], [M, 1]
         else:
             q, scale = self.quantize_input(x), self.input_scale  # [M, K], []
         if q.is_cuda:
@@ -160,6 +161,15 @@ class QuantizedLinear:
         from spinfc.backend.kernels.quantize_reference import quantize_reference
 
         return quantize_reference(x, self.inv_input_scale, s.storage, s.q_min, s.q_max)
+
+    def quantize_tokens(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [M, K] -> (each row over its own scale, in the storage dtype [M, K]; the scales [M, 1] float32): one
+        Triton pass on CUDA (`backend.kernels.quantize_tokens`), the scheme's torch arithmetic elsewhere."""
+        if x.is_cuda:
+            from spinfc.backend.kernels.quantize_tokens import quantize_tokens as kernel
+
+            return kernel(x, self.scheme)
+        return quantize_tokens(x, self.scheme)
 
     def reference(self, q: torch.Tensor, out_dtype: torch.dtype, scale: torch.Tensor | None = None) -> torch.Tensor:
         """The dequantized reference: dequantize(q) @ dequantize(weight)^T in float32 (`scale`: q's, [] or [M, 1];
