@@ -1,5 +1,6 @@
 """`QuantizedLinear`: one W8A8 linear layer (a weight in 8 bits with per-channel scales, and the static scale of
-its input, or none where the scheme scales each input row itself: fp8-dynamic), as a model stack's weight entry. `Model.linear(x, weight)` calls it in place of `F.linear`.
+its input, or none where the scheme scales each input row itself: fp8-dynamic), as a model stack's weight entry.
+`Model.linear(x, weight)` calls it in place of `F.linear`.
 
 On CUDA it runs the 8-bit GEMM:
   fp8-static   `torch._scaled_mm` on the quantized input and weight, with the input's per-tensor scale and the
@@ -20,8 +21,9 @@ scale, multiplied in float32 with the dequantized weight (kept from load time), 
 of every activation that the GPU path sees; an fp8 product asked for a half dtype is rounded to bf16 first, as
 `_scaled_mm` with row-wise scales writes only bf16.
 
-A row's output depends on that row alone: the input scale is static or the row's own, and the GEMMs are checked for row invariance
-at start-up by whoever captures the launch shapes (`benchmarks/gpu_quant.py` checks every shape of the launch).
+A row's output depends on that row alone: the input scale is static or the row's own, and the GEMMs are checked
+for row invariance at start-up by whoever captures the launch shapes (`benchmarks/gpu_quant.py` checks every shape
+of the launch).
 """
 
 from __future__ import annotations
