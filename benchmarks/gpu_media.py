@@ -1,6 +1,8 @@
 """Media on the GPU: the seed-shaped job (24 contents of ~470 tokens, 56 two-option questions) with one 896 x 896
 image per content, on random weights of a Gemma 4 shape with its vision tower, through the path the server runs
-(frontend parts -> read-media -> segments -> the runner's packed passes, Triton ops). Prints questions/s, the
+(frontend parts -> read-media -> segments -> the runner's packed passes, Triton ops, each launch size replayed from
+its CUDA graph: a pass holding media from its media graph, the towers run before it), beside the same image job with
+media passes run eagerly (how they ran before). Prints questions/s, the
 tower's share of the time, and checks batch invariance (a content's scores alone and packed with text-only and
 image contents are bit-identical) and that the image reached the scores. Exits non-zero on a failed check.
 
@@ -170,7 +172,6 @@ def main() -> int:
     model = random_model(args, tokenizer, device, precision)
     shapes = Shapes(budget=8192, block=64) if args.smoke else Shapes.for_device(device, CUDA_TOKEN_BUDGET, 128, 4)
     ctx = PassContext(tokenizer=tokenizer, shapes=shapes, media=MediaReader(model.towers, MediaPolicy(), tokenizer))
-    runner = Runner(model, shapes, device)
     tower_seconds = [0.0]
     embed = model.towers.embed
 
@@ -184,8 +185,18 @@ def main() -> int:
         return out
 
     model.towers.embed = timed_embed
+    eager = Runner(model, shapes, device)  # every pass on the plain stack (how media passes ran before graphs)
+    runner = eager
+    if device.startswith("cuda"):  # as the server runs it: each launch size (and its media variant) a CUDA graph
+        from spinfc.backend import serving
+
+        graphed, shapes = serving.graph_model(model, shapes)
+        runner = Runner(graphed, shapes, device)
     failed, rows = [], []
-    for label, images in (("text only", False), ("an image a content", "all")):
+    cases = [("text only", False, runner), ("an image a content", "all", runner)]
+    if runner is not eager:
+        cases.append(("an image, eager", "all", eager))
+    for label, images, runner in cases:
         started = time.perf_counter()
         program, arrays = compiled(job(args.contents, args.questions, args.image, images), ctx)
         compile_seconds = time.perf_counter() - started
@@ -198,6 +209,10 @@ def main() -> int:
         rows.append((label, program.stat("content_tokens") // args.contents, questions / seconds,
                      tower_seconds[0] / args.repeats / seconds, compile_seconds))
         print(f"  {label}: {questions / seconds:,.0f} questions/s", flush=True)
+    runner = cases[0][2]
+    if len(rows) == 3:
+        print(f"  image / text-only served rate: {rows[1][2] / rows[0][2]:.2f} (graphs), "
+              f"{rows[2][2] / rows[0][2]:.2f} (media passes eager)", flush=True)
     # batch invariance: content 0 (an image) alone, then packed with text-only and image contents
     program, arrays = compiled(job(6, 4, args.image, True, seed=5), ctx)
     alone = run(runner, arrays[:1], shapes)[0]

@@ -36,13 +36,15 @@ def _fla(q, k, v, g, beta, cu_seqlens, initial):
     S = len(cu_seqlens) - 1
     q, k, v, g, beta = (t.unsqueeze(0) for t in (q, k, v, g, beta))  # [1, n, ...]: packed
     if int(q.shape[1]) == S:  # every segment one row: a decode step (batch of rows)
+        # every tensor by name: fla 0.6 put `gk` and `gv` between `g` and `beta`, so a `beta` given by position
+        # is read as per-key decays of [n, 1, Hv, Dk] (out of bounds: the illegal memory access of 2026-12-04)
         out, final = fused_recurrent_gated_delta_rule(
-            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), g.transpose(0, 1).float(),
-            beta.transpose(0, 1).float(), initial_state=initial.float(), output_final_state=True,
+            q=q.transpose(0, 1), k=k.transpose(0, 1), v=v.transpose(0, 1), g=g.transpose(0, 1).float(),
+            beta=beta.transpose(0, 1).float(), initial_state=initial.float(), output_final_state=True,
             use_qk_l2norm_in_kernel=True)
         return out.transpose(0, 1)[0], final
     cu = torch.tensor(cu_seqlens, dtype=torch.int32, device=q.device)
-    out, final = chunk_gated_delta_rule(q, k, v, g.float(), beta.float(), initial_state=initial.float(),
+    out, final = chunk_gated_delta_rule(q=q, k=k, v=v, g=g.float(), beta=beta.float(), initial_state=initial.float(),
                                         output_final_state=True, use_qk_l2norm_in_kernel=True, cu_seqlens=cu.long(),
                                         cu_seqlens_cpu=torch.tensor(cu_seqlens, dtype=torch.int64))
     return out[0], final

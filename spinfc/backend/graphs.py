@@ -22,12 +22,13 @@ the reference's `tree_attention` loops over `launch.spans` in Python, so a model
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Iterable, NamedTuple
 
 import torch
 
 from spinfc.backend.kv_record import KVBuffers, recording
-from spinfc.backend.launch import Launch, packed, packed_bytes
+from spinfc.backend.launch import Launch, MediaRows, packed, packed_bytes
 
 
 class LaunchShape(NamedTuple):
@@ -49,16 +50,53 @@ def padding_launch(shape: LaunchShape, device: torch.device | str) -> Launch:
     return launch
 
 
+class MediaInputs:
+    """What a pass holding media adds to the static inputs, one set for every launch shape (passes never run at
+    once; a shape uses the first T rows): the towers' embeddings placed at their rows (`placed` [T, D] in the
+    residual's dtype, `mask` [T] bool) and `firsts` [T] int32 (image blocks attend both ways). The towers run
+    before the replay (`embed(reads, device) -> [M, D]`: their batches are fixed, not captured); the text stack,
+    embeddings as an input, is replayed from its own graph."""
+
+    def __init__(self, embed: Callable, rows: int, width: int, dtype: torch.dtype, device: torch.device):
+        self.embed = embed
+        self.placed = torch.zeros((rows, width), dtype=dtype, device=device)
+        self.mask = torch.zeros(rows, dtype=torch.bool, device=device)
+        self.firsts = torch.arange(rows, dtype=torch.int32, device=device)
+        self.arange = torch.arange(rows, dtype=torch.int32, device=device)
+
+    def static(self, launch: Launch) -> Launch:
+        """`launch` (a padding launch of T rows) with this set's first T rows as its media inputs."""
+        T = launch.budget
+        media = MediaRows(torch.zeros(0, dtype=torch.int64, device=self.mask.device), (), self.placed[:T],
+                          self.mask[:T])
+        return dataclasses.replace(launch, media=media, firsts=self.firsts[:T])
+
+    def fill(self, launch: Launch, T: int) -> None:
+        """The towers' embeddings of `launch.media` at their rows, the rest unmasked; its `firsts` (or j)."""
+        device = self.mask.device
+        self.mask[:T].zero_()
+        if launch.media is not None:
+            rows = launch.media.rows.to(device, non_blocking=True)
+            embeddings = self.embed(launch.media.reads, device)  # [M, D]
+            self.placed.index_copy_(0, rows, embeddings.to(self.placed.dtype))
+            self.mask.index_fill_(0, rows, True)
+        source = launch.firsts if launch.firsts is not None else self.arange[:T]
+        self.firsts[:T].copy_(source, non_blocking=True)
+
+
 class GraphedPass:
-    """One launch shape: static input buffers, and the forward captured over them (or run eagerly over them)."""
+    """One launch shape: static input buffers, and the forward captured over them (or run eagerly over them);
+    with `media`, the shape's graph for passes holding media (their embeddings and `firsts` as inputs too)."""
 
     def __init__(self, forward: Callable[[Launch], torch.Tensor], shape: LaunchShape, device: torch.device,
-                 capture: bool, pool=None):
-        self.forward, self.shape, self.capture, self.pool = forward, shape, capture, pool
+                 capture: bool, pool=None, media: MediaInputs | None = None):
+        self.forward, self.shape, self.capture, self.pool, self.media = forward, shape, capture, pool, media
         self.static = padding_launch(shape, device)
+        if media is not None:
+            self.static = media.static(self.static)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.output: torch.Tensor | None = None  # [N] float32, written by each replay
-        self.record: Callable[[Launch], torch.Tensor] | None = None  # the recording forward (`set_recording`)
+        self.record: Callable[[Launch], torch.Tensor] | None = None  # the recording forward (GraphedModel sets it)
         self.record_graph: torch.cuda.CUDAGraph | None = None
         self.record_output: torch.Tensor | None = None
 
@@ -91,8 +129,8 @@ class GraphedPass:
         tensors are copied into the static buffers from wherever they are (pinned host memory: the runner's); a
         packed launch (`launch.block`) in one copy."""
         self._load(launch)
-        if self.graph is None:
-            return self.forward(self.static).clone()
+        if self.graph is None:  # eager over the static buffers, with this launch's spans (a host tuple, not in them)
+            return self.forward(dataclasses.replace(self.static, spans=launch.spans)).clone()
         self.graph.replay()
         return self.output.clone()
 
@@ -100,7 +138,7 @@ class GraphedPass:
         """As calling it, replaying the recording forward: the keys and values land in the model's `KVBuffers`."""
         self._load(launch)
         if self.record_graph is None:
-            return self.record(self.static).clone()
+            return self.record(dataclasses.replace(self.static, spans=launch.spans)).clone()
         self.record_graph.replay()
         return self.record_output.clone()
 
@@ -113,6 +151,8 @@ class GraphedPass:
                                    (s.rows, launch.rows), (s.read_row, launch.read_row),
                                    (s.read_token, launch.read_token)):
                 target.copy_(source, non_blocking=True)
+        if self.media is not None:
+            self.media.fill(launch, self.shape[0])
 
 
 class GraphedModel:
@@ -137,18 +177,27 @@ class GraphedModel:
             raise ValueError("the reference ops read launch.spans on the host and cannot be captured in a CUDA "
                              "graph: build the model with ops=spinfc.backend.triton_ops, or pass capture=False")
         pool = torch.cuda.graph_pool_handle() if capture else None
-        self.passes = {LaunchShape(*shape): GraphedPass(model.forward, LaunchShape(*shape), device, capture, pool)
-                       for shape in shapes}
+        shapes = [LaunchShape(*shape) for shape in shapes]
+        self.passes = {shape: GraphedPass(model.forward, shape, device, capture, pool) for shape in shapes}
+        # a model with towers: each shape's graph for passes holding media too (the towers run before it); M-RoPE
+        # passes (three positions a row) run eagerly, as does every pass of a stack that is not captured
+        self.media_passes = {}
+        towers = getattr(model, "towers", None)
+        if capture and towers is not None:
+            inputs = MediaInputs(towers.embed, max(shape[0] for shape in shapes), model.config.hidden,
+                                 model.precision.residual, device)
+            self.media_passes = {shape: GraphedPass(model.forward, shape, device, capture, pool, inputs)
+                                 for shape in shapes}
         self.ready = False
 
     def warm_up(self) -> None:
-        if self._record:
+        if self._record:  # (passes holding media record eagerly: `forward_recording`)
             shapes = sorted(self.passes)
             self.kv = KVBuffers.for_model(self.model, self.passes[shapes[0]].static, shapes[-1].budget)
             for shape, graphed in self.passes.items():
                 keys, values = self.kv.views(shape.budget)
                 graphed.record = lambda launch, keys=keys, values=values: recording(self.model, launch, keys, values)
-        for graphed in self.passes.values():
+        for graphed in [*self.passes.values(), *self.media_passes.values()]:
             graphed.warm_up()
         self.ready = True
 
@@ -165,22 +214,27 @@ class GraphedModel:
             raise RuntimeError("forward_recording on a GraphedModel built without record=True")
         T = launch.budget
         keys, values = self.kv.views(T)
-        if launch.media is not None:  # the towers' forward is not captured: eager, into the same buffers
+        if launch.media is not None or launch.firsts is not None:  # eager, into the same buffers
             with torch.inference_mode():
                 return recording(self.model, launch.to(self.model.device), keys, values), keys, values
+        graphed = self._pass(launch, self.passes)
         with torch.inference_mode():
-            return self._pass(launch).recorded(launch), keys, values
+            return graphed.recorded(launch), keys, values
 
     def forward(self, launch: Launch) -> torch.Tensor:
-        if launch.media is not None:  # the towers' forward is not captured: a pass with media runs eagerly
-            with torch.inference_mode():
-                return self.model.forward(launch.to(self.model.device))
+        if launch.media is not None or launch.firsts is not None:
+            if launch.rope_positions is not None or LaunchShape.of(launch) not in self.media_passes:
+                with torch.inference_mode():  # M-RoPE passes, and a stack not captured, run eagerly
+                    return self.model.forward(launch.to(self.model.device))
+            graphed = self._pass(launch, self.media_passes)
+        else:
+            graphed = self._pass(launch, self.passes)
         with torch.inference_mode():
-            return self._pass(launch)(launch)
+            return graphed(launch)
 
-    def _pass(self, launch: Launch) -> GraphedPass:
+    def _pass(self, launch: Launch, passes: dict) -> GraphedPass:
         shape = LaunchShape.of(launch)
-        graphed = self.passes.get(shape)
+        graphed = passes.get(shape)
         if graphed is None:
             raise ValueError(f"a launch of shape {shape} was not warmed up (shapes: {sorted(self.passes)}): lower "
                              "passes with the budget and rows_padded_to/reads_padded_to the model was warmed up with")

@@ -72,6 +72,10 @@ class MediaRows:
 
     rows: torch.Tensor  # [M] int64
     reads: tuple
+    # the embeddings already at their rows, as a captured pass takes them (backend/graphs.py `MediaInputs`):
+    # `placed` [T, D] in the stack's dtype, `mask` [T] bool (True at `rows`); None: the towers run in the forward
+    placed: torch.Tensor | None = None
+    mask: torch.Tensor | None = None
 
 
 # `packed`'s layout: the int64 fields first (so each starts 8-byte aligned), then `ends`

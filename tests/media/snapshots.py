@@ -119,11 +119,12 @@ def frames_of(video: bytes) -> list[bytes]:
     return out
 
 
-def gemma4_snapshot(directory: Path):
-    """Gemma4ForConditionalGeneration: the E2B feature set's text stack (tests/runtime/gemma4_shapes.py: PLE, shared
-    K/V, soft-capping) reading vision both ways, a 1-layer vision encoder (4-pixel patches pooled 3 x 3) and a
-    1-layer audio conformer, random weights (norms and the embedders' projections randomized), saved with the
-    byte tokenizer. Returns (transformers' model, tokenizer)."""
+def gemma4_snapshot(directory: Path, variant: str = "gemma4-e2b"):
+    """Gemma4ForConditionalGeneration: `variant`'s text stack (tests/runtime/gemma4_shapes.py; the E2B feature set by
+    default: PLE, shared K/V, soft-capping) reading vision both ways, a 1-layer vision encoder (4-pixel patches
+    pooled 3 x 3) and, on E2B (as on the published models, the small ones alone hear), a 1-layer audio conformer,
+    random weights (norms and the embedders' projections randomized), saved with the byte tokenizer. Returns
+    (transformers' model, tokenizer)."""
     from transformers import Gemma4Config, Gemma4ForConditionalGeneration
 
     from tests.runtime.gemma4_shapes import gemma4_config, randomize
@@ -131,7 +132,7 @@ def gemma4_snapshot(directory: Path):
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = byte_tokenizer(directory)
     ids = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIALS}
-    text = gemma4_config("gemma4-e2b", vocab=VOCAB).to_dict()
+    text = gemma4_config(variant, vocab=VOCAB).to_dict()
     text.update(use_bidirectional_attention="vision", sliding_window=512, pad_token_id=ids["<pad>"],
                 bos_token_id=ids["<bos>"], eos_token_id=ids["<eos>"])
     config = Gemma4Config(
@@ -139,14 +140,16 @@ def gemma4_snapshot(directory: Path):
         vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=2,
                            num_key_value_heads=2, head_dim=16, patch_size=4, pooling_kernel_size=3,
                            position_embedding_size=256),
-        audio_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, output_proj_dims=48),
+        audio_config=(dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, output_proj_dims=48)
+                      if variant == "gemma4-e2b" else None),
         boi_token_id=ids["<start_of_image>"], eoi_token_id=ids["<end_of_image>"],
         image_token_id=ids["<image_soft_token>"], video_token_id=ids["<video_soft_token>"],
         boa_token_id=ids["<start_of_audio>"], eoa_token_index=ids["<end_of_audio>"],
         audio_token_id=ids["<audio_soft_token>"],
     )
     for sub in (config, config.text_config, config.vision_config, config.audio_config):
-        sub._attn_implementation = "eager"
+        if sub is not None:
+            sub._attn_implementation = "eager"
     torch.manual_seed(0)
     model = Gemma4ForConditionalGeneration(config).eval()
     randomize(model.model.language_model)
@@ -178,14 +181,14 @@ QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|
                  "<|image_pad|>", "<|video_pad|>"]
 
 
-def qwen3_5_snapshot(directory: Path, seed: int = 0, moe: bool = False):
+def qwen3_5_snapshot(directory: Path, seed: int = 0, moe: bool = False, text: dict | None = None):
     """Qwen3_5ForConditionalGeneration of a tiny real-shaped config: the text stack of tests/runtime/qwen3_5_random.py
     (three Gated DeltaNet layers to one gated full-attention layer) with heads of 32 (8 rotary dims: M-RoPE's
     sections 2, 1, 1 of Qwen3.5's 11, 11, 10 interleaved), a 2-block vision tower (4-pixel patches, merged 2 x 2 into
     the text width, a 4 x 4 learned position grid), random weights (norms, decays randomized as the text tests do),
     saved with a byte tokenizer holding Qwen's special tokens (no BOS) and a preprocessor_config.json for small
-    images; with `moe`, Qwen3.5-MoE's (every MLP a sparse block, as tests/runtime/qwen3_5_random.py scales it).
-    Returns (transformers' model, tokenizer)."""
+    images; with `moe`, Qwen3.5-MoE's (every MLP a sparse block, as tests/runtime/qwen3_5_random.py scales it);
+    `text`: other text-config values (wider heads). Returns (transformers' model, tokenizer)."""
     import json
 
     import transformers
@@ -199,12 +202,13 @@ def qwen3_5_snapshot(directory: Path, seed: int = 0, moe: bool = False):
     ids = {name: tokenizer.convert_tokens_to_ids(name) for name in QWEN_SPECIALS}
     rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1],
             "mrope_interleaved": True}
-    text = {**SHAPE, "vocab_size": VOCAB, "head_dim": 32, "rope_parameters": rope, "pad_token_id": ids["<|endoftext|>"],
-            "eos_token_id": ids["<|im_end|>"], **(MOE if moe else {})}
+    text_config = {**SHAPE, "vocab_size": VOCAB, "head_dim": 32, "rope_parameters": rope,
+                   "pad_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"], **(MOE if moe else {}),
+                   **(text or {})}
     config = getattr(transformers, f"{kind}Config")(
-        text_config=text,
+        text_config=text_config,
         vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, patch_size=4,
-                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=SHAPE["hidden_size"],
+                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=text_config["hidden_size"],
                            num_position_embeddings=16),
         image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],

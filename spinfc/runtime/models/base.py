@@ -405,6 +405,8 @@ class Model:
     def place_media(self, x: torch.Tensor, media, tokens: torch.Tensor) -> torch.Tensor:
         """x: [T, D] embedded `tokens` ([T]) -> x with the rows `media.rows` overwritten by the towers' embeddings of
         `media.reads` (one batched forward per tower), cast to x's dtype as transformers casts them."""
+        if media.placed is not None:  # embedded before a captured pass, at their rows: the same values placed
+            return torch.where(media.mask[:, None], media.placed, x)
         if self.towers is None:
             raise ValueError("a pass holds media, and this model has no towers")
         embeddings = self.towers.embed(media.reads, device=x.device)  # [M, D]

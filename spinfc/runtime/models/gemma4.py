@@ -123,7 +123,9 @@ class Gemma4Model(Model):
         (their token read as the pad token, their projection from the placed embeddings)."""
         x = super().place_media(x, media, tokens)
         if self.ple:
-            ids = tokens.index_fill(0, media.rows, self.towers.pad_token_id)
+            pad = self.towers.pad_token_id
+            ids = (tokens.masked_fill(media.mask, pad) if media.placed is not None else
+                   tokens.index_fill(0, media.rows, pad))
             self._state = _Forward(blocks.per_layer_inputs(self, ids, x))
         return x
 

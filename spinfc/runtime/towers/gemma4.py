@@ -139,8 +139,11 @@ class Gemma4Audio(Tower):
 
     @torch.inference_mode()
     def _soft_tokens(self, features, mask) -> int:
-        """How many soft tokens the encoder gives a clip (its output mask's count)."""
-        return int(self.encoder(features[None], mask[None]).attention_mask.sum())
+        """How many soft tokens the encoder gives a clip (its output mask's count), run where the encoder is (the
+        read's features are on the host: on CUDA they must move, as `embed` moves them)."""
+        weight = self.embedder.embedding_projection.weight
+        out = self.encoder(features[None].to(device=weight.device, dtype=weight.dtype), mask[None].to(weight.device))
+        return int(out.attention_mask.sum())
 
     @torch.inference_mode()
     def embed(self, reads: Sequence[MediaRead], device) -> torch.Tensor:

@@ -1,0 +1,83 @@
+"""`spinfc serve DIR` as a user starts it (default settings; only the device and port given), in a child process
+whose log is kept: started, waited for until /readyz answers 200 (or the process ends), stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import attrs
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@attrs.define
+class Server:
+    directory: Path
+    device: str
+    log_path: Path
+    port: int = attrs.field(factory=free_port)
+    process: subprocess.Popen | None = None
+    started: float = 0.0
+    ready_after: float | None = None  # seconds from start to /readyz 200
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Server:
+        command = [sys.executable, "-c", "import sys; from spinfc.cli import main; sys.exit(main())", "serve",
+                   str(self.directory), "--device", self.device, "--host", "127.0.0.1", "--port", str(self.port)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("w")
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        self.started = time.monotonic()
+        return self
+
+    def wait_ready(self, timeout: float) -> bool:
+        """True once /readyz answers 200; False when the process ended or `timeout` seconds passed."""
+        while time.monotonic() - self.started < timeout:
+            if self.process.poll() is not None:
+                return False
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    self.ready_after = time.monotonic() - self.started
+                    return True
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        return False
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def tracebacks(self) -> list[str]:
+        """The log's tracebacks, each from its first line to the exception's line."""
+        lines, found = self.log().splitlines(), []
+        for i, line in enumerate(lines):
+            if line.startswith("Traceback"):
+                end = next((j for j in range(i + 1, len(lines)) if lines[j] and not lines[j].startswith(" ")), i)
+                found.append("\n".join(lines[i:end + 1])[-1500:])
+        return found
