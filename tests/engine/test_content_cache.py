@@ -173,8 +173,9 @@ def test_metrics_show_the_cache() -> None:
 
 class Recording:
     """What a CUDA server's GraphedModel is to the engine, with graphs off, on the CPU: `forward`, and
-    `forward_recording` writing every layer's keys and values into static buffers (`kv_record`), the forward its
-    recording graph captures."""
+    `forward_recording` through each launch shape's `GraphedPass` (its static inputs loaded, then the recording
+    forward its graph captures on CUDA, `kv_record.recording`, writing every layer's keys and values into the
+    static `KVBuffers`)."""
 
     records = True
 
@@ -183,17 +184,22 @@ class Recording:
 
         self.model = model
         self.kv = KVBuffers.for_model(model, _padding(rows), rows)
-        self.recorded = 0
+        self.passes: dict = {}
 
     def forward(self, launch):
         return self.model.forward(launch)
 
     def forward_recording(self, launch):
+        from spinfc.backend.graphs import GraphedPass, LaunchShape
         from spinfc.backend.kv_record import recording
 
-        self.recorded += 1
-        keys, values = self.kv.views(launch.budget)
-        return recording(self.model, launch, keys, values), keys, values
+        shape = LaunchShape.of(launch)
+        keys, values = self.kv.views(shape.budget)
+        graphed = self.passes.get(shape)
+        if graphed is None:
+            graphed = self.passes[shape] = GraphedPass(self.model.forward, shape, torch.device("cpu"), False)
+            graphed.record = lambda static: recording(self.model, static, keys, values)
+        return graphed.recorded(launch), keys, values
 
     def __getattr__(self, name):
         return getattr(self.model, name)
@@ -209,7 +215,7 @@ def _padding(rows: int):
 
 
 def test_a_recording_pass_fills_the_cache_with_the_eager_passs_bits(model, seed) -> None:
-    """The pass a CUDA server replays to fill the cache (`GraphedModel.forward_recording`, here with graphs off):
+    """The pass a CUDA server replays to fill the cache (`GraphedPass.recorded`, here with graphs off):
     the entries it leaves are bit for bit those the eager fill leaves, its own scores are the plain forward's, and
     a content read from them scores as it does read anew."""
     rng = random.Random(seed)
@@ -223,6 +229,7 @@ def test_a_recording_pass_fills_the_cache_with_the_eager_passs_bits(model, seed)
             again = numbers(score(engine, body(texts, [OPTIONS])))
             assert engine.contents.cache.stats.hits == 3
             entries[name] = (first, again, dict(engine.contents.cache._entries))
+            assert name == "eager" or engine_model.passes  # the filling passes went through GraphedPass.recorded
         finally:
             engine.close()
     assert entries["recording"][0] == entries["eager"][0] and entries["recording"][1] == entries["eager"][1]
