@@ -32,6 +32,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the script, measures nothing")
 ARGS.add_argument("--reps", type=int, default=3, help="timed repetitions of the packed job (median)")
+ARGS.add_argument("--schemes", nargs="+", default=None, help="the job section's schemes (default: every one of "
+                  "quant_parts.ALL: bf16, bf16-mixed, fp8-static[-mixed], int8-static[-mixed], fp8-dynamic[-mixed])")
 OPTIONS = ARGS.parse_args()
 if OPTIONS.smoke:
     os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
@@ -157,7 +159,7 @@ def main() -> None:
         RESULTS["job"] = bench.info
         print(bench.info, flush=True)
     schemes = RESULTS.setdefault("schemes", {})
-    for name in ALL:
+    for name in OPTIONS.schemes or ALL:
         with section(f"job: {name}"):
             if bench is None:
                 raise RuntimeError("the job was not built")

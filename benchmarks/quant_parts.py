@@ -17,7 +17,7 @@ from spinfc.runtime.quant.linear import QuantizedLinear, fp8_mode
 from spinfc.runtime.quant.schemes import SCHEMES as QUANT, quantize_weight, scales_from_max
 
 # The quantized schemes measured, with a uniform bf16 stack around them and with the mixed precision policy.
-SCHEMES = ("fp8-static", "fp8-static-mixed", "int8-static", "int8-static-mixed")
+SCHEMES = ("fp8-static", "fp8-static-mixed", "int8-static", "int8-static-mixed", "fp8-dynamic", "fp8-dynamic-mixed")
 ALL = ("bf16", "bf16-mixed") + SCHEMES
 HALF = ("fp16", "fp16-mixed")  # float16 compute, for the default scheme's choice (not in the GEMM checks)
 
@@ -88,9 +88,9 @@ def matmul_rates(device: str, config, rows: int = 16384) -> dict:
     layer_flops = sum(2 * rows * k * n_out for k, n_out in shapes.values()) / 1e9
     rates["bf16_layer"] = layer_flops / _ms(lambda: [F.linear(inputs[w.shape[1]], w) for w in weights.values()],
                                             device)
-    for scheme in ("fp8-static", "int8-static"):
+    for scheme in ("fp8-static", "int8-static", "fp8-dynamic"):
         layers = [_quantized(w, inputs[w.shape[1]], scheme) for w in weights.values()]
-        rates[f"{scheme.split('-')[0]}_layer"] = layer_flops / _ms(
+        rates[f"{scheme.replace('-static', '').replace('-', '_')}_layer"] = layer_flops / _ms(
             lambda: [layer(inputs[layer.shape[1]], torch.bfloat16) for layer in layers], device)
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in rates.items()}
 
@@ -98,7 +98,8 @@ def matmul_rates(device: str, config, rows: int = 16384) -> dict:
 def _quantized(weight: torch.Tensor, sample: torch.Tensor, scheme: str) -> QuantizedLinear:
     chosen = QUANT[scheme]
     q, scale = quantize_weight(weight, chosen)
-    return QuantizedLinear(chosen, q, scale, scales_from_max(sample.float().abs().amax(), chosen))
+    return QuantizedLinear(chosen, q, scale, None if chosen.dynamic else scales_from_max(sample.float().abs().amax(),
+                                                                                         chosen))
 
 
 def gemm_shapes(config, rows: int, answer_rows: int) -> dict[str, tuple[int, int, int, str]]:

@@ -5,7 +5,7 @@
                    --emit STAGE
     spinfc packs validate DIR
     spinfc packs list [--packs SOURCE ...] [--model M]
-    spinfc quantize MODEL --scheme fp8-static|int8-static|w4a16|w4a16-asym --calibration FILE -o DIR
+    spinfc quantize MODEL --scheme fp8-static|int8-static|fp8-dynamic|w4a16|w4a16-asym --calibration FILE -o DIR
     spinfc parity --fixture F --reference R [--record] [--tolerance X] [--model M]
     spinfc serve [MODEL] ...        (spinfc.server.cli)
     spinfc score INPUT -o OUTPUT --pack ID_OR_FILE ...   (spinfc.bulk.command; docs/bulk.md)

@@ -11,7 +11,7 @@ from pathlib import Path
 # the bundled calibration set: 90 short texts of the kinds spinfc scores (docs/quantization.md), in the checkout
 # beside the package (as packs/ is)
 DEFAULT_CALIBRATION = Path(__file__).resolve().parent.parent / "fixtures" / "calibration.jsonl"
-SCHEME_NAMES = ("fp8-static", "int8-static", "w4a16", "w4a16-asym")  # spinfc.runtime.quant.schemes.SCHEMES (a test checks they agree);
+SCHEME_NAMES = ("fp8-static", "int8-static", "fp8-dynamic", "w4a16", "w4a16-asym")  # spinfc.runtime.quant.schemes.SCHEMES (a test checks they agree);
 # named here so that building the command line needs no torch
 
 
@@ -21,7 +21,10 @@ def add_quantize(commands) -> None:
     quantize.add_argument("model", help="an embedded model (smollm2-135m, gemma3-270m), a .gguf file or a "
                           "Hugging Face snapshot directory")
     quantize.add_argument("--scheme", choices=list(SCHEME_NAMES), default="fp8-static",
-                          help="default: fp8-static; w4a16 (-asym): int4 weights in groups of 128 by GPTQ")
+                          help="fp8-static (static per-tensor activation scales, calibrated), int8-static, "
+                          "fp8-dynamic (per-token activation scales computed at run time: compressed-tensors' "
+                          "FP8_DYNAMIC), or w4a16 (-asym): int4 weights in groups of 128 by GPTQ; default: fp8-static "
+                          "(docs/quantization.md compares them)")
     quantize.add_argument("--group-size", type=int, choices=(32, 64, 128), default=None, metavar="G",
                           help="w4a16: input channels per scale, 32, 64 or 128 (default 128; every quantized layer's "
                           "input width must be a multiple of it: SmolLM2's 576 needs 64)")

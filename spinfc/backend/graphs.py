@@ -10,6 +10,11 @@ the runner's pinned staging buffers are) and one graph replay: no Python per lay
 compiled per request, and few calls that give up the GIL. Graphs of all shapes share one memory pool (they never
 run at the same time).
 
+With `record` (a stack whose content cache may be filled: `serving.graph_model`), each shape is captured a second
+time as a recording forward (`kv_record.recording`): the same pass that also writes every attention layer's keys
+and values into static buffers (`kv_record.KVBuffers`, one set for the largest shape), so a pass that fills the
+content cache replays a graph too (`forward_recording`).
+
 Only a stack whose ops read nothing from the host can be captured: the Triton ops (`backend.triton_ops`) qualify;
 the reference's `tree_attention` loops over `launch.spans` in Python, so a model on the reference runs eagerly
 (`capture=False`).
@@ -22,6 +27,7 @@ from typing import Callable, Iterable, NamedTuple
 
 import torch
 
+from spinfc.backend.kv_record import KVBuffers, recording
 from spinfc.backend.launch import Launch, MediaRows, packed, packed_bytes
 
 
@@ -90,28 +96,53 @@ class GraphedPass:
             self.static = media.static(self.static)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.output: torch.Tensor | None = None  # [N] float32, written by each replay
+        self.record: Callable[[Launch], torch.Tensor] | None = None  # the recording forward (GraphedModel sets it)
+        self.record_graph: torch.cuda.CUDAGraph | None = None
+        self.record_output: torch.Tensor | None = None
 
     def warm_up(self) -> None:
-        """Run eagerly twice (compiles kernels, warms cuBLAS), then capture one forward into a graph."""
+        """Run eagerly twice (compiles kernels, warms cuBLAS), then capture one forward into a graph (and the
+        recording forward into a second one, where one is set)."""
+        self.graph, self.output = self._captured(self.forward)
+        if self.record is not None:
+            self.record_graph, self.record_output = self._captured(self.record)
+
+    def _captured(self, forward) -> tuple[torch.cuda.CUDAGraph | None, torch.Tensor]:
         for _ in range(2):
-            self.output = self.forward(self.static)
+            output = forward(self.static)
         torch.cuda.synchronize()
         if not self.capture:
-            return
+            return None, output
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # the documented warm-up on a side stream before capture
-            self.forward(self.static)
+            forward(self.static)
         torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=self.pool):
-            self.output = self.forward(self.static)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            output = forward(self.static)
         torch.cuda.synchronize()
+        return graph, output
 
     def __call__(self, launch: Launch) -> torch.Tensor:
         """[N] float32 logprobs of `launch` (a fresh tensor: the next replay overwrites the graph's output). Its
         tensors are copied into the static buffers from wherever they are (pinned host memory: the runner's); a
         packed launch (`launch.block`) in one copy."""
+        self._load(launch)
+        if self.graph is None:  # eager over the static buffers, with this launch's spans (a host tuple, not in them)
+            return self.forward(dataclasses.replace(self.static, spans=launch.spans)).clone()
+        self.graph.replay()
+        return self.output.clone()
+
+    def recorded(self, launch: Launch) -> torch.Tensor:
+        """As calling it, replaying the recording forward: the keys and values land in the model's `KVBuffers`."""
+        self._load(launch)
+        if self.record_graph is None:
+            return self.record(dataclasses.replace(self.static, spans=launch.spans)).clone()
+        self.record_graph.replay()
+        return self.record_output.clone()
+
+    def _load(self, launch: Launch) -> None:
         s = self.static
         if launch.block is not None and launch.block.shape == s.block.shape:  # the same shape packs the same way
             s.block.copy_(launch.block, non_blocking=True)
@@ -122,10 +153,6 @@ class GraphedPass:
                 target.copy_(source, non_blocking=True)
         if self.media is not None:
             self.media.fill(launch, self.shape[0])
-        if self.graph is None:  # eager over the static buffers, with this launch's spans (a host tuple, not in them)
-            return self.forward(dataclasses.replace(s, spans=launch.spans)).clone()
-        self.graph.replay()
-        return self.output.clone()
 
 
 class GraphedModel:
@@ -137,8 +164,10 @@ class GraphedModel:
 
     copies_inputs = True  # forward copies a launch into its static buffers: the launch may be in (pinned) host memory
 
-    def __init__(self, model, shapes: Iterable[LaunchShape], *, capture: bool = True):
+    def __init__(self, model, shapes: Iterable[LaunchShape], *, capture: bool = True, record: bool = False):
         self.model = model
+        self.kv: KVBuffers | None = None  # the recording forwards' buffers (warm_up makes them, with `record`)
+        self._record = record
         device = model.device
         if device.type != "cuda":
             raise ValueError(f"GraphedModel needs a model on a CUDA device, not {device}")
@@ -162,26 +191,56 @@ class GraphedModel:
         self.ready = False
 
     def warm_up(self) -> None:
+        if self._record:  # (passes holding media record eagerly: `forward_recording`)
+            shapes = sorted(self.passes)
+            self.kv = KVBuffers.for_model(self.model, self.passes[shapes[0]].static, shapes[-1].budget)
+            for shape, graphed in self.passes.items():
+                keys, values = self.kv.views(shape.budget)
+                graphed.record = lambda launch, keys=keys, values=values: recording(self.model, launch, keys, values)
         for graphed in [*self.passes.values(), *self.media_passes.values()]:
             graphed.warm_up()
         self.ready = True
 
+    @property
+    def records(self) -> bool:
+        """Whether a pass that fills the content cache replays a graph (`forward_recording`)."""
+        return self.kv is not None and self.ready
+
+    def forward_recording(self, launch: Launch) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """(`forward(launch)`, every attention call's keys and values [T, Hk, D]): views of the static buffers,
+        valid until the next recording pass is queued (read them in stream order before it, as the content cache's
+        `store` clones them)."""
+        if self.kv is None:
+            raise RuntimeError("forward_recording on a GraphedModel built without record=True")
+        T = launch.budget
+        keys, values = self.kv.views(T)
+        if launch.media is not None or launch.firsts is not None:  # eager, into the same buffers
+            with torch.inference_mode():
+                return recording(self.model, launch.to(self.model.device), keys, values), keys, values
+        graphed = self._pass(launch, self.passes)
+        with torch.inference_mode():
+            return graphed.recorded(launch), keys, values
+
     def forward(self, launch: Launch) -> torch.Tensor:
-        shape = LaunchShape.of(launch)
         if launch.media is not None or launch.firsts is not None:
-            graphed = self.media_passes.get(shape)
-            if graphed is None or launch.rope_positions is not None:
-                with torch.inference_mode():
+            if launch.rope_positions is not None or LaunchShape.of(launch) not in self.media_passes:
+                with torch.inference_mode():  # M-RoPE passes, and a stack not captured, run eagerly
                     return self.model.forward(launch.to(self.model.device))
+            graphed = self._pass(launch, self.media_passes)
         else:
-            graphed = self.passes.get(shape)
+            graphed = self._pass(launch, self.passes)
+        with torch.inference_mode():
+            return graphed(launch)
+
+    def _pass(self, launch: Launch, passes: dict) -> GraphedPass:
+        shape = LaunchShape.of(launch)
+        graphed = passes.get(shape)
         if graphed is None:
             raise ValueError(f"a launch of shape {shape} was not warmed up (shapes: {sorted(self.passes)}): lower "
                              "passes with the budget and rows_padded_to/reads_padded_to the model was warmed up with")
         if not self.ready:
             raise RuntimeError("GraphedModel.forward before warm_up(): call warm_up() once at start-up")
-        with torch.inference_mode():
-            return graphed(launch)
+        return graphed
 
     __call__ = forward
 

@@ -53,7 +53,11 @@ def graph_model(model, shapes: Shapes) -> tuple[GraphedModel, Shapes]:
             log.warning("pass sizes %s are not row invariant on this GPU and are not used; passes launch at %s rows",
                         sorted(set(shapes.sizes) - {s[0] for s in sizes}), [s[0] for s in sizes])
         checked = shapes.with_sizes(tuple(T for T, _, _ in sizes))
-        # a stack whose forward reads the pass on the host (Qwen3.5's recurrence segments) runs eagerly
-        graphed = GraphedModel(model, launch_shapes(checked), capture=getattr(model, "CAPTURABLE", True))
+        # a stack whose forward reads the pass on the host (Qwen3.5's recurrence segments) runs eagerly; a captured
+        # stack whose content cache can be filled (keys and values are all a content leaves: no recurrent layer)
+        # also captures each size recording its keys and values (`graphs.GraphedModel.forward_recording`)
+        capture = getattr(model, "CAPTURABLE", True)
+        record = capture and getattr(model, "attention_layers", model.config.layers) == model.config.layers
+        graphed = GraphedModel(model, launch_shapes(checked), capture=capture, record=record)
         graphed.warm_up()
     return graphed, checked

@@ -67,7 +67,7 @@ class EngineSettings:
     content_cache_tokens: int | None = setting(None, "content tokens whose keys and values are kept across "
                                                "requests, so a content sent again reads only its questions (LRU); "
                                                "unset: what fits a tenth of the memory (at most 4 GiB) on the CPU, "
-                                               "0 (off) on CUDA; 0 turns it off", "optional_int", minimum=0,
+                                               "a quarter of the free device memory on CUDA; 0 turns it off", "optional_int", minimum=0,
                                                metavar="TOKENS")
     warmup: str = setting("full", "what runs before /readyz turns 200: full (a pass of every launch shape), short "
                           "(one small pass) or none (first calls pay it)", "choice", choices=("full", "short", "none"))

@@ -7,7 +7,10 @@ whose content was read before reads only its questions (`cached_rows.py` says ho
     entry    every layer's keys and values of the content's rows, after rope (the rows a question sees), as the
              pass that read the content computed them
     budget   in content tokens (`--content-cache-tokens`); least recently used entries go first, and an entry larger
-             than the whole budget is not kept, so the tokens held never exceed it
+             than the whole budget is not kept, so the tokens held never exceed it. Unset: on the CPU the tokens
+             that fit a tenth of the machine's memory (at most 4 GiB); on CUDA, where the passes that fill the
+             cache replay captured graphs (`GraphedModel.records`), those that fit a quarter of the device memory
+             free once the model is loaded and its graphs captured (`default_tokens`)
 
 What a content's rows hold depends on the content's tokens alone: a content starts every segment at position 0 and
 its rows see only one another (the segment pass), so its keys and values are the same whatever questions follow it
@@ -33,6 +36,10 @@ import torch
 MIN_TOKENS = 16  # a shorter content costs less to read again than to look up and scatter
 DEFAULT_MEMORY_FRACTION = 0.1  # unset on the CPU: the tokens whose keys and values fit this much of the memory,
 DEFAULT_MEMORY_CAP = 4 << 30  # at most this many bytes
+# unset on CUDA: this much of the device memory free at start-up (after the weights, the graphs and the decode's
+# buffers): the rest stays for what requests hold while they run (extraction beams, generations, the allocator's
+# slack). On an H200 serving the Llama-3-8B shape that is ~25 GB, ~200,000 content tokens (128 KiB each in fp16).
+CUDA_FREE_FRACTION = 0.25
 
 
 @attrs.frozen(eq=False)
@@ -59,15 +66,21 @@ def bytes_per_token(model) -> int:
     return c.layers * 2 * c.kv_heads * c.head_dim * torch.tensor([], dtype=model.dtype).element_size()
 
 
-def default_tokens(model, device: str) -> int:
+def default_tokens(model, device: str, records: bool = False) -> int:
     """The budget when none is set: on the CPU the tokens that fit a tenth of the machine's memory (at most 4 GiB);
-    on CUDA 0 (off: a pass that reads or fills the cache runs eagerly, outside the captured graphs)."""
+    on CUDA those that fit `CUDA_FREE_FRACTION` of the device's free memory where the passes that fill the cache
+    replay captured graphs (`records`: `GraphedModel.records`), else 0 (off: every pass would run eagerly)."""
     from spinfc.runtime.models.base import Model
 
-    if str(device).startswith("cuda") or not isinstance(model, Model):  # (a test's stand-in model: off)
+    if not isinstance(model, Model):  # (a test's stand-in model: off)
         return 0
     if getattr(model, "attention_layers", model.config.layers) != model.config.layers:
         return 0  # a recurrent stack (Qwen3.5's linear-attention layers): a content's state is not its keys alone
+    if str(device).startswith("cuda"):
+        if not records:
+            return 0
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return int(free * CUDA_FREE_FRACTION) // bytes_per_token(model)
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
@@ -98,7 +111,8 @@ class ContentCache:
                                                                           None)):
             budget = 0  # recurrent layers keep state the cache does not hold: always off
         identity = f"{getattr(stack, 'weights_hash', None) or stack.name}:{getattr(stack, 'scheme', '')}"
-        return cls(identity, default_tokens(stack, device) if budget is None else budget)
+        records = bool(getattr(model, "records", False))  # a GraphedModel (under any wrapper) with recording graphs
+        return cls(identity, default_tokens(stack, device, records) if budget is None else budget)
 
     @property
     def enabled(self) -> bool:

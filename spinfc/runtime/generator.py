@@ -77,6 +77,10 @@ class Guarded:
 
     __call__ = forward
 
+    def forward_recording(self, launch):
+        with self.lock:
+            return self.model.forward_recording(launch)
+
     def __getattr__(self, name: str):
         return getattr(self.model, name)
 

@@ -139,18 +139,25 @@ class Runner:
         return launch, Pending(output=output, reads=n, starts=starts, rows=T, slot=slot)
 
     def launch(self, arrays: Sequence[SegmentArrays], cached: Sequence | None = None, record: bool = False) -> Pending:
-        """Stage and run one pass; on CUDA returns once the pass and the copy back are queued. With `cached` (per
-        segment a `content_cache.CachedContent` or None) or `record` the pass runs eagerly on the plain stack,
-        the contents given read from the cache (`cached_rows`), every layer's keys and values kept in
-        `Pending.recorded` with `record`. A pass holding media runs eagerly on the plain stack too
+        """Stage and run one pass; on CUDA returns once the pass and the copy back are queued. With `record` every
+        layer's keys and values are kept in `Pending.recorded`: replayed from the launch size's recording graph where
+        the model has one (`GraphedModel.forward_recording`: views of its static buffers, which the content cache's
+        `store` clones behind this pass in stream order), else run eagerly on the plain stack. With `cached` (per
+        segment a `content_cache.CachedContent` or None) the pass runs eagerly on the plain stack, the contents given
+        read from the cache (`cached_rows`). A pass holding media runs eagerly on the plain stack too
         (GraphedModel.forward: its towers' forward is not captured)."""
-        if record or (cached is not None and any(e is not None for e in cached)):
+        reads_cache = cached is not None and any(e is not None for e in cached)
+        if reads_cache or (record and not getattr(self.model, "records", False)):
             return self.launch_keeping_kv(arrays, cached=cached, extraction=False)
         launch, pending = self.stage(arrays)
         if self._moves:
             launch = launch.to(self.device)
         with torch.inference_mode():
-            out = self.model.forward(launch)  # [N] float32 on the device
+            if record:  # a captured recording pass: its keys and values in the model's static buffers
+                out, keys, values = self.model.forward_recording(launch)
+                pending.recorded = (keys, values)
+            else:
+                out = self.model.forward(launch)  # [N] float32 on the device
         if self.on_cuda:
             pending.output.copy_(out, non_blocking=True)
             pending.event = torch.cuda.Event()

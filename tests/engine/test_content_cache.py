@@ -169,3 +169,88 @@ def test_metrics_show_the_cache() -> None:
                  "spinfc_content_cache_evictions_total 1.0", "spinfc_content_cache_tokens 600.0",
                  "spinfc_content_cache_budget_tokens 1000.0"):
         assert line in text, line
+
+
+class Recording:
+    """What a CUDA server's GraphedModel is to the engine, with graphs off, on the CPU: `forward`, and
+    `forward_recording` through each launch shape's `GraphedPass` (its static inputs loaded, then the recording
+    forward its graph captures on CUDA, `kv_record.recording`, writing every layer's keys and values into the
+    static `KVBuffers`)."""
+
+    records = True
+
+    def __init__(self, model, rows: int):
+        from spinfc.backend.kv_record import KVBuffers
+
+        self.model = model
+        self.kv = KVBuffers.for_model(model, _padding(rows), rows)
+        self.passes: dict = {}
+
+    def forward(self, launch):
+        return self.model.forward(launch)
+
+    def forward_recording(self, launch):
+        from spinfc.backend.graphs import GraphedPass, LaunchShape
+        from spinfc.backend.kv_record import recording
+
+        shape = LaunchShape.of(launch)
+        keys, values = self.kv.views(shape.budget)
+        graphed = self.passes.get(shape)
+        if graphed is None:
+            graphed = self.passes[shape] = GraphedPass(self.model.forward, shape, torch.device("cpu"), False)
+            graphed.record = lambda static: recording(self.model, static, keys, values)
+        return graphed.recorded(launch), keys, values
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+
+def _padding(rows: int):
+    from spinfc.backend.launch import Launch
+
+    return Launch(tokens=torch.zeros(rows, dtype=torch.int64), positions=torch.zeros(rows, dtype=torch.int64),
+                  ends=torch.arange(1, rows + 1, dtype=torch.int32), spans=((0, rows),),
+                  rows=torch.zeros(1, dtype=torch.int64), read_row=torch.zeros(1, dtype=torch.int64),
+                  read_token=torch.zeros(1, dtype=torch.int64))
+
+
+def test_a_recording_pass_fills_the_cache_with_the_eager_passs_bits(model, seed) -> None:
+    """The pass a CUDA server replays to fill the cache (`GraphedPass.recorded`, here with graphs off):
+    the entries it leaves are bit for bit those the eager fill leaves, its own scores are the plain forward's, and
+    a content read from them scores as it does read anew."""
+    rng = random.Random(seed)
+    texts = contents(rng, 3)
+    shapes = Shapes.for_device("cpu", 1024)
+    entries = {}
+    for name, engine_model in (("eager", model), ("recording", Recording(model, 1024))):
+        engine = Engine(engine_model, shapes, content_cache_tokens=100_000).start()
+        try:
+            first = numbers(score(engine, body(texts, [OTHER])))
+            again = numbers(score(engine, body(texts, [OPTIONS])))
+            assert engine.contents.cache.stats.hits == 3
+            entries[name] = (first, again, dict(engine.contents.cache._entries))
+            assert name == "eager" or engine_model.passes  # the filling passes went through GraphedPass.recorded
+        finally:
+            engine.close()
+    assert entries["recording"][0] == entries["eager"][0] and entries["recording"][1] == entries["eager"][1]
+    eager, recorded = entries["eager"][2], entries["recording"][2]
+    assert eager.keys() == recorded.keys() and len(eager) == 3
+    for key in eager:
+        assert all(torch.equal(a, b) for a, b in zip(eager[key].keys + eager[key].values,
+                                                     recorded[key].keys + recorded[key].values))
+    plain = Engine(model, shapes, content_cache_tokens=0).start()
+    try:
+        fresh = numbers(score(plain, body(texts, [OPTIONS])))
+    finally:
+        plain.close()
+    difference = max(abs(a - b) for (x, _), (y, _) in zip(fresh, entries["recording"][1]) for a, b in zip(x, y))
+    assert difference <= TOLERANCE
+
+
+def test_cuda_keeps_the_cache_off_where_no_graph_records(model) -> None:
+    """On CUDA the default budget comes from free device memory only where the filling passes replay graphs; on the
+    CPU it is what fits a tenth of the memory, as before."""
+    from spinfc.runtime.content_cache import default_tokens
+
+    assert default_tokens(model, "cuda:0", records=False) == 0
+    assert default_tokens(model, "cpu") > 0

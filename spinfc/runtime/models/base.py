@@ -268,8 +268,10 @@ class Model:
     # ---- the forward --------------------------------------------------------------------------------------------
 
     def quantized_reader(self, into) -> QuantizedLinear | None:
-        """`into` (the weight that reads an op's output) when that op should write it quantized for it."""
-        return into if self.quantize_in_kernels and isinstance(into, QuantizedLinear) else None
+        """`into` (the weight that reads an op's output) when that op should write it quantized for it: a layer of a
+        static scheme (a dynamic one scales each row itself, from the whole row, in its own pass)."""
+        return into if self.quantize_in_kernels and isinstance(into, QuantizedLinear) \
+            and into.activation_quant is not None else None
 
     def norm(self, x: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype | None = None, into=None):
         """The normed rows in `dtype` (default: the compute dtype, what the next matmul reads); where `into` (the

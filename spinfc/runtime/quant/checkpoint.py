@@ -7,7 +7,8 @@ A checkpoint directory holds:
                        int-quantized or pack-quantized, status compressed, the layers kept in higher precision
                        under `ignore`)
     model.safetensors  every W8A8 layer as `<layer>.weight` (float8_e4m3fn or int8), `<layer>.weight_scale`
-                       ([N, 1] float32) and `<layer>.input_scale` ([1] float32); every W4A16 layer as
+                       ([N, 1] float32) and, for a static scheme, `<layer>.input_scale` ([1] float32; fp8-dynamic:
+                       the activations' scales are computed per token at run time); every W4A16 layer as
                        `<layer>.weight_packed`, `.weight_scale`, `.weight_shape` (and `.weight_zero_point` where
                        asymmetric: `int4.Int4Linear`); everything else as floats
     recipe.yaml        the llm-compressor recipe that describes the same quantization
@@ -100,7 +101,8 @@ def quantize_state(config: ModelConfig, state: dict[str, torch.Tensor], calibrat
                    chosen: Scheme) -> dict:
     """The float `state` with every calibrated linear weight (but those `kept_in_float`, and those the
     calibration's gap budget keeps) as a QuantizedLinear; layers that read the same input share one input scale
-    (`SHARED_INPUTS`). A weight-only scheme is quantized by GPTQ instead (`weight_only.gptq_state`)."""
+    (`SHARED_INPUTS`); a dynamic scheme's layers have none (the maxima are then only a record). A weight-only
+    scheme is quantized by GPTQ instead (`weight_only.gptq_state`)."""
     if chosen.weight_only:
         raise ValueError(f"{chosen.name} is quantized by GPTQ (weight_only.gptq_state), not with activation scales")
     maxima = shared_maxima(calibration.maxima)
@@ -108,10 +110,11 @@ def quantize_state(config: ModelConfig, state: dict[str, torch.Tensor], calibrat
     out: dict = {}
     for key, tensor in state.items():
         if is_quantized_linear(key, config) and key not in kept:
-            if key not in maxima:
+            if key not in maxima and not chosen.dynamic:
                 raise ValueError(f"calibration saw no input of {key}: calibrate the same model")
             weight, weight_scale = quantize_weight(tensor, chosen)
-            input_scale = scales_from_max(torch.tensor(maxima[key], device=tensor.device), chosen)
+            input_scale = None if chosen.dynamic else scales_from_max(torch.tensor(maxima[key], device=tensor.device),
+                                                                      chosen)
             out[key] = QuantizedLinear(chosen, weight, weight_scale, input_scale)
         else:
             out[key] = tensor
@@ -149,7 +152,8 @@ def recipe_yaml(config: ModelConfig, chosen: Scheme, smoothing: dict | None = No
         return note + yaml.safe_dump({"default_stage": {"default_modifiers": {"GPTQModifier": modifier}}},
                                      sort_keys=False)
     modifiers = {}
-    note = "# written by spinfc quantize: static min-max activation scales from calibration.json\n"
+    note = ("# written by spinfc quantize: dynamic per-token activation scales (FP8_DYNAMIC)\n" if chosen.dynamic else
+            "# written by spinfc quantize: static min-max activation scales from calibration.json\n")
     if smoothing:
         modifiers["SmoothQuantModifier"] = {"smoothing_strength": smoothing["alpha"],
                                             "mappings": smoothing["mappings"], "ignore": kept_in_float(config)}

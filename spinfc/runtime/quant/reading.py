@@ -25,7 +25,8 @@ def is_quantized(hf: dict) -> bool:
 def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
     """(config, state, scheme name) of a compressed-tensors checkpoint (spinfc's or llm-compressor's): every
     quantized linear layer a QuantizedLinear (static activation scales), or dequantized to float32 where the
-    checkpoint's 8-bit layers' activations are dynamic or not quantized (the scheme then says `...-dequantized`), or
+    checkpoint's 8-bit layers' activations are not quantized or dynamic other than FP8_DYNAMIC's per-token fp8 (the
+    scheme then says `...-dequantized`; fp8 with per-token scales is `fp8-dynamic`), or
     an `int4.Int4Linear` (pack-quantized int4 weights: W4A16). Layers under `ignore` are plain floats already."""
     from compressed_tensors.quantization import QuantizationConfig
     from pydantic import ValidationError
@@ -92,8 +93,11 @@ def _quantized_layer(directory, state: dict, module: str, group) -> tuple:
                                f"{'symmetric' if weights.symmetric else 'asymmetric'}; spinfc loads 8-bit symmetric "
                                "per-channel or per-tensor weights")
     chosen = SCHEMES["fp8-static" if kind == "float" else "int8-static"]
-    static = inputs is not None and not inputs.dynamic and input_scale is not None \
-        and str(getattr(inputs.strategy, "value", inputs.strategy)) == "tensor"
+    activation = None if inputs is None else str(getattr(inputs.strategy, "value", inputs.strategy))
+    static = inputs is not None and not inputs.dynamic and input_scale is not None and activation == "tensor"
+    if kind == "float" and inputs is not None and inputs.dynamic is True and activation == "token" \
+            and inputs.num_bits == 8 and inputs.symmetric:
+        return QuantizedLinear(SCHEMES["fp8-dynamic"], weight, weight_scale, None), "fp8-dynamic"
     try:
         layer = QuantizedLinear(chosen, weight, weight_scale, input_scale if static else torch.ones(()))
     except (ValueError, RuntimeError) as error:  # a scale that does not fit its weight

@@ -1,10 +1,13 @@
-"""The schemes: what each stores, and how an activation is quantized with a static scale (W8A8) or left in the
-compute dtype (W4A16).
+"""The schemes: what each stores, and how an activation is quantized (a static scale, or one per token: W8A8) or
+left in the compute dtype (W4A16).
 
     fp8-static   weights float8 e4m3 with one scale per output channel; activations float8 e4m3 with one static
                  scale per linear layer input (max |x| over a calibration run / 448)
     int8-static  weights int8, symmetric, one scale per output channel; activations int8 with one static scale
                  per linear layer input (max |x| / 127.5, the compressed-tensors convention); round half to even
+    fp8-dynamic  weights as fp8-static; activations float8 e4m3 with one scale per token (row), computed from
+                 that row when it is multiplied (max |x_row| / 448): compressed-tensors' FP8_DYNAMIC preset, what
+                 llm-compressor writes for most fp8 checkpoints; no activation calibration
     w4a16        weights int4 in groups of 128 input channels, symmetric (one scale per group and output channel),
                  quantized by GPTQ (`gptq.py`), packed eight to an int32 (compressed-tensors' pack-quantized, what
                  llm-compressor's W4A16 preset writes); activations stay in the compute dtype
@@ -13,7 +16,7 @@ compute dtype (W4A16).
 Scales follow compressed-tensors' own arithmetic (`calculate_qparams`: scale = max |x| / (range / 2)), so a
 checkpoint spinfc writes holds what llm-compressor's min-max observers would have written for the same maxima.
 A static per-tensor activation scale keeps batch invariance: a row is quantized the same way whatever else is in
-the pass (a dynamic per-tensor scale would not be).
+the pass (a dynamic per-tensor scale would not be); so does a per-token one, computed from the row alone.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Scheme:
     group_size: int | None = None  # weights: one scale per group of this many input channels (None: per channel)
     symmetric: bool = True
     weight_only: bool = False  # activations stay in the compute dtype (no input scale)
+    dynamic: bool = False  # activations scaled per token at run time (`token_scales`), not by a static scale
 
     def quantize(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """x (any float dtype), scale: a float32 scalar tensor -> x / scale in `storage`, clamped to the range
@@ -57,6 +61,8 @@ class Scheme:
             if activations:
                 raise ValueError(f"{self.name} quantizes weights only: its activations have no quantization args")
             return {**common, "strategy": "group", "group_size": self.group_size, "observer": "minmax"}
+        if activations and self.dynamic:
+            return {**common, "strategy": "token", "dynamic": True}
         if activations:
             return {**common, "strategy": "tensor", "observer": "static_minmax"}
         return {**common, "strategy": "channel", "observer": "minmax"}
@@ -65,6 +71,7 @@ class Scheme:
 SCHEMES: dict[str, Scheme] = {
     "fp8-static": Scheme("fp8-static", "float", FP8, "float-quantized", -FP8_MAX, FP8_MAX),
     "int8-static": Scheme("int8-static", "int", torch.int8, "int-quantized", -128.0, 127.0),
+    "fp8-dynamic": Scheme("fp8-dynamic", "float", FP8, "float-quantized", -FP8_MAX, FP8_MAX, dynamic=True),
     "w4a16": Scheme("w4a16", "int", torch.int32, "pack-quantized", -8.0, 7.0, bits=4, group_size=128,
                     weight_only=True),
     "w4a16-asym": Scheme("w4a16-asym", "int", torch.int32, "pack-quantized", -8.0, 7.0, bits=4, group_size=128,
@@ -100,3 +107,19 @@ def quantize_weight(weight: torch.Tensor, chosen: Scheme) -> tuple[torch.Tensor,
     """weight [N, K] (float) -> (quantized [N, K] in `storage`, per-output-channel scales [N] float32)."""
     scale = scales_from_max(weight.float().abs().amax(dim=1), chosen)  # [N]
     return chosen.quantize(weight, scale[:, None]), scale
+
+
+def token_scales(x: torch.Tensor, chosen: Scheme) -> torch.Tensor:
+    """x [M, K] -> one float32 scale per row [M, 1], max |x_row| / (range / 2) (a zero row gets float32's eps), as
+    compressed-tensors computes a dynamic per-token scale. A maximum is exact, so a row's scale is the same bits
+    whatever else is in the pass."""
+    amax = x.abs().amax(dim=1, keepdim=True).float()  # [M, 1]
+    scale = amax / chosen.q_max
+    return torch.where(scale == 0, torch.finfo(torch.float32).eps, scale)
+
+
+def quantize_tokens(x: torch.Tensor, chosen: Scheme) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] -> (x / its row's scale, clamped, in `storage` [M, K]; the scales [M, 1] float32), computed in float32
+    with a division, as compressed-tensors' `quantize` does."""
+    scale = token_scales(x, chosen)
+    return chosen.quantize(x, scale), scale
