@@ -5,6 +5,7 @@ A server test passes `load_model=load_shared` to `create_app` (or wraps it, as s
 does); a test that runs a packaged model in-process takes the `packaged_model` or `reference_model` fixture
 (tests/conftest.py). Each load costs seconds of CPU (transformers dequantizes the GGUF file) and up to ~1 GB; a suite
 that starts some twenty servers on gemma3-270m and compares five modules with transformers pays each once.
+The session keeps what it loaded (about 3 GB with both stacks and both references) until it ends.
 
 Shared means read-only: serving never changes a loaded stack (the engine and the generator wrap it, they do not
 mutate it), so servers started one after another, or side by side, can share one. A test that changes a model
