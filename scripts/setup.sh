@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs spinfc and its test tools into .venv. Safe to run again; a second run installs nothing new.
+# Installs spinfc and its test tools into .venv. Safe to run again: a second run with the same pyproject.toml,
+# setup.sh and checkout finds .venv/.spinfc-installed (written last, after every step succeeded) and returns at once
+# (spinfc is installed editable, so changed sources need no reinstall); delete .venv to install from scratch.
 # Each step says what it does and how long it took; pip shows what it downloads and installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,14 @@ pip_install() {
   python -m pip install "$@" 2>&1 | { grep --line-buffered -v '^Requirement already satisfied' || true; } || status=$?
   return "$status"
 }
+
+# what an install depends on: the dependencies and extras, these steps, and where the checkout is (the editable install
+# points at it)
+installed_for="$( { cat pyproject.toml scripts/setup.sh; pwd; } | sha256sum | cut -d' ' -f1)"
+if [ -f .venv/bin/activate ] && [ "$(cat .venv/.spinfc-installed 2>/dev/null)" = "$installed_for" ]; then
+    step "done: already installed for this pyproject.toml and setup.sh (.venv/.spinfc-installed); delete .venv to reinstall"
+    exit 0
+fi
 
 step "1/6 creating the virtual environment .venv"
 python3 -m venv .venv
@@ -37,4 +47,5 @@ if ! command -v chromium >/dev/null 2>&1; then
         echo "setup.sh: chromium is not installed and this is not root: the playground test will fail" >&2
     fi
 fi
+echo "$installed_for" > .venv/.spinfc-installed
 step "done: . .venv/bin/activate gives the spinfc command"

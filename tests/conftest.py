@@ -1,4 +1,17 @@
-"""Suite-wide fixtures.
+"""Suite-wide fixtures, and how the slow tests share what is expensive (CI runs the whole suite on 2 shared cores;
+benchmarks/NOTES.md "CI time" has what each slow module costs).
+
+`packaged_model(name)` / `reference_model(name)` (session): spinfc's stack of a packaged model (gemma3-270m,
+smollm2-135m) and transformers' model of the same GGUF file, each loaded once per session (tests/packaged.py; read-
+only: a test that changes a model loads its own). A server on a packaged model takes the same cache through
+`create_app(settings, load_model=packaged.load_shared)`.
+
+One server per module: a test module that needs a live server starts it in a module-scoped fixture (server/live.py's
+`live_server`, or Litestar's `TestClient` around `create_app`) and every test of the module asks it; several fields of
+one answer are checked from one module-scoped request (e.g. test_score.py's `seed_answer`), not one request per
+field. Inputs that are checked alike go to the server in one request (`inputs`: scores are the same alone or
+packed) and each parametrized test reads its own. A new slow test joins the module whose server it can use; one
+that would repeat another test's coverage at a higher cost is not added.
 
 `unfrozen` (every test): a server that reaches ready freezes the heap it started with out of the garbage collector
 (`gc.freeze`, spinfc/server/service.py); in the test process that would keep every later test's cyclic garbage of
@@ -21,6 +34,22 @@ import pytest
 def unfrozen():
     yield
     gc.unfreeze()
+
+
+@pytest.fixture(scope="session")
+def packaged_model():
+    """`packaged_model(name)`: spinfc's stack of the packaged `name` (float32, CPU), shared by the session."""
+    from packaged import load_shared
+
+    return load_shared  # its defaults: float32 on the CPU
+
+
+@pytest.fixture(scope="session")
+def reference_model():
+    """`reference_model(name)`: transformers' model of the packaged `name` (float32, eager), shared by the session."""
+    from packaged import load_reference
+
+    return load_reference
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ from spinfc.bulk.columns import Layout
 from spinfc.bulk.questions import load_questions
 from spinfc.cli import main
 
+from packaged import load_shared
+
 from .paths import FIXTURE, QUERIES
 from .rows import assert_rows_close
 
@@ -79,7 +81,7 @@ def test_a_live_server_gives_the_same_numbers(in_process, tmp_path):
     source, expected = in_process
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", warmup="short"),
                         server=ServerSettings(queue=1))  # 429 and Retry-After: tests/bulk/test_http_transport.py
-    with live_server(create_app(settings)) as url:
+    with live_server(create_app(settings, load_model=load_shared)) as url:
         out = tmp_path / "out.jsonl"
         assert main(["score", str(source), "-o", str(out), "--queries", QUERIES, "--server", url,
                      "--batch-size", "1", "--in-flight", "1", "--quiet"]) == 0

@@ -12,6 +12,8 @@ import pytest
 from spinfc.cli import main
 from spinfc.runtime.parity import CROSS_CPU_TOLERANCE, FORMAT, compare, machine
 
+from packaged import load_shared
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "parity" / "support-and-news.json"
 
@@ -88,7 +90,7 @@ def served_with_its_base_models_name_and_packs(checkpoint: Path) -> None:
     from tests.server.live import wait_ready
 
     settings = Settings(engine=EngineSettings(model=str(checkpoint), device="cpu", warmup="none"))
-    with TestClient(create_app(settings), timeout=600) as client:
+    with TestClient(create_app(settings, load_model=load_shared), timeout=600) as client:
         wait_ready(client)
         (card,) = client.get("/v1/models").json()["data"]
         assert card["id"] == "smollm2-135m-fp8-static" and str(checkpoint) in card["aliases"]

@@ -12,6 +12,8 @@ from spinfc.client import AsyncClient, Client, DecisionResponse, ModelList, Pack
 from spinfc.config import EngineSettings, Settings
 from spinfc.server.app import create_app
 
+from packaged import load_shared
+
 from tests.server.live import live_server
 from .test_without_torch import run_blocked
 
@@ -27,7 +29,7 @@ TEXTS = ["I was charged twice, refund one charge please.", "The app crashes when
 @pytest.fixture(scope="module")
 def url():
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="short"))
-    with live_server(create_app(settings)) as base:
+    with live_server(create_app(settings, load_model=load_shared)) as base:
         yield base
 
 

@@ -12,13 +12,11 @@ import torch
 
 from spinfc.shapes import Shapes
 from spinfc.ir.nodes import GenerateSlot, NumberSlot, TextSlot
-from spinfc.registry import resolve
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.extract import _TOKENIZERS
 from spinfc.runtime.extract.answers import Generated, Searched
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
 from spinfc.runtime.chat_format import end_tokens
-from spinfc.runtime.loader import load_model
 
 pytestmark = pytest.mark.slow
 TOLERANCE = 1e-4
@@ -37,14 +35,8 @@ QUERIES = [
 
 
 @pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
-def pair(request):
-    from transformers import AutoModelForCausalLM
-
-    gguf = resolve(request.param).gguf
-    ours = load_model(request.param, dtype=torch.float32, device="cpu")
-    theirs = AutoModelForCausalLM.from_pretrained(
-        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager").eval()
-    return ours, theirs
+def pair(request, packaged_model, reference_model):
+    return packaged_model(request.param), reference_model(request.param)
 
 
 @pytest.fixture(scope="module")

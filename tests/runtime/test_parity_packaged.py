@@ -6,8 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spinfc.registry import resolve
-from spinfc.runtime.loader import load_model
 from spinfc.runtime.parity import CROSS_CPU_TOLERANCE
 
 from .texts import OTHER, QUESTIONS, SHORT, long_text, make_case
@@ -18,20 +16,9 @@ pytestmark = pytest.mark.slow  # loads a packaged model
 TOLERANCE = 1e-4
 
 
-def _pair(name: str):
-    from transformers import AutoModelForCausalLM
-
-    gguf = resolve(name).gguf
-    ours = load_model(name)
-    theirs = AutoModelForCausalLM.from_pretrained(
-        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
-    return ours, theirs
-
-
 @pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
-def pair(request):
-    return _pair(request.param)
+def pair(request, packaged_model, reference_model):
+    return packaged_model(request.param), reference_model(request.param)
 
 
 def _max_difference(ours, theirs, cases, starts, budget):

@@ -35,6 +35,7 @@ fi
 @pytest.fixture
 def checkout(tmp_path):
     shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     stubs = tmp_path / "stubs"
     stubs.mkdir()
     for name in ("python3", "python"):
@@ -76,3 +77,27 @@ def test_a_failing_install_fails_the_script(checkout) -> None:
     root, env = checkout
     lines, status = run_timed(["bash", "scripts/setup.sh"], root, {**env, "FAIL_PIP": "torch==2.13.0"})
     assert status == 3 and not any("4/5" in text for _, text in lines), lines
+
+
+def test_a_second_setup_returns_at_once_until_pyproject_changes(checkout) -> None:
+    """CI runs setup.sh before every test run: once an install finished, the same pyproject.toml, setup.sh and
+    checkout find it (.venv/.spinfc-installed) and skip every pip call; a changed pyproject.toml installs again."""
+    root, env = checkout
+    _, status = run_timed(["bash", "scripts/setup.sh"], root, env)
+    assert status == 0
+    lines, status = run_timed(["bash", "scripts/setup.sh"], root, env)
+    assert status == 0 and len(lines) == 1 and lines[0][0] < 1.0, lines  # each stand-in pip call takes 1 s
+    assert lines[0][1].startswith("[setup 0s] done: already installed"), lines
+    with (root / "pyproject.toml").open("a") as pyproject:
+        pyproject.write("# a new dependency\n")
+    lines, status = run_timed(["bash", "scripts/setup.sh"], root, env)
+    steps = [text.split()[2] for _, text in lines if text.startswith("[setup ")]
+    assert status == 0 and steps == ["1/6", "2/6", "3/6", "4/6", "5/6", "6/6", "done:"], lines
+
+
+def test_a_failed_setup_is_not_taken_for_an_install(checkout) -> None:
+    root, env = checkout
+    _, status = run_timed(["bash", "scripts/setup.sh"], root, {**env, "FAIL_PIP": "torch==2.13.0"})
+    assert status == 3 and not (root / ".venv" / ".spinfc-installed").exists()
+    lines, status = run_timed(["bash", "scripts/setup.sh"], root, env)
+    assert status == 0 and "3/6" in "".join(text for _, text in lines), lines

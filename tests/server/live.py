@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import httpx
 import uvicorn
 
-from spinfc.runtime.loader import load_default
+from packaged import load_shared
 
 
 class Pausable:
@@ -45,9 +45,10 @@ class Pausable:
 
 
 def pausable_loader(holder: list):
-    """A `load_model` for create_app that loads the real model, wraps it in `Pausable` and appends it to `holder`."""
+    """A `load_model` for create_app that takes the real model (a packaged one shared by the session, tests/packaged.py),
+    wraps it in `Pausable` and appends it to `holder`."""
     def load(name, dtype, device):
-        model = Pausable(load_default(name, dtype, device))
+        model = Pausable(load_shared(name, dtype, device))
         holder.append(model)
         return model
     return load

@@ -11,6 +11,8 @@ import pytest
 
 from spinfc.config import Limits
 
+from packaged import load_shared
+
 from .unready import ready_client
 
 BUDGET = Limits().max_body_bytes - 1000  # bytes of text, so that the body stays under the default limit
@@ -82,7 +84,7 @@ def test_the_real_server_refuses_a_hostile_template_before_tokenizing() -> None:
     from .live import wait_ready
 
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="none"))
-    app = create_app(settings)
+    app = create_app(settings, load_model=load_shared)
     with TestClient(app, timeout=600) as client:
         wait_ready(client)
         assert app.state.service.longest_token == 31

@@ -11,11 +11,10 @@ import pytest
 import torch
 
 from spinfc.backend.launch import Launch
-from spinfc.registry import load_tokenizer, resolve
+from spinfc.registry import load_tokenizer
 from spinfc.runtime.chat_format import ChatPrompt, chat_prompt, plain_transcript
 from spinfc.runtime.generate import Sampling, first_stop, generate, pick, settled
 from spinfc.runtime.generator import Generator, Guarded
-from spinfc.runtime.loader import load_model
 from spinfc.runtime.models.decode import KVCache
 
 pytestmark = pytest.mark.slow  # loads a packaged model
@@ -35,10 +34,10 @@ def whole_sequence_launch(tokens: list[int], vocab: int) -> Launch:
 
 
 @pytest.mark.parametrize("name", ["gemma3-270m"])
-def test_cached_decode_equals_the_packed_forward_past_the_sliding_window(name) -> None:
+def test_cached_decode_equals_the_packed_forward_past_the_sliding_window(name, packaged_model) -> None:
     """Gemma's sliding layers see 512 positions: a 530-token prompt, then two cached steps, each step's
     distribution equal to the packed forward of the whole sequence (which is parity-tested against transformers)."""
-    model = load_model(name)
+    model = packaged_model(name)
     window = model.config.sliding_window
     draws = torch.randint(10, 5000, (window + 17,), generator=torch.Generator().manual_seed(0))
     sequence = [2] + [int(t) for t in draws]  # <bos>, then past the window
@@ -54,14 +53,10 @@ def test_cached_decode_equals_the_packed_forward_past_the_sliding_window(name) -
     assert cache.length == len(sequence)
 
 
-def test_greedy_generation_matches_transformers_generate() -> None:
+def test_greedy_generation_matches_transformers_generate(packaged_model, reference_model) -> None:
     """SmolLM2-135M-Instruct through its own chat template: the first 8 greedy tokens are transformers'."""
-    from transformers import AutoModelForCausalLM
-
     name = "smollm2-135m"
-    gguf = resolve(name).gguf
-    theirs = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32).eval()
-    model = load_model(name)
+    theirs, model = reference_model(name), packaged_model(name)
     prompt = chat_prompt(load_tokenizer(name), QUESTION)
     assert prompt.template == "chat_template"
     ids = torch.tensor([prompt.tokens])

@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from spinfc.config import EngineSettings, Settings
-from spinfc.registry import load_tokenizer, resolve
+from spinfc.registry import load_tokenizer
 from spinfc.server.app import create_app
+
+from packaged import load_shared
 
 from .live import live_server
 
@@ -28,7 +30,7 @@ TOLERANCE = 1e-4  # the CPU reference against transformers: 1.3e-5 measured on a
 @pytest.fixture(scope="module")
 def url():
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="short"))
-    with live_server(create_app(settings)) as base:
+    with live_server(create_app(settings, load_model=load_shared)) as base:
         yield base
 
 
@@ -63,12 +65,8 @@ def test_the_scoring_call_answers_every_prompt_token(scored, tokenizer):
     assert scored.usage.prompt_tokens == len(ids) and scored.usage.completion_tokens == 0
 
 
-def test_token_logprobs_equal_transformers(scored, tokenizer):
-    from transformers import AutoModelForCausalLM
-
-    gguf = resolve("gemma3-270m").gguf
-    theirs = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
-                                                  attn_implementation="eager").eval()
+def test_token_logprobs_equal_transformers(scored, tokenizer, reference_model):
+    theirs = reference_model("gemma3-270m")
     ids = tokenizer(TEXT)["input_ids"]
     with torch.no_grad():
         logprobs = torch.log_softmax(theirs(torch.tensor([ids])).logits[0].float(), dim=-1)

@@ -11,6 +11,8 @@ from litestar.testing import TestClient
 from spinfc.config import EngineSettings, Limits, ServerSettings, Settings
 from spinfc.runtime.decisions import gini_confidence
 from spinfc.server.app import create_app
+
+from packaged import load_shared
 from .live import wait_ready
 
 pytestmark = pytest.mark.slow  # loads a packaged model
@@ -38,7 +40,7 @@ PNG = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADE
 def client():
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=512, warmup="none"),
                         server=ServerSettings(trusted_token="front"), limits=Limits(max_query_tokens=64))
-    with TestClient(create_app(settings), timeout=600) as client:
+    with TestClient(create_app(settings, load_model=load_shared), timeout=600) as client:
         wait_ready(client)
         yield client
 

@@ -21,6 +21,8 @@ import pytest
 from spinfc.config import EngineSettings, ServerSettings, Settings
 from spinfc.server.app import create_app
 
+from packaged import load_shared
+
 from .live import live_server
 
 pytestmark = pytest.mark.slow
@@ -41,7 +43,7 @@ ALONE_S = 20  # what a one-question score may take behind the decode work (alone
 def served():
     settings = Settings(engine=EngineSettings(model="smollm2-135m", device="cpu", token_budget=512, warmup="short"),
                         server=ServerSettings(shutdown_timeout=5))
-    app = create_app(settings)
+    app = create_app(settings, load_model=load_shared)
     with live_server(app) as url:
         yield url, app.state.service
 

@@ -13,6 +13,8 @@ from litestar.testing import TestClient
 from spinfc.config import EngineSettings, Limits, Settings
 from spinfc.passes.tokenize import encode_text
 from spinfc.server.app import create_app
+
+from packaged import load_shared
 from .live import wait_ready
 
 pytestmark = pytest.mark.slow  # loads the packaged model and runs passes of a few thousand rows
@@ -24,7 +26,7 @@ QUESTION = {"id": "refund", "template": "\n\nDoes the customer ask for a refund?
 @pytest.fixture(scope="module")
 def client():
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", warmup="short"))  # the defaults
-    with TestClient(create_app(settings), timeout=900) as client:
+    with TestClient(create_app(settings, load_model=load_shared), timeout=900) as client:
         wait_ready(client)
         yield client
 
@@ -92,7 +94,7 @@ def test_a_content_limit_no_pass_holds_is_lowered_to_one_that_does_and_reported(
     reports, and enforces) the largest content that fits beside one question."""
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", warmup="none"),
                         limits=Limits(max_content_tokens=20_000))
-    with TestClient(create_app(settings), timeout=900) as client:
+    with TestClient(create_app(settings, load_model=load_shared), timeout=900) as client:
         wait_ready(client)
         (card,) = client.get("/v1/models").json()["data"]
         limits = card["limits"]

@@ -17,6 +17,8 @@ from spinfc.passes.tokenize import encode_text
 from spinfc.runtime.parity import CROSS_CPU_TOLERANCE
 from spinfc.server.app import create_app
 
+from packaged import load_shared
+
 from .live import wait_ready
 
 pytestmark = pytest.mark.slow  # two engines, and passes of ~2,100 rows (each ~5-15 s on 2 shared cores)
@@ -30,7 +32,7 @@ EXTRACT = {"id": "month", "template": "\n\nQ: Which month was charged twice?\nA:
 def served(budget: int | None):
     engine = EngineSettings(model=MODEL, device="cpu", warmup="none",
                             **({} if budget is None else {"token_budget": budget}))
-    return TestClient(create_app(Settings(engine=engine)), timeout=600)
+    return TestClient(create_app(Settings(engine=engine), load_model=load_shared), timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ from spinfc.passes import PassContext
 from spinfc.registry import load_tokenizer
 from spinfc.server.app import create_app
 
+from packaged import load_shared
+
 pytestmark = pytest.mark.slow  # a live app on gemma3-270m
 
 BODY = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "multi-input.json").read_text())
@@ -41,7 +43,7 @@ def compiled_placements() -> list[list[tuple[str, int, int]]]:
 def test_the_served_plan_of_a_request_alone_is_the_compilers() -> None:
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=BUDGET, warmup="none"),
                         server=ServerSettings(debug=True))
-    with TestClient(create_app(settings), timeout=600) as client:
+    with TestClient(create_app(settings, load_model=load_shared), timeout=600) as client:
         for _ in range(600):
             if client.get("/readyz").status_code == 200:
                 break

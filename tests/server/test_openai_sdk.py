@@ -16,6 +16,8 @@ import uvicorn
 from spinfc.config import EngineSettings, Settings
 from spinfc.server.app import create_app
 
+from packaged import load_shared
+
 pytestmark = pytest.mark.slow  # loads a packaged model
 
 TICKET = "Customer support message:\nI was charged twice for September, please refund one of the charges."
@@ -35,7 +37,7 @@ def live():
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    app = create_app(settings)
+    app = create_app(settings, load_model=load_shared)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn-test", daemon=True)
     thread.start()
@@ -125,8 +127,9 @@ def test_scoring_through_extra_body_equals_v1_score(client, base_url) -> None:
 
 @pytest.mark.slow
 def test_the_seed_example_on_a_live_server_and_through_extra_body(client, base_url) -> None:
-    """The seed README's complete request (two classifications and `month`, the `{*}` spelling) on /v1/score, and
-    its `month` query in `scoring` of a chat completion with `<*>`: 200, the same answers both ways."""
+    """The seed README's complete request (two classifications and `month`, the `{*}` spelling, from one read) on
+    /v1/score, every field of its extraction answer, and its `month` query in `scoring` of a chat completion with
+    `<*>`: 200, the same answers both ways. (The suite's one run of the seed's extraction on gemma3-270m.)"""
     messages = [{"role": "user", "content": TICKET}]
     seed = {"model": "gemma3-270m", "messages": messages, "scoring": {"queries": [
         {"id": "topic", "template": "\n\nTopic (billing, technical, account, shipping, or cancellation):{?}",
@@ -137,9 +140,13 @@ def test_the_seed_example_on_a_live_server_and_through_extra_body(client, base_u
     response = httpx.post(f"{base_url}/v1/score", json=seed, timeout=600)
     assert response.status_code == 200, response.text
     results = {r["id"]: r["combinations"][0] for r in response.json()["results"]}
+    assert set(results) == {"topic", "refund", "month"}
     assert len(results["topic"]["options"]) == 5 and len(results["refund"]["options"]) == 2
     answers = results["month"]["answers"]
-    assert answers and abs(sum(a["p"] for a in answers) - 1) < 1e-6 and 0 < results["month"]["coverage"] <= 1
+    assert 1 <= len(answers) <= 4 and "options" not in results["month"] and 0 < results["month"]["coverage"] <= 1
+    assert abs(sum(a["p"] for a in answers) - 1) < 1e-6 and abs(sum(a["floor_p"] for a in answers) - 1) < 1e-6
+    assert [a["logprob"] for a in answers] == sorted((a["logprob"] for a in answers), reverse=True)
+    assert all('"' not in a["text"] and a["text"] for a in answers)
     month = {"id": "month", "template": "\n\nQ: Which month was charged twice?\nA: \"<*>\""}
     answer = client.chat.completions.create(model="gemma3-270m", messages=messages,
                                             extra_body={"scoring": {"queries": [month]}})

@@ -17,6 +17,8 @@ from spinfc.frontend import load_pack
 from spinfc.packsrc import PackSourceError
 from spinfc.runtime.pack_scores import score_pack
 from spinfc.server.app import create_app
+
+from packaged import load_shared
 from .live import wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +83,7 @@ def folder(tmp_path_factory):
 def client(folder):
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", token_budget=2048, warmup="none"),
                         features=FeatureSettings(packs=(str(folder),)))
-    with TestClient(create_app(settings), timeout=600) as client:
+    with TestClient(create_app(settings, load_model=load_shared), timeout=600) as client:
         wait_ready(client)
         yield client
 

@@ -16,6 +16,8 @@ from spinfc.server.app import create_app
 from spinfc.server.errors import ApiError
 from spinfc.server.per_input import answering
 
+from packaged import load_shared
+
 from .live import wait_ready
 
 
@@ -62,7 +64,7 @@ def good(k: int) -> dict:
 @pytest.fixture(scope="module")
 def client():
     settings = Settings(engine=EngineSettings(model="smollm2-135m", device="cpu", token_budget=1024, warmup="none"))
-    with TestClient(create_app(settings), timeout=300) as client:
+    with TestClient(create_app(settings, load_model=load_shared), timeout=300) as client:
         wait_ready(client)
         yield client
 

@@ -17,6 +17,8 @@ import pytest
 from spinfc.config import EngineSettings, ServerSettings, Settings
 from spinfc.server.app import create_app
 
+from packaged import load_shared
+
 from .live import live_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.slow
 def server():
     settings = Settings(engine=EngineSettings(model="gemma3-270m", device="cpu", warmup="short"),
                         server=ServerSettings(token=TOKEN))
-    with live_server(create_app(settings)) as url:
+    with live_server(create_app(settings, load_model=load_shared)) as url:
         yield url
 
 

@@ -20,6 +20,8 @@ from schemathesis.config import SchemathesisConfig
 from spinfc.config import EngineSettings, FeatureSettings, Limits, Settings
 from spinfc.server.app import create_app
 
+from packaged import load_shared
+
 from .live import live_server
 
 pytestmark = pytest.mark.slow  # a live server on gemma3-270m
@@ -30,7 +32,7 @@ SETTINGS = Settings(
     limits=Limits(max_content_tokens=48, max_prompts_per_input=4, max_processed_tokens=400, max_options=8,
                   max_body_bytes=20_000, max_extractions_per_input=1, max_beam_width=2, max_slot_tokens=4),
 )
-APP = create_app(SETTINGS)
+APP = create_app(SETTINGS, load_model=load_shared)
 # the coverage phase sends hundreds of variants of each documented example, each a real forward pass: off
 CONFIG = SchemathesisConfig.from_dict({"phases": {"coverage": {"enabled": False}}, "checks": {
     "positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409", "413", "429"]},

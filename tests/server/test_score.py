@@ -1,5 +1,6 @@
 """The server end to end on the real default model (gemma3-270m, fp32, CPU), through Litestar's TestClient:
-readiness, /v1/score in every request form the seed shows, and every error as OpenAI's envelope."""
+readiness, /v1/score in every request form the seed shows, and every error as OpenAI's envelope. The seed's
+complete request with its `month` extraction is test_openai_sdk.py's (one extraction on gemma3-270m, not two)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ SEED = {
         {"id": "refund", "template": "\n\nIs the customer asking for a refund?\nAnswer:{?}", "options": [" yes", " no"]},
     ]},
 }
-MONTH = {"id": "month", "template": "\n\nQ: Which month was charged twice?\nA: \"{*}\""}
+MONTH = {"id": "month", "template": "\n\nQ: Which month was charged twice?\nA: \"{*}\""}  # the seed's extraction
 
 
 @pytest.fixture(scope="module")
@@ -159,24 +160,6 @@ def test_concurrent_requests_are_both_answered_and_a_contents_scores_do_not_depe
     assert first.status_code == 200 and second.status_code == 200, (first.text, second.text)
     assert logprobs(first.json()["inputs"][1]["results"]) == pytest.approx(logprobs(alone["results"]), abs=1e-5)
     assert second.json()["results"][0]["id"] == "refund"
-
-
-@pytest.mark.slow
-def test_the_seed_example_with_its_extraction_query(client) -> None:
-    """The seed README's complete request: two classifications and the `month` extraction, from one read."""
-    body = copy.deepcopy(SEED)
-    body["scoring"]["queries"].append(MONTH)
-    response = client.post("/v1/score", json=body)
-    assert response.status_code == 200, response.text
-    results = {r["id"]: r["combinations"][0] for r in response.json()["results"]}
-    assert set(results) == {"topic", "refund", "month"}
-    assert len(results["topic"]["options"]) == 5 and len(results["refund"]["options"]) == 2
-    month = results["month"]
-    answers = month["answers"]
-    assert 1 <= len(answers) <= 4 and "options" not in month and 0 < month["coverage"] <= 1
-    assert sum(a["p"] for a in answers) == pytest.approx(1.0) and sum(a["floor_p"] for a in answers) == pytest.approx(1.0)
-    assert [a["logprob"] for a in answers] == sorted((a["logprob"] for a in answers), reverse=True)
-    assert all('"' not in a["text"] and a["text"] for a in answers)
 
 
 def test_a_model_not_served_is_refused(client) -> None:
