@@ -42,7 +42,8 @@ PACK = PackResult(id="spinfc/test", version="1.0.0", presentation="ignored", res
 
 
 class Scored:
-    processed_tokens = 1234
+    processed_tokens = input_tokens = 1234
+    output_tokens = 0
 
 
 @pytest.fixture
