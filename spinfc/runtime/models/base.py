@@ -221,7 +221,8 @@ class Model:
         self._check_tensor("model.embed_tokens.weight", self.embed_weight, (c.vocab, c.hidden))
         self._check_tensor("model.norm.weight", self.final_norm, (c.hidden,))
         if not c.tie_embeddings:
-            self._check_tensor("lm_head.weight", self.lm_head, (c.vocab, c.hidden))
+            rows = len(c.codes) if c.codes else c.vocab  # a decision model's head reads its codes, not the vocabulary
+            self._check_tensor("lm_head.weight", self.lm_head, (rows, c.hidden))
 
     def check_shape(self, index: int, short: str, shape: tuple[int, ...]) -> None:
         """Raise WeightMismatch, naming the tensor, unless layer `index`'s weight `short` has `shape`."""
