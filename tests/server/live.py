@@ -69,8 +69,9 @@ def live_server(app, timeout: float = 600, ready: bool = True) -> Iterator[str]:
     port = server.servers[0].sockets[0].getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     try:
-        while ready and httpx.get(f"{url}/readyz", timeout=30).status_code != 200:
-            assert time.monotonic() < deadline, httpx.get(f"{url}/readyz").text
+        while ready and (answer := httpx.get(f"{url}/readyz", timeout=30)).status_code != 200:
+            assert '"model_failed"' not in answer.text, answer.text  # a model that failed to load never will
+            assert time.monotonic() < deadline, answer.text
             time.sleep(0.2)
         yield url
     finally:
@@ -88,6 +89,7 @@ def wait_until(condition, timeout: float = 120, what: str = "condition") -> None
 def wait_ready(client, timeout: float = 600, interval: float = 0.2) -> None:
     """Poll /readyz through a test client until it answers 200; fail with its last answer after `timeout` s."""
     deadline = time.monotonic() + timeout
-    while client.get("/readyz").status_code != 200:
-        assert time.monotonic() < deadline, client.get("/readyz").json()
+    while (answer := client.get("/readyz")).status_code != 200:
+        assert '"model_failed"' not in answer.text, answer.text  # a model that failed to load never will
+        assert time.monotonic() < deadline, answer.json()
         time.sleep(interval)
