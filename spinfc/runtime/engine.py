@@ -3,8 +3,8 @@ contents, and every completion's prompts, in shared passes.
 
     compile  (a compile thread)  body -> frontend -> compiler.compile(program, ctx, until="segment") -> `Segment`s,
                                  one per content and the floor (the same driver `spinfc compile` runs; intake.py)
-    submit   (any thread)        a compiled request (or a completion's prompts: `read_prompts`) joins the
-                                 scheduler's inbox; returns a future of its scores
+    submit   (any thread)        a compiled request (or a completion's prompts: `read_prompts`, or a generation:
+                                 `generate`) joins the scheduler's inbox; returns a future of its scores
     worker   (one thread)        the loop, as nano-vllm's `LLMEngine.step` and vLLM's `EngineCore` write it:
                                  `work = scheduler.schedule()` (scheduler.py: every decision, over the queues it
                                  owns), `result = self.run(work)` (the runner launches it through the fixed shapes),
@@ -38,12 +38,14 @@ from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Ref
 from spinfc.runtime.content_cache import ContentCache
 from spinfc.runtime.extract.kv import stack_of
 from spinfc.runtime.extract.scheduling import decodes_at_once
+from spinfc.runtime.generate import Cancelled
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.prompt_logprobs import PromptScores, prompt_program, score_prompts
 from spinfc.runtime.runner import Runner
 from spinfc.runtime.scheduler import (FULL, EngineClosed, PassFailed, Scheduler,  # noqa: F401 (re-exported)
                                       EngineStats)
-from spinfc.runtime.work import Collect, DecodeSlice, Failed, Job, Launched, Pass, PromptPass, PromptRead
+from spinfc.runtime.turns import Generating
+from spinfc.runtime.work import Collect, DecodeSlice, Failed, GenerateStep, Job, Launched, Pass, PromptPass, PromptRead
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
@@ -176,6 +178,17 @@ class Engine:
             future.cancel()
             raise
 
+    def generate(self, steps, max_tokens: int) -> Generating:
+        """Queue a generation (`generate.generating`'s steps, at most `max_tokens`): it draws a token at a time, in
+        turn with the passes and the other generations (turns.py). Its future resolves to the `Generation`, or
+        raises what the model raised or `Cancelled`; cancelling it stops the generation before its next token."""
+        generating = Generating(steps, concurrent.futures.Future(), max_tokens)
+        if self._closed:
+            generating.fail(Cancelled("the server is shutting down"))
+        else:
+            self.scheduler.add(generating)
+        return generating
+
     # ---- the worker thread -----------------------------------------------------------------------------------
 
     def _loop(self) -> None:
@@ -189,7 +202,8 @@ class Engine:
 
     def run(self, work):
         """Run one piece of work: launch a pass (and collect it at once where launches are synchronous), collect the
-        pass in flight, run a decode slice or a prompt pass; a `Failed` where it raised. A wait is the scheduler's."""
+        pass in flight, run a decode slice, a prompt pass or a generation's step; a `Failed` where it raised. A wait
+        is the scheduler's."""
         try:
             if isinstance(work, Pass):
                 pending = self._launch(work)
@@ -201,6 +215,8 @@ class Engine:
             if isinstance(work, PromptPass):
                 stack, lock = stack_of(self.model)  # `hidden` runs eagerly on the stack, under the model's lock
                 return score_prompts(stack, work.program, work.top, lock)
+            if isinstance(work, GenerateStep):
+                return work.generating.step()
             return None
         except Exception as error:
             return Failed(error)

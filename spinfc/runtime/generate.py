@@ -2,10 +2,9 @@
 token, a stop string or `max_tokens`.
 
 One sequence, with a KV cache (`Model.decode`): one forward of the whole prompt, then one row per new token, so a
-completion of n tokens costs about one prompt read plus n single-row forwards. Each forward holds the model's lock,
-the same lock the engine's passes hold (runtime/generator.py's `Guarded`), so scoring passes and generation steps
-take turns on the model and never run at the same time; `generating` yields after each token, so that
-`Generator` can run several generations in turn, token by token, on its thread.
+completion of n tokens costs about one prompt read plus n single-row forwards. `generating` yields after each token,
+so that the engine can run it in turn, token by token, with its passes and the other generations (turns.py): they
+share one thread, and never run at the same time.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from spinfc.runtime.chat_format import ChatPrompt
 from spinfc.runtime.models.decode import KVCache
 
 
-# torch threads of the generation thread (OpenMP's setting is per thread: the engine's passes keep theirs). A decode
+# torch threads while a generation steps (turns.py; the engine's passes keep theirs). A decode
 # step is a few hundred small ops; waking a thread pool for each costs more than it saves, and far more when the
 # cores are busy: Gemma 3 270M on 2 busy cores, 1.6 s a step with 2 threads, 0.2 s with 1 (a 300-token prompt,
 # 15 s and 2 s).

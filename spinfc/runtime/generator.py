@@ -1,12 +1,7 @@
-"""Generations for one model, off the event loop, taking turns fairly with each other and with the engine's passes.
-
-    Generator     one thread: generations (chat, /v1/completions) run in turn, one token each (round robin), at
-                  most ACTIVE at once (each holds its KV cache; the rest wait in arrival order); a short job for a
-                  route (its prompt built, tokens decoded) runs between two tokens. A generation whose caller stops
-                  waiting ends at its next token.
-    FairLock      the model's lock: taken in the order asked for, so a scoring pass waiting behind a generation
-                  step runs next, never after a run of steps that each took the lock back at once
-    Guarded       the model as the engine sees it: each pass under that lock
+"""Generations for the routes (chat, /v1/completions): prompts built and tokens decoded on a thread of their own, and
+each generation handed to the engine, where it draws a token at a time in turn with the passes, the decode slices
+and the other generations (turns.py: at most ACTIVE at once, each holding its KV cache; the rest wait in arrival
+order). A generation whose caller stops waiting ends before its next token.
 
 So a short request behind long generations waits a token of each, not their whole answers, and a score waits one
 generation step. `queued_turns()` is the tokens each may still generate (admission counts them with the engine's).
@@ -15,83 +10,15 @@ generation step. `queued_turns()` is the tokens each may still generate (admissi
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import copy
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 
-import attrs
-import torch
-
 from spinfc.runtime.chat_format import ChatPrompt, chat_prompt
-from spinfc.runtime.generate import GENERATION_THREADS, Cancelled, Generation, Sampling, generating
-
-ACTIVE = 8  # generations stepped in turn; each holds a KV cache of its prompt and answer (bounded memory)
-
-
-class FairLock:
-    """A lock handed to its waiters in the order they asked (threading.Lock lets a thread that releases it take it
-    straight back, ahead of one that has waited)."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._held = False
-        self._waiters: collections.deque[threading.Event] = collections.deque()
-
-    def acquire(self) -> bool:
-        with self._guard:
-            if not self._held and not self._waiters:
-                self._held = True
-                return True
-            turn = threading.Event()
-            self._waiters.append(turn)
-        turn.wait()  # set by the release that hands the lock over (still held: never free in between)
-        return True
-
-    def release(self) -> None:
-        with self._guard:
-            if self._waiters:
-                self._waiters.popleft().set()
-            else:
-                self._held = False
-
-    def __enter__(self) -> "FairLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-class Guarded:
-    """The model as the engine sees it: `forward` holds `lock`, so a pass never runs during a generation step.
-    Every other attribute is the model's."""
-
-    def __init__(self, model, lock):
-        self.model, self.lock = model, lock
-
-    def forward(self, launch):
-        with self.lock:
-            return self.model.forward(launch)
-
-    __call__ = forward
-
-    def forward_recording(self, launch):
-        with self.lock:
-            return self.model.forward_recording(launch)
-
-    def __getattr__(self, name: str):
-        return getattr(self.model, name)
-
-
-@attrs.define(eq=False)
-class _Turn:
-    """One generation in the queue: its steps, its future, its tokens still to come (what admission counts)."""
-
-    steps: object  # generate.generating(...)
-    future: concurrent.futures.Future
-    left: int
+from spinfc.runtime.extract.kv import stack_of
+from spinfc.runtime.generate import Cancelled, Generation, Sampling, generating
+from spinfc.runtime.turns import ACTIVE  # noqa: F401 (re-exported)
 
 
 def _retrieve(future: asyncio.Future) -> None:
@@ -102,21 +29,19 @@ def _retrieve(future: asyncio.Future) -> None:
 
 
 class Generator:
-    """Generations for one model on one thread, each step under `lock`; give the engine `guarded` (the model whose
-    passes hold the same lock). The thread has its own copy of the tokenizer (a tokenizer is not shared across
-    threads)."""
+    """Generations on `engine`'s model (its stack: a decode reads one sequence with a KV cache, runtime/generate.py).
+    A route's short jobs (`call`) run on one thread with its own copy of the tokenizer, the generations' text is
+    decoded on the engine's thread with another (a tokenizer is not shared across threads)."""
 
-    def __init__(self, model, lock=None):
-        self.model = getattr(model, "model", model)  # a stack, also when given a wrapper (GraphedModel, Guarded)
-        self.lock = lock or FairLock()
-        self.guarded = Guarded(model, self.lock)
-        self._tokenizer = None
-        self._jobs: collections.deque = collections.deque()  # (callable, future): run between two tokens
-        self._waiting: collections.deque[_Turn] = collections.deque()  # generations not yet started
-        self._wake = threading.Condition()
+    def __init__(self, engine):
+        self.engine = engine
+        self.model, _ = stack_of(engine.model)  # the stack under the engine's wrappers (GraphedModel)
+        self._jobs = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spinfc-generate")
+        self._tokenizers = threading.local()  # per thread: the routes' jobs, and the steps' (made by the caller)
+        self._steps_tokenizer = None
+        self._live: set = set()  # generations handed to the engine and not ended: what admission counts
+        self._lock = threading.Lock()
         self._closed = False
-        self._thread = threading.Thread(target=self._loop, name="spinfc-generate", daemon=True)
-        self._thread.start()
 
     @property
     def available(self) -> bool:
@@ -127,36 +52,28 @@ class Generator:
 
     @property
     def tokenizer(self):
-        """The generation thread's tokenizer (a copy of the model's, made on first use)."""
-        if self._tokenizer is None:
-            self._tokenizer = copy.deepcopy(self.model.tokenizer)
-        return self._tokenizer
+        """This thread's copy of the model's tokenizer (made on first use)."""
+        if getattr(self._tokenizers, "copy", None) is None:
+            self._tokenizers.copy = copy.deepcopy(self.model.tokenizer)
+        return self._tokenizers.copy
 
     def queued_turns(self) -> list[int]:
         """Per generation admitted and not ended, the tokens it may still generate (its max_tokens less those
         drawn): what admission counts."""
-        with self._wake:
-            return [turn.left for turn in (*self._waiting, *self._active_view)]
+        with self._lock:
+            return [turn.left for turn in self._live]
 
     # ---- the callers' side ----------------------------------------------------------------------------------
 
-    def _submit(self, job) -> concurrent.futures.Future:
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        with self._wake:
-            if self._closed:
-                future.set_exception(Cancelled("the server is shutting down"))
-                return future
-            if isinstance(job, _Turn):
-                job.future = future
-                self._waiting.append(job)
-            else:
-                self._jobs.append((job, future))
-            self._wake.notify()
-        return future
-
     async def call(self, work: Callable):
-        """`work(tokenizer)` on the generation thread, with its tokenizer (encoding and decoding for a route)."""
-        return await asyncio.wrap_future(self._submit(lambda: work(self.tokenizer)))
+        """`work(tokenizer)` on the routes' thread, with its tokenizer (encoding and decoding for a route)."""
+        def job():
+            return work(self.tokenizer)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._jobs, job)
+        except RuntimeError as error:  # the pool is shut down
+            raise Cancelled("the server is shutting down") from error
 
     async def prepare(self, messages: Sequence[dict], check: Callable[[ChatPrompt], None] | None = None) -> ChatPrompt:
         """The prompt for `messages` (built on the generation thread, with its tokenizer); `check(prompt)` may
@@ -171,8 +88,24 @@ class Generator:
 
     def _start(self, prompt: ChatPrompt, sampling: Sampling, cancelled: threading.Event, on_text=None,
                top_logprobs: int | None = None) -> concurrent.futures.Future:
-        steps = generating(self.model, self.tokenizer, prompt, sampling, self.lock, cancelled, on_text, top_logprobs)
-        return self._submit(_Turn(steps, None, sampling.max_tokens))
+        if self._steps_tokenizer is None:  # the engine thread's own copy
+            self._steps_tokenizer = copy.deepcopy(self.model.tokenizer)
+        steps = generating(self.model, self._steps_tokenizer, prompt, sampling, None, cancelled, on_text,
+                           top_logprobs)
+        if self._closed:
+            steps.close()
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_exception(Cancelled("the server is shutting down"))
+            return future
+        turn = self.engine.generate(steps, sampling.max_tokens)
+        with self._lock:
+            self._live.add(turn)
+        turn.future.add_done_callback(lambda _: self._ended(turn))
+        return turn.future
+
+    def _ended(self, turn) -> None:
+        with self._lock:
+            self._live.discard(turn)
 
     async def run(self, prompt: ChatPrompt, sampling: Sampling, top_logprobs: int | None = None) -> Generation:
         """The whole answer (with `top_logprobs`, each token's logprobs). If the awaiting task is cancelled (the
@@ -213,73 +146,11 @@ class Generator:
             future.add_done_callback(_retrieve)
 
     def close(self) -> None:
-        """Stop the thread: generations and jobs not finished end with `Cancelled`."""
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)  # after its step in progress: no thread left inside torch at exit
-
-    # ---- the generation thread ------------------------------------------------------------------------------
-
-    _active_view: tuple = ()
-
-    def _loop(self) -> None:
-        torch.set_num_threads(GENERATION_THREADS)
-        active: collections.deque[_Turn] = collections.deque()
-        while True:
-            with self._wake:
-                while not self._closed and not self._jobs and not self._waiting and not active:
-                    self._wake.wait()
-                if self._closed:
-                    break
-                jobs = list(self._jobs)
-                self._jobs.clear()
-                while self._waiting and len(active) < ACTIVE:
-                    active.append(self._waiting.popleft())
-                self._active_view = tuple(active)
-            for work, future in jobs:
-                _settle(future, work)
-            if active:
-                turn = active.popleft()
-                if self._step(turn):
-                    active.append(turn)
-        ended = Cancelled("the server is shutting down")
-        for turn in [*active, *self._waiting]:
-            turn.steps.close()
-            _fail(turn.future, ended)
-        for _, future in self._jobs:
-            _fail(future, ended)
-
-    def _step(self, turn: _Turn) -> bool:
-        """One token of `turn`; False once it has ended (its future settled)."""
-        if turn.future.cancelled():  # nobody waits: stopped before another token
-            turn.steps.close()
-            turn.left = 0
-            return False
-        try:
-            next(turn.steps)
-        except StopIteration as done:
-            turn.left = 0
-            _settle(turn.future, lambda: done.value)
-            return False
-        except BaseException as error:  # Cancelled, or the model's error: the caller is told
-            turn.left = 0
-            _fail(turn.future, error)
-            return False
-        turn.left = max(0, turn.left - 1)
-        return True
-
-
-def _settle(future: concurrent.futures.Future, work: Callable) -> None:
-    if not future.set_running_or_notify_cancel():
-        return
-    try:
-        future.set_result(work())
-    except BaseException as error:  # noqa: BLE001 (handed to the caller)
-        future.set_exception(error)
-
-
-def _fail(future: concurrent.futures.Future, error: BaseException) -> None:
-    if future.set_running_or_notify_cancel():
-        future.set_exception(error)
+        """No new generation or job; every generation not ended ends with `Cancelled` (the engine drops it before its
+        next token)."""
+        self._closed = True
+        self._jobs.shutdown(wait=False)  # a job queued still runs: a route's encoding or decoding is short
+        with self._lock:
+            live = list(self._live)
+        for turn in live:
+            turn.fail(Cancelled("the server is shutting down"))

@@ -5,6 +5,7 @@ leaves behind.
     units        a request's contents as `Unit`s, oldest first; a floor cached (`floor_cache`) is not queued again,
                  and one queued by another request (`floors_queued`) is shared
     reads        completions' prompts waiting for their token logprobs (`PromptRead`)
+    turns        generations, taking turns a token at a time (turns.py)
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import itertools
 import logging
 import queue
 
+import numpy as np
+
 from spinfc.passes.plan_packing import floor_first
 from spinfc.runtime.extract.budget import decode_work
 from spinfc.runtime.extract.scheduling import Decoding
 from spinfc.runtime.stats import EngineStats
+from spinfc.runtime.turns import Generating, Turns
 from spinfc.runtime.work import Job, PromptRead, Unit
 
 log = logging.getLogger("spinfc.engine")
@@ -34,16 +38,17 @@ class EngineClosed(Exception):
 class Queues:
     def __init__(self, stats: EngineStats, floor_cache_size: int = 256):
         self.stats = stats
-        self.inbox: queue.SimpleQueue[Job | PromptRead | None] = queue.SimpleQueue()
+        self.inbox: queue.SimpleQueue[Job | PromptRead | Generating | None] = queue.SimpleQueue()
         self.units: list[Unit] = []  # waiting contents, oldest first
         self.reads: collections.deque[PromptRead] = collections.deque()  # completions' prompts waiting
+        self.turns = Turns()
         self.floors_queued: dict[str, Unit] = {}
         self.floor_cache: collections.OrderedDict = collections.OrderedDict()
         self.floor_cache_size = floor_cache_size
         self.closed = False  # close() was called (its mark, None, came through the inbox)
         self._seq = itertools.count()
 
-    def add(self, job: Job | PromptRead) -> None:
+    def add(self, job: Job | PromptRead | Generating) -> None:
         """Queue a job (any thread)."""
         job.seq = next(self._seq)
         self.inbox.put(job)
@@ -65,7 +70,10 @@ class Queues:
             except queue.Empty:
                 return
 
-    def _admit_job(self, job: Job | PromptRead) -> None:
+    def _admit_job(self, job: Job | PromptRead | Generating) -> None:
+        if isinstance(job, Generating):
+            self.turns.admit(job)
+            return
         if isinstance(job, PromptRead):
             job.scores, job.remaining = [None] * len(job.prompts), len(job.prompts)
             if job.prompts:
@@ -122,6 +130,25 @@ class Queues:
             while len(self.floor_cache) > self.floor_cache_size:
                 self.floor_cache.popitem(last=False)
         unit.deliver(scores)
+
+    def _scores(self, unit: Unit, logprobs: np.ndarray, scheme: str | None):
+        """The unit's option scores from its reads' logprobs; None (and the unit failed) when they do not add up, or
+        when one is not finite (a half-precision product overflowed: never reported as a score)."""
+        error = None
+        if not np.isfinite(logprobs).all():
+            log.error("a pass returned non-finite logprobs (%s)", scheme)
+            error = PassFailed(
+                f"the model's scores overflowed in {scheme or 'its dtype'} on this content: "
+                "start the server with --dtype bfloat16 (or float32), whose range holds it, and send it again")
+        else:
+            try:
+                return unit.score_map.scores(logprobs)
+            except Exception as failure:
+                log.exception("results of a pass could not be assembled")
+                error = PassFailed(f"results could not be assembled: {failure}")
+        self._forget(unit)
+        unit.fail(error)
+        return None
 
     def _decode_ended(self, decoding: Decoding) -> None:
         """A decode that ended (or was withdrawn): its units' scores (or its error) go to their requests."""

@@ -1,12 +1,13 @@
 """The engine's scheduler: it owns the queues and makes every decision. `schedule()` returns the next piece of work
-(work.py: a pass, a collect, a decode slice, a prompt pass, a wait), the engine runs it, and `deliver(work,
+(work.py: a pass, a collect, a decode slice, a prompt pass, a generation step, a wait), the engine runs it, and `deliver(work,
 result)` takes its result back: scores to their requests, floors and decodes started, jobs finished.
 
     admit     jobs from the inbox (any thread puts them there): a request's contents become `Unit`s (a floor
               cached, or queued by another request, is shared); a completion's prompts a `PromptRead`
     choose    the oldest work first: a prompt pass where a completion is oldest, else a pass of the queued units
               (`PassSizing.next_pass`); a decode slice in turn with either while decodes run (at most
-              `decode_limit` at once: an extraction pass waits while that many decode)
+              `decode_limit` at once: an extraction pass waits while that many decode); a generation's step (one
+              token, turns.py) after each of those while generations run
     wait      on an idle device a part-empty pass waits for requests on their way (`PassSizing.waits_for_more`, up
               to `longest_wait`; the first pass after a quiet spell LINGER even before one is seen arriving)
     overlap   chosen at start (`overlap`: the device's launches return before the pass has run, CUDA): the next
@@ -29,12 +30,13 @@ import numpy as np
 
 from spinfc.runtime.extract.budget import DecodeMemory
 from spinfc.runtime.extract.scheduling import Decoding, extraction_prompt_rows, extracts, floors_first, free_lane
+from spinfc.runtime.generate import Cancelled
 from spinfc.runtime.prompt_logprobs import prompt_program
 from spinfc.runtime.queues import EngineClosed, PassFailed, Queues  # noqa: F401 (re-exported)
 from spinfc.runtime.sizing import DECODE_ROW_COST, FULL, PassSizing  # noqa: F401 (re-exported)
 from spinfc.runtime.stats import EngineStats  # noqa: F401 (re-exported)
-from spinfc.runtime.work import (Collect, DecodeSlice, Failed, Job, Launched, Pass, PromptPass, PromptRead, Unit,
-                                 Wait, floor_key)  # noqa: F401 (floor_key re-exported)
+from spinfc.runtime.work import (Collect, DecodeSlice, Failed, GenerateStep, Job, Launched, Pass, PromptPass,  # noqa: F401
+                                 PromptRead, Unit, Wait, floor_key)  # (floor_key re-exported)
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
@@ -73,6 +75,7 @@ class Scheduler(Queues):
         self.flights: collections.deque[Flight] = collections.deque()  # launched, not yet collected (two at most)
         self.held: Flight | None = None  # collected, its scores delivered after the next launch
         self.quiet, self.decode_next, self.gathering = True, False, None
+        self.turn_next = False  # a generation steps next: the device ran other work since its last step
         self.pass_seconds = 0.0  # how long the last pass took (a decode slice's length)
 
     # ---- schedule ------------------------------------------------------------------------------------------
@@ -86,6 +89,9 @@ class Scheduler(Queues):
         if self.closed:
             return oldest
         chosen = self._chosen()
+        if self.turns.ready() and (self.turn_next or not (chosen or self.reads or self.decodings)):
+            self.turn_next = oldest is not None  # still its turn once the pass in flight is collected
+            return oldest or GenerateStep(self.turns.next())
         if self.decodings and (self.decode_next or not (chosen or self.reads)):
             return oldest or self._decode_slice()
         if self.reads and (not self.units or self.reads[0].seq < self.units[0].seq):
@@ -118,7 +124,8 @@ class Scheduler(Queues):
     def _gathered(self) -> Wait | None:
         """A wait for requests on their way while the pass would launch part-empty (the module's docstring)."""
         now, lingers = time.perf_counter(), self.quiet and self.shapes.fixed
-        if self.gathering is None and not self.decodings and (self.expecting() or lingers) and \
+        if self.gathering is None and not self.decodings and not self.turns.active and \
+                (self.expecting() or lingers) and \
                 not self.sizing.full(self.units, of_launch=True):
             self.gathering = (now + self.sizing.longest_wait(self.units, self.stats.rate),
                               now + (LINGER if lingers else 0.0))
@@ -173,7 +180,11 @@ class Scheduler(Queues):
 
     def deliver(self, work, result) -> None:
         """Take back what running `work` gave: a failure to its requests, a launch in flight, a pass's scores (held
-        back for the next launch on an overlapping device), a decode's turn, prompts' scores; or wait."""
+        back for the next launch on an overlapping device), a decode's turn, prompts' scores, a generation's turn
+        (`result`: whether it ended); or wait."""
+        # a generation steps after each forward of other work (its turn, as a decode slice's)
+        self.turn_next = isinstance(work, (Pass, PromptPass, DecodeSlice)) or \
+            (self.turn_next and not isinstance(work, GenerateStep))
         if isinstance(result, Failed):
             self._failed(work, result.error)
         elif isinstance(work, Pass) and result.logprobs is None:  # in flight: collected later
@@ -196,6 +207,8 @@ class Scheduler(Queues):
                 self.decodings.rotate(-1)  # a slice done, more to decode: the next one's turn
             else:
                 self._decode_ended(self.decodings.popleft())
+        elif isinstance(work, GenerateStep):
+            self.turns.stepped(work.generating, result)
         elif isinstance(work, PromptPass):
             self.stats.prompt_passes += 1
             for (read, k), scores in zip(work.reads, result):
@@ -220,7 +233,7 @@ class Scheduler(Queues):
             n = len(unit.arrays.read_row)
             for job, content in unit.consumers:
                 job.placements.append((pending.index, content, start, unit.segment.length))
-            scores.append(self._scores(unit, flight.logprobs[offset:offset + n]))
+            scores.append(self._scores(unit, flight.logprobs[offset:offset + n], getattr(self.model, "scheme", None)))
             offset += n
         decoded = [k for k, unit in enumerate(units) if extracts(unit) and scores[k] is not None]
         if pending.kept is not None and decoded:  # they wait for their decode
@@ -234,32 +247,15 @@ class Scheduler(Queues):
             if unit_scores is not None:
                 self._deliver(unit, unit_scores)
 
-    def _scores(self, unit: Unit, logprobs: np.ndarray):
-        """The unit's option scores from its reads' logprobs; None (and the unit failed) when they do not add up, or
-        when one is not finite (a half-precision product overflowed: never reported as a score)."""
-        error = None
-        if not np.isfinite(logprobs).all():
-            log.error("a pass returned non-finite logprobs (%s)", getattr(self.model, "scheme", "?"))
-            error = PassFailed(
-                f"the model's scores overflowed in {getattr(self.model, 'scheme', 'its dtype')} on this content: "
-                "start the server with --dtype bfloat16 (or float32), whose range holds it, and send it again")
-        else:
-            try:
-                return unit.score_map.scores(logprobs)
-            except Exception as failure:
-                log.exception("results of a pass could not be assembled")
-                error = PassFailed(f"results could not be assembled: {failure}")
-        self._forget(unit)
-        unit.fail(error)
-        return None
-
     def _failed(self, work, error: Exception) -> None:
         """Work that raised: a pass of several contents is retried with each alone (ahead of newer work), so only
         the request whose content fails gets the error."""
         if isinstance(work, Collect):
             self.flights.remove(work.flight)
             work = Pass(work.flight.units, False)
-        if isinstance(work, PromptPass):
+        if isinstance(work, GenerateStep):  # the model's error, or `Cancelled` (its caller stopped waiting)
+            self.turns.failed(work.generating, error)
+        elif isinstance(work, PromptPass):
             for read, _ in work.reads:
                 read.fail(PassFailed(f"the prompts' pass failed: {type(error).__name__}: {error}"))
         elif isinstance(work, Pass) and len(work.units) > 1:
@@ -287,6 +283,7 @@ class Scheduler(Queues):
             decoding.close()
             self.units += decoding.units
         self._admit()
+        self.turns.close(Cancelled("the server is shutting down"))
         for waiting in [*self.units, *self.reads]:
             waiting.fail(ended)
         self.units, self.reads = [], collections.deque()

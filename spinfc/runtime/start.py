@@ -31,7 +31,7 @@ log = logging.getLogger("spinfc.engine")
 @attrs.define
 class RunningEngine:
     engine: Engine
-    model: object  # the stack the engine runs: a GraphedModel on CUDA (the generator's guarded view with one)
+    model: object  # the stack the engine runs: a GraphedModel on CUDA
     shapes: Shapes  # the pass shapes, as captured
     device: str
     fingerprint: str  # of the loaded model on `device` (runtime/fingerprint.py)
@@ -80,18 +80,18 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
             started = time.perf_counter()
             step.warm_up(model, shapes.budget)
             log.info("captured the extraction decode in %.1f s", time.perf_counter() - started)
-    generator = None
-    if generation:
-        from spinfc.runtime.generator import Generator
-
-        generator = Generator(model)
     from spinfc.media import MediaPolicy
     from spinfc.runtime.towers import MediaReader
 
     tokenizer = model.tokenizer
     media = MediaReader(getattr(model, "towers", None), media_policy or MediaPolicy(), tokenizer,
                         media_name or settings.model)
-    engine = Engine(generator.guarded if generator else model, shapes, device=device, tokenizer=tokenizer,
+    engine = Engine(model, shapes, device=device, tokenizer=tokenizer,
                     on_pass=on_pass, media=media, content_cache_tokens=settings.content_cache_tokens).start()
-    return RunningEngine(engine, generator.guarded if generator else model, shapes, device, engine_fingerprint,
+    generator = None
+    if generation:  # generations are the engine's work too: they take turns with its passes
+        from spinfc.runtime.generator import Generator
+
+        generator = Generator(engine)
+    return RunningEngine(engine, model, shapes, device, engine_fingerprint,
                          media, generator)

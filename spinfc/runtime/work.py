@@ -5,6 +5,7 @@ Queued (admitted by the scheduler, oldest first by `seq`):
     Job          a compiled request while it runs: its scores so far, how many contents remain
     Unit         a segment waiting to run, and the (job, content) pairs that want its scores (a floor: any number)
     PromptRead   a /v1/completions request's prompts, waiting for their token logprobs
+    Generating   a generation (chat, /v1/completions) while it runs (turns.py)
 
 Handed to the engine, one at a time (`Scheduler.schedule`); the engine runs it and gives the result back to
 `Scheduler.deliver`:
@@ -13,6 +14,7 @@ Handed to the engine, one at a time (`Scheduler.schedule`); the engine runs it a
     Collect      wait for the pass in flight (an asynchronous device) and read its logprobs
     DecodeSlice  the next decode in turn runs until `enough` says its slice is over
     PromptPass   prompts of any number of completions in one pass: every token's logprob
+    GenerateStep the next generation in turn draws one token
     Wait         nothing to launch now: wait for arrivals (`seconds` at most; None: until one comes), or for the
                  pass in flight (`flight`) to end
 """
@@ -153,6 +155,11 @@ class PromptPass:
     reads: list  # per prompt in the pass: (PromptRead, prompt index)
     program: Program  # prompt_logprobs.prompt_program of those prompts
     top: int
+
+
+@attrs.frozen(eq=False)
+class GenerateStep:
+    generating: object  # turns.Generating
 
 
 @attrs.frozen(eq=False)

@@ -85,6 +85,6 @@ def test_non_finite_logprobs_fail_their_request_with_what_to_do():
     failed = []
     unit = SimpleNamespace(floor_key=None, segment=SimpleNamespace(length=10), decode=0, fail=failed.append,
                            score_map=SimpleNamespace(scores=lambda logprobs: pytest.fail("scored an overflow")))
-    assert engine.scheduler._scores(unit, np.array([-1.0, float("inf")])) is None
+    assert engine.scheduler._scores(unit, np.array([-1.0, float("inf")]), "fp16-mixed") is None
     assert len(failed) == 1 and "--dtype bfloat16" in str(failed[0])
     engine.intake.close()

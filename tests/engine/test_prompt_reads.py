@@ -14,11 +14,24 @@ import pytest
 import torch
 
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.generator import Guarded
 from spinfc.runtime.prompt_logprobs import prompt_program, score_prompts
 from spinfc.shapes import Shapes
 
 from tests.runtime.test_parity_random import random_pair
+
+class Held:
+    """The model as the engine sees it, each forward under `lock` (which the test holds to stall a pass)."""
+
+    def __init__(self, model, lock):
+        self.model, self.lock = model, lock
+
+    def forward(self, launch):
+        with self.lock:
+            return self.model.forward(launch)
+
+    def __getattr__(self, name: str):
+        return getattr(self.model, name)
+
 
 SHAPES = Shapes.for_device("cpu", 1024, 16)  # blocks of 16 rows: 64 prompts of 3 tokens a pass
 PROMPTS = [tuple(torch.randint(1, 96, (3,), generator=torch.Generator().manual_seed(i)).tolist()) for i in range(1000)]
@@ -52,7 +65,7 @@ def test_a_thousand_one_prompt_completions_share_passes_and_score_as_alone(model
 
 def test_a_completion_whose_client_left_is_withdrawn_within_one_pass(model):
     lock = threading.Lock()
-    engine = Engine(Guarded(model, lock), SHAPES, tokenizer=SimpleNamespace(pad_token_id=0)).start()
+    engine = Engine(Held(model, lock), SHAPES, tokenizer=SimpleNamespace(pad_token_id=0)).start()
 
     async def go():
         with lock:  # the first pass waits for the model while the client leaves

@@ -1,11 +1,10 @@
 """Generation behind /v1/chat/completions, below the HTTP layer: the KV-cached decode against the packed forward
 and against transformers' greedy generate on the same GGUF, the prompt formats, token picking, the generation
-loop's stopping rules, and the lock that keeps generation steps and scoring passes apart."""
+loop's stopping rules (how generations take turns with passes: tests/engine/test_generation_turns.py)."""
 
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import torch
@@ -14,7 +13,6 @@ from spinfc.backend.launch import Launch
 from spinfc.registry import load_tokenizer
 from spinfc.runtime.chat_format import ChatPrompt, chat_prompt, plain_transcript
 from spinfc.runtime.generate import Sampling, first_stop, generate, pick, settled
-from spinfc.runtime.generator import Generator, Guarded
 from spinfc.runtime.models.decode import KVCache
 
 pytestmark = pytest.mark.slow  # loads a packaged model
@@ -156,24 +154,3 @@ def test_generation_stops_at_an_end_token_a_stop_string_or_max_tokens() -> None:
     assert (from_format.text, from_format.finish_reason) == ("a", "stop")
     at_length, _ = run_script([0, 1, 2, 0, 1], Sampling(max_tokens=3, temperature=0))
     assert (at_length.text, at_length.tokens, at_length.finish_reason) == ("abc", (0, 1, 2), "length")
-
-
-def test_a_scoring_pass_waits_for_the_generation_step_in_progress() -> None:
-    """The engine is given `generator.guarded` (service.py): its passes take the lock a generation step holds."""
-    class Model:
-        name = "double"
-
-        def forward(self, launch):
-            return "ran"
-
-    generator = Generator(Model())
-    assert isinstance(generator.guarded, Guarded) and generator.guarded.name == "double"
-    assert not generator.available  # no decode: the server answers 400 generation_not_available
-    done = []
-    with generator.lock:  # what a generation step holds
-        thread = threading.Thread(target=lambda: done.append(generator.guarded.forward(None)))
-        thread.start()
-        time.sleep(0.2)
-        assert done == []
-    thread.join(timeout=10)
-    assert done == ["ran"]
