@@ -23,15 +23,17 @@ from collections.abc import Callable, Sequence
 import attrs
 import torch
 
-from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, GenerateSlot, PromptRow, Question
+from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, AmountSlot, GenerateSlot, PromptRow, Question
 from spinfc.runtime.chat_format import end_tokens
-from spinfc.runtime.extract.answers import Generated, Searched, answer_text, generated_text, make_answer, merged
-from spinfc.runtime.extract.beams import Forced, Sample, Search
+from spinfc.runtime.extract.answers import (Generated, Searched, answer_text, generated_text, grounded, make_answer,
+                                            merged)
+from spinfc.runtime.extract.beams import Forced, Found, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, decode_threads, walking
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
 from spinfc.runtime.extract.kv import (KeyPool, PromptContext, forward_keeping_kv, gather_context, stack_of,
                                        states_at, visible_rows)
 from spinfc.runtime.extract.fixed import pool_storage
+from spinfc.runtime.extract.written import written_amounts, written_answers
 from spinfc.runtime.generate import Sampling
 
 KIND = {"TextSlot": "text", "NumberSlot": "number", "AmountSlot": "amount"}
@@ -68,6 +70,7 @@ class PassItem:
     floor: Sequence | None = None  # the floor's scores, when it ran in an earlier pass (or was cached)
     floor_item: int | None = None  # else the index of the floor's item in this pass
     live: Callable[[], bool] | None = None  # false once nobody waits for the item's answers
+    content_text: str = ""  # the content as written: a <$> slot's written amounts are read from it (written.py)
 
 
 class _Tokenizers:
@@ -112,6 +115,7 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
     pool = KeyPool(kv.keys, kv.values, kv.positions,
                    pool_storage(model, int(kv.positions.shape[0]), kv.keys[0], lane))
     starts, owners = [], []  # owners: (item, question) per start
+    written = {}  # start index of a <$> search -> (the content's written amounts, the Forced start reading them)
     for i, item in enumerate(items):
         for prompt in item.prompt_rows:
             question = item.questions[prompt.question]
@@ -133,23 +137,31 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
             table = visible_rows(kv.ends, prompt.row, item.start)
             if kv.states is not None and table.numel():  # a recurrent stack: the decode starts from this state
                 pool.states[int(table[-1])] = states_at(kv.states, int(table[-1]))
-            starts.append(Start(walker, table, int(kv.tokens[prompt.row]), int(kv.positions[prompt.row]),
-                                slot.max_tokens, item.live))
+            token, position = int(kv.tokens[prompt.row]), int(kv.positions[prompt.row])
+            starts.append(Start(walker, table, token, position, slot.max_tokens, item.live))
             owners.append((i, prompt.question))
-    stats = yield from walking(model, pool, starts, memory=memory)
+            if isinstance(slot, AmountSlot) and item.content_text:  # its written amounts, read exactly beside it
+                amounts = written_amounts(item.content_text)
+                answers = written_answers(tokenizer, amounts, slot.lead, end, stops, slot.max_tokens)
+                if answers:
+                    written[len(starts) - 1] = (amounts, Start(Forced(answers), table, token, position,
+                                                               max(map(len, answers)), item.live))
+    stats = yield from walking(model, pool, starts + [read for _, read in written.values()], memory=memory)
     floor_starts, floor_owners = [], []
-    for start, (i, q) in zip(starts, owners):
+    for k, (start, (i, q)) in enumerate(zip(starts, owners)):
         walker = start.walker
-        if isinstance(walker, Search) and walker.found:
+        amounts, read = written.get(k, ((), None))
+        found = () if not isinstance(walker, Search) else walker.found if read is None else \
+            with_read(walker.found, read.walker)
+        if found:
             item = items[i]
             context = item.floor[q] if item.floor is not None else \
                 out[item.floor_item].get(q) if item.floor_item is not None else None
             if not isinstance(context, PromptContext):
                 raise ValueError(f"question {q} has no floor context: the floor must run before its contents")
-            forced = Forced([f.tokens for f in walker.found])
-            floor_starts.append(Start(forced, pool.append(context), context.token, context.position,
-                                      max(len(f.tokens) for f in walker.found), item.live))
-            floor_owners.append((i, q, walker))
+            floor_starts.append(Start(Forced([f.tokens for f in found]), pool.append(context), context.token,
+                                      context.position, max(len(f.tokens) for f in found), item.live))
+            floor_owners.append((i, q, found, amounts, walker.width))
         elif isinstance(walker, Search):
             out[i][q] = Searched((), reason=empty_reason(items[i].questions[q].slot, walker))
         else:
@@ -157,15 +169,22 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
             text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop) or "\n", stops)
             out[i][q] = Generated(text, tuple(walker.tokens), walker.logprob, walker.finish)
     floor_stats = yield from walking(model, pool, floor_starts, memory=memory)
-    for start, (i, q, search) in zip(floor_starts, floor_owners):
+    for start, (i, q, found, amounts, width) in zip(floor_starts, floor_owners):
         slot = items[i].questions[q].slot
         end = terminator(slot.stop)
-        out[i][q] = Searched(merged(tuple(
-            make_answer(slot, answer_text(tokenizer, f.tokens, end, stops, slot.lead), f.tokens, f.logprob,
-                        floor_logprob)
-            for f, floor_logprob in zip(search.found, start.walker.logprobs)
-        )))
+        answers = tuple(make_answer(slot, answer_text(tokenizer, f.tokens, end, stops, slot.lead), f.tokens,
+                                    f.logprob, floor_logprob)
+                        for f, floor_logprob in zip(found, start.walker.logprobs))
+        out[i][q] = Searched(merged(grounded(answers, amounts))[:width])
     return out, WalkStats(stats.steps + floor_stats.steps, stats.beam_rows + floor_stats.beam_rows)
+
+
+def with_read(found: list[Found], read: Forced) -> list[Found]:
+    """A search's answers and the answers read beside it (`read`), each token sequence once (as the search found
+    it), most likely first."""
+    seen = {f.tokens for f in found}
+    extra = [Found(tokens, logprob) for tokens, logprob in zip(read.answers, read.logprobs) if tokens not in seen]
+    return sorted([*found, *extra], key=lambda f: -f.logprob)
 
 
 def empty_reason(slot, search: Search) -> str:

@@ -77,7 +77,7 @@ class Decoding:
         self.units, self.scores, self.stats, self.lane = units, scores, stats, lane
         items = []
         for unit, start in zip(units, starts):
-            job, _ = unit.consumers[0]
+            job, content = unit.consumers[0]
             floor_unit = next((k for k, other in enumerate(units) if other.floor_key is not None and
                                (job, job.compiled.floor) in other.consumers), None)
             items.append(extract.PassItem(
@@ -88,6 +88,7 @@ class Decoding:
                     job.compiled.floor),
                 floor_item=floor_unit if unit.floor_key is None else None,
                 live=unit.wanted,
+                content_text=job.compiled.program.contents[content].text,
             ))
         self._on_cpu = kept.positions.device.type == "cpu"
         self._steps = extract.extracting(model, kept, items, memory, lane)
