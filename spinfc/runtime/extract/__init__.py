@@ -27,6 +27,7 @@ from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, AmountSlot, Genera
 from spinfc.runtime.chat_format import end_tokens
 from spinfc.runtime.extract.answers import (Generated, Searched, answer_text, generated_text, grounded, make_answer,
                                             merged)
+from spinfc.runtime.extract.budget import decode_tokens
 from spinfc.runtime.extract.beams import Forced, Found, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, decode_threads, walking
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
@@ -102,6 +103,14 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
                 return done.value
 
 
+def floor_contexts(kv: PassKV, item: PassItem) -> dict[int, PromptContext]:
+    """A floor item's entries: each extraction question's `PromptContext` (copied from the pass, which can then be
+    freed), what its contents' answers are read on for floor_p."""
+    return {prompt.question: gather_context(kv.keys, kv.values, kv.tokens, kv.positions, kv.ends, prompt.row,
+                                            item.start, kv.states)
+            for prompt in item.prompt_rows if is_extraction(item.questions[prompt.question])}
+
+
 def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: int = 0):
     """`extract_pass` as a generator: yields after each decode launch (or `decode.WAITING`, for a turn in which
     `memory`, a `budget.DecodeMemory` shared with other decodes, had no room for its next group), returns its
@@ -115,15 +124,14 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
     pool = KeyPool(kv.keys, kv.values, kv.positions,
                    pool_storage(model, int(kv.positions.shape[0]), kv.keys[0], lane))
     starts, owners = [], []  # owners: (item, question) per start
-    written = {}  # start index of a <$> search -> (the content's written amounts, the Forced start reading them)
+    written = {}  # start index of a <$> search -> (the content's written amounts, the Forced starts reading them)
     for i, item in enumerate(items):
+        if item.is_floor:
+            out[i] = floor_contexts(kv, item)
+            continue
         for prompt in item.prompt_rows:
             question = item.questions[prompt.question]
             if not is_extraction(question):
-                continue
-            if item.is_floor:
-                out[i][prompt.question] = gather_context(kv.keys, kv.values, kv.tokens, kv.positions, kv.ends,
-                                                         prompt.row, item.start, kv.states)
                 continue
             slot, end = question.slot, terminator(question.slot.stop)
             if isinstance(slot, GenerateSlot):
@@ -142,25 +150,25 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
             owners.append((i, prompt.question))
             if isinstance(slot, AmountSlot) and item.content_text:  # its written amounts, read exactly beside it
                 amounts = written_amounts(item.content_text)
-                answers = written_answers(tokenizer, amounts, slot.lead, end, stops, slot.max_tokens)
-                if answers:
-                    written[len(starts) - 1] = (amounts, Start(Forced(answers), table, token, position,
-                                                               max(map(len, answers)), item.live))
-    stats = yield from walking(model, pool, starts + [read for _, read in written.values()], memory=memory)
+                answers = written_answers(tokenizer, amounts, slot.lead, end, stops, slot.max_tokens,
+                                          decode_tokens(slot))
+                written[len(starts) - 1] = (amounts, _reading(answers, slot.beam_width, table, token, position,
+                                                              item.live))
+    reads = [read for _, reading in written.values() for read in reading]
+    stats = yield from walking(model, pool, starts + reads, memory=memory)
     floor_starts, floor_owners = [], []
     for k, (start, (i, q)) in enumerate(zip(starts, owners)):
         walker = start.walker
-        amounts, read = written.get(k, ((), None))
-        found = () if not isinstance(walker, Search) else walker.found if read is None else \
-            with_read(walker.found, read.walker)
+        amounts, reading = written.get(k, ((), []))
+        found = with_read(walker.found, [read.walker for read in reading]) if isinstance(walker, Search) else ()
         if found:
             item = items[i]
             context = item.floor[q] if item.floor is not None else \
                 out[item.floor_item].get(q) if item.floor_item is not None else None
             if not isinstance(context, PromptContext):
                 raise ValueError(f"question {q} has no floor context: the floor must run before its contents")
-            floor_starts.append(Start(Forced([f.tokens for f in found]), pool.append(context), context.token,
-                                      context.position, max(len(f.tokens) for f in found), item.live))
+            floor_starts.append(_reading([f.tokens for f in found], walker.width, pool.append(context),
+                                         context.token, context.position, item.live))
             floor_owners.append((i, q, found, amounts, walker.width))
         elif isinstance(walker, Search):
             out[i][q] = Searched((), reason=empty_reason(items[i].questions[q].slot, walker))
@@ -168,23 +176,31 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
             question = items[i].questions[q]
             text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop) or "\n", stops)
             out[i][q] = Generated(text, tuple(walker.tokens), walker.logprob, walker.finish)
-    floor_stats = yield from walking(model, pool, floor_starts, memory=memory)
-    for start, (i, q, found, amounts, width) in zip(floor_starts, floor_owners):
+    floor_stats = yield from walking(model, pool, [s for reading in floor_starts for s in reading], memory=memory)
+    for reading, (i, q, found, amounts, width) in zip(floor_starts, floor_owners):
         slot = items[i].questions[q].slot
         end = terminator(slot.stop)
         answers = tuple(make_answer(slot, answer_text(tokenizer, f.tokens, end, stops, slot.lead), f.tokens,
                                     f.logprob, floor_logprob)
-                        for f, floor_logprob in zip(found, start.walker.logprobs))
+                        for f, floor_logprob in zip(found, [p for read in reading for p in read.walker.logprobs]))
         out[i][q] = Searched(merged(grounded(answers, amounts))[:width])
     return out, WalkStats(stats.steps + floor_stats.steps, stats.beam_rows + floor_stats.beam_rows)
 
 
-def with_read(found: list[Found], read: Forced) -> list[Found]:
-    """A search's answers and the answers read beside it (`read`), each token sequence once (as the search found
+def _reading(answers: list[tuple[int, ...]], width: int, rows, token: int, position: int, live) -> list[Start]:
+    """Forced walkers reading `answers` from a prompt (its pool `rows`, last `token` and `position`), at most
+    `width` answers each: a walker takes no more slots at once than its slot's beams, which are known to fit."""
+    return [Start(Forced(answers[k:k + width]), rows, token, position, max(map(len, answers[k:k + width])), live)
+            for k in range(0, len(answers), width)]
+
+
+def with_read(found: list[Found], reads: list[Forced]) -> list[Found]:
+    """A search's answers and the answers read beside it (`reads`), each token sequence once (as the search found
     it), most likely first."""
     seen = {f.tokens for f in found}
-    extra = [Found(tokens, logprob) for tokens, logprob in zip(read.answers, read.logprobs) if tokens not in seen]
-    return sorted([*found, *extra], key=lambda f: -f.logprob)
+    extra = {tokens: Found(tokens, logprob) for read in reads for tokens, logprob in zip(read.answers, read.logprobs)
+             if tokens not in seen}
+    return sorted([*found, *extra.values()], key=lambda f: -f.logprob)
 
 
 def empty_reason(slot, search: Search) -> str:
@@ -203,5 +219,5 @@ def with_entries(scores: tuple, entries: dict[int, object]) -> tuple:
     return tuple(entries.get(q, row) for q, row in enumerate(scores))
 
 
-__all__ = ["PassItem", "PassKV", "extract_pass", "extracting", "forward_keeping_kv", "is_extraction", "with_entries",
-           "SEARCHED_SLOTS"]
+__all__ = ["PassItem", "PassKV", "extract_pass", "extracting", "floor_contexts", "forward_keeping_kv", "is_extraction",
+           "with_entries", "SEARCHED_SLOTS"]

@@ -23,7 +23,7 @@ import re
 
 import attrs
 
-from spinfc.passes.decode_plan import AMOUNT, GROUPED_COMMA, GROUPED_POINT, SYMBOLS, WORDS
+from spinfc.ir.decode_plan import AMOUNT, GROUPED_COMMA, GROUPED_POINT, SYMBOLS, WORDS
 from spinfc.runtime.extract.amounts import parse_amount
 
 # The codes read when written beside a number (a capitalised word of three letters is too often something else:
@@ -71,17 +71,13 @@ def written_currency(amounts: tuple[WrittenAmount, ...], value: int | float) -> 
     return codes.pop() if len(codes) == 1 else None
 
 
-# Written answers read per slot at most (spellings x endings), each at most the slot's max_tokens long: what
-# `budget.decode_work` counts for them.
-WRITTEN_READS = 24
-
-
 def written_answers(tokenizer, amounts: tuple[WrittenAmount, ...], lead: str, end: str, stops: frozenset[int],
-                    max_tokens: int) -> list[tuple[int, ...]]:
+                    max_tokens: int, rows: int) -> list[tuple[int, ...]]:
     """Each written amount as tokens of answers of the slot: `lead`, its spelling (and its number alone, which
     `grounded` reads as the same amount), then the terminator `end`; a slot without one (`end` "") ends with a
     newline or with each stop token, as its beams may. The tokenizer's own tokens of that text (the ones the model
-    most likely writes it with); at most WRITTEN_READS answers, each text once."""
+    most likely writes it with), each text once, in the order written; none longer than `max_tokens`, and no more
+    than `rows` tokens in all (the slot's beams' rows, `budget.decode_tokens`: what `budget.decode_work` counts)."""
     answers = []
     texts = dict.fromkeys(lead + spelling for amount in amounts for spelling in (amount.text, amount.number))
     for text in texts:
@@ -93,6 +89,10 @@ def written_answers(tokenizer, amounts: tuple[WrittenAmount, ...], lead: str, en
                     continue  # the tokenizer does not write it back as read: not an answer the grammar took
             else:
                 tokens = (*tokenizer(text, add_special_tokens=False).input_ids, ending)
-            if len(tokens) <= max_tokens:
-                answers.append(tokens)
-    return answers[:WRITTEN_READS]
+            if len(tokens) > max_tokens:
+                continue
+            if len(tokens) > rows:
+                return answers
+            answers.append(tokens)
+            rows -= len(tokens)
+    return answers
