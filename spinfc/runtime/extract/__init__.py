@@ -26,7 +26,7 @@ import torch
 from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, AmountSlot, GenerateSlot, PromptRow, Question
 from spinfc.runtime.chat_format import end_tokens
 from spinfc.runtime.extract.answers import (Generated, Searched, answer_text, generated_text, grounded, make_answer,
-                                            merged)
+                                            merged, most_likely)
 from spinfc.runtime.extract.budget import decode_tokens
 from spinfc.runtime.extract.beams import Forced, Found, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, decode_threads, walking
@@ -150,7 +150,7 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
             owners.append((i, prompt.question))
             if isinstance(slot, AmountSlot) and item.content_text:  # its written amounts, read exactly beside it
                 amounts = written_amounts(item.content_text)
-                answers = written_answers(tokenizer, amounts, slot.lead, end, stops, slot.max_tokens,
+                answers = written_answers(tokenizer, amounts, slot.lead, end, slot.max_tokens,
                                           decode_tokens(slot))
                 written[len(starts) - 1] = (amounts, _reading(answers, slot.beam_width, table, token, position,
                                                               item.live))
@@ -162,14 +162,17 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
         amounts, reading = written.get(k, ((), []))
         found = with_read(walker.found, [read.walker for read in reading]) if isinstance(walker, Search) else ()
         if found:
-            item = items[i]
+            item, slot = items[i], items[i].questions[q].slot
             context = item.floor[q] if item.floor is not None else \
                 out[item.floor_item].get(q) if item.floor_item is not None else None
             if not isinstance(context, PromptContext):
                 raise ValueError(f"question {q} has no floor context: the floor must run before its contents")
-            floor_starts.append(_reading([f.tokens for f in found], walker.width, pool.append(context),
+            answers = most_likely(grounded(tuple(
+                make_answer(slot, answer_text(tokenizer, f.tokens, terminator(slot.stop), stops, slot.lead),
+                            f.tokens, f.logprob, 0.0) for f in found), amounts), walker.width)
+            floor_starts.append(_reading([a.tokens for a in answers], walker.width, pool.append(context),
                                          context.token, context.position, item.live))
-            floor_owners.append((i, q, found, amounts, walker.width))
+            floor_owners.append((i, q, answers))
         elif isinstance(walker, Search):
             out[i][q] = Searched((), reason=empty_reason(items[i].questions[q].slot, walker))
         else:
@@ -177,13 +180,9 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
             text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop) or "\n", stops)
             out[i][q] = Generated(text, tuple(walker.tokens), walker.logprob, walker.finish)
     floor_stats = yield from walking(model, pool, [s for reading in floor_starts for s in reading], memory=memory)
-    for reading, (i, q, found, amounts, width) in zip(floor_starts, floor_owners):
-        slot = items[i].questions[q].slot
-        end = terminator(slot.stop)
-        answers = tuple(make_answer(slot, answer_text(tokenizer, f.tokens, end, stops, slot.lead), f.tokens,
-                                    f.logprob, floor_logprob)
-                        for f, floor_logprob in zip(found, [p for read in reading for p in read.walker.logprobs]))
-        out[i][q] = Searched(merged(grounded(answers, amounts))[:width])
+    for reading, (i, q, answers) in zip(floor_starts, floor_owners):
+        floor_logprobs = [p for read in reading for p in read.walker.logprobs]
+        out[i][q] = Searched(merged(tuple(attrs.evolve(a, floor_logprob=p) for a, p in zip(answers, floor_logprobs))))
     return out, WalkStats(stats.steps + floor_stats.steps, stats.beam_rows + floor_stats.beam_rows)
 
 

@@ -77,12 +77,8 @@ def merged(answers: tuple[Answer, ...]) -> tuple[Answer, ...]:
     as one: logprob and floor logprob the log of the summed probabilities, its text the most likely of them that
     writes its currency (else the most likely), every distinct text in `forms` when there are several, most likely
     first. Text answers (no value) are kept as they are."""
-    groups: dict[object, list[Answer]] = {}
-    for k, answer in enumerate(answers):
-        key = (answer.value, answer.currency) if answer.value is not None else k
-        groups.setdefault(key, []).append(answer)
     out = []
-    for group in groups.values():
+    for group in _groups(answers).values():
         written = [a for a in group if a.currency is None or parse_amount(a.text)[0] is not None]
         best = max(written or group, key=lambda a: a.logprob)
         forms = tuple(dict.fromkeys(a.text for a in sorted(group, key=lambda a: -a.logprob)))
@@ -90,6 +86,21 @@ def merged(answers: tuple[Answer, ...]) -> tuple[Answer, ...]:
                                 floor_logprob=_logsumexp([a.floor_logprob for a in group]),
                                 forms=forms if len(forms) > 1 else ()))
     return tuple(sorted(out, key=lambda a: -a.logprob))
+
+
+def most_likely(answers: tuple[Answer, ...], width: int) -> tuple[Answer, ...]:
+    """The answers of the `width` groups `merged` ranks first (by their summed probabilities), in their order:
+    what a search returns, and all that is read on the floor."""
+    groups = sorted(_groups(answers).values(), key=lambda g: -_logsumexp([a.logprob for a in g]))[:width]
+    return tuple(answer for group in groups for answer in group)
+
+
+def _groups(answers: tuple[Answer, ...]) -> dict[object, list[Answer]]:
+    """Answers by value and currency (a text answer, without a value, alone)."""
+    groups: dict[object, list[Answer]] = {}
+    for k, answer in enumerate(answers):
+        groups.setdefault((answer.value, answer.currency) if answer.value is not None else k, []).append(answer)
+    return groups
 
 
 def grounded(answers: tuple[Answer, ...], amounts: tuple[WrittenAmount, ...]) -> tuple[Answer, ...]:
