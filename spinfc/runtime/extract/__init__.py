@@ -5,12 +5,13 @@ values (the content is never prefilled again).
     extract_pass(model, pass K/V, items)  -> per floor item: each question's PromptContext (kept with the floor's
                                              scores, for floor_p); per content item: each question's Searched or
                                              Generated result, every slot of every item decoded in one batch
-                                             (decode.walk), then every searched answer read on its floor (Forced,
-                                             all its tokens at once)
+                                             (decode.walk; a <$> slot's written amounts read beside its search,
+                                             written.py), then the answers a search returns read on its floor
+                                             (Forced, all their tokens at once)
 
 The engine runs `extracting` (the same, one decode launch at a time: a generator) in slices between its scoring
-passes and the other decodes in flight (scheduling.Decoding); what it returns replaces the extraction questions' entries of each item's scores
-(ContentScores: a row of option logprobs per option question). An item whose `live()` turns false (its request
+passes and the other decodes in flight (scheduling.Decoding); what it returns replaces the extraction questions'
+entries of each item's scores (ContentScores: a row of option logprobs per option question). An item whose `live()` turns false (its request
 withdrawn) has its walkers dropped at the next step.
 """
 

@@ -3,7 +3,9 @@ scored its content, and the floor's prompt contexts):
 
     floors_first   a pass's floors ahead of its contents, and contents whose floor has neither run nor is in the
                    pass left for a later one (their floor is queued ahead of them, so it runs first)
-    Decoding       after the pass: every extraction question of it decoded in one batch, a slice of launches at a
+    floor_scores   a floor's prompt contexts, taken when its pass is collected: it is delivered with its pass (not
+                   after the pass's decode), so contents of any later pass find it
+    Decoding       after the pass: every extraction question of its contents decoded in one batch, a slice of launches at a
                    time between scoring passes and the other passes' decodes (a score or a short decode behind it
                    waits a slice, not the whole decode), the results put into each unit's scores
     decodes_at_once  how many passes' decodes take turns: DECODES_AT_ONCE where each decode's batches are its own
@@ -81,13 +83,13 @@ def _rows(unit, start: int) -> tuple:
 
 class Decoding:
     """One pass's extraction decode, run in slices between the engine's scoring passes (`advance`): every
-    extraction question of the pass's contents (not its floors: `floor_scores`) in one batch (`extract.extracting`), a unit whose request is withdrawn dropped
-    at the next step. Once `done`, `results()` is each unit's scores with its entries (`extract.with_entries`),
+    extraction question of the pass's contents (not its floors: `floor_scores`) in one batch (`extract.extracting`),
+    a unit whose request is withdrawn dropped at the next step. Once `done`, `results()` is each unit's scores with its entries (`extract.with_entries`),
     or every unit's None with `error` set when the decode raised."""
 
     def __init__(self, model, units: list, scores: list, starts: list[int], kept, stats, memory=None, lane: int = 0):
-        """`units` of a pass (contents, whose floors are delivered) and their `scores`, where each starts in it (`starts`), the pass's K/V (`kept`);
-        `memory` the budget.DecodeMemory its beams share with the other decodes in flight; `lane` the fixed
+        """`units` of a pass (contents, whose floors are delivered) and their `scores`, where each starts in it
+        (`starts`), the pass's K/V (`kept`); `memory` the budget.DecodeMemory its beams share with the other decodes in flight; `lane` the fixed
         buffers it decodes in on CUDA (one no other decode in flight holds: `free_lane`)."""
         self.units, self.scores, self.stats, self.lane = units, scores, stats, lane
         items = []
