@@ -85,3 +85,11 @@ def test_a_bare_number_grounded_to_its_written_currency_is_one_answer_with_it() 
     assert [(a.text, a.currency, a.forms) for a in answers] == [("£7.50", "GBP", ("7.5", "£7.50")), ("12", None, ())]
     assert answers[0].logprob == pytest.approx(math.log(math.exp(-4.0) + math.exp(-5.0)))
     assert answers[0].floor_logprob == pytest.approx(math.log(math.exp(-5.0) + math.exp(-6.0)))
+
+
+def test_a_merged_amount_is_written_as_the_content_spells_it() -> None:
+    """`$30` and `US$30` are one answer; after "It cost US$30" its text is `US$30`, though `$30` is likelier."""
+    answers = (_answer("$30", -3.0, 30, "USD"), _answer("US$30", -5.0, 30, "USD"), _answer("30", -4.0, 30, "USD"))
+    assert merged(answers)[0].text == "$30"
+    (one,) = merged(answers, frozenset({"US$30"}))
+    assert (one.text, one.forms) == ("US$30", ("$30", "30", "US$30"))

@@ -173,7 +173,7 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
                             f.tokens, f.logprob, 0.0) for f in found), amounts), walker.width)
             floor_starts.append(_reading([a.tokens for a in answers], walker.width, pool.append(context),
                                          context.token, context.position, item.live))
-            floor_owners.append((i, q, answers))
+            floor_owners.append((i, q, answers, frozenset(a.text for a in amounts)))
         elif isinstance(walker, Search):
             out[i][q] = Searched((), reason=empty_reason(items[i].questions[q].slot, walker))
         else:
@@ -181,9 +181,10 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
             text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop) or "\n", stops)
             out[i][q] = Generated(text, tuple(walker.tokens), walker.logprob, walker.finish)
     floor_stats = yield from walking(model, pool, [s for reading in floor_starts for s in reading], memory=memory)
-    for reading, (i, q, answers) in zip(floor_starts, floor_owners):
+    for reading, (i, q, answers, spelled) in zip(floor_starts, floor_owners):
         floor_logprobs = [p for read in reading for p in read.walker.logprobs]
-        out[i][q] = Searched(merged(tuple(attrs.evolve(a, floor_logprob=p) for a, p in zip(answers, floor_logprobs))))
+        out[i][q] = Searched(merged(tuple(attrs.evolve(a, floor_logprob=p) for a, p in zip(answers, floor_logprobs)),
+                                    spelled))
     return out, WalkStats(stats.steps + floor_stats.steps, stats.beam_rows + floor_stats.beam_rows)
 
 

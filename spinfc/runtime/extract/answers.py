@@ -72,15 +72,16 @@ def make_answer(slot, text: str, tokens: tuple[int, ...], logprob: float, floor_
     return Answer(text, tokens, logprob, floor_logprob)
 
 
-def merged(answers: tuple[Answer, ...]) -> tuple[Answer, ...]:
+def merged(answers: tuple[Answer, ...], spelled: frozenset[str] = frozenset()) -> tuple[Answer, ...]:
     """Answers with the same value and currency (`$1,250` and `1,250 USD`; one text reached by two tokenizations)
-    as one: logprob and floor logprob the log of the summed probabilities, its text the most likely of them that
-    writes its currency (else the most likely), every distinct text in `forms` when there are several, most likely
-    first. Text answers (no value) are kept as they are."""
+    as one: logprob and floor logprob the log of the summed probabilities, every distinct text in `forms` when there
+    are several, most likely first. Its text: the most likely of them the content spells so (`spelled`, a <$> slot's
+    written amounts: "US$30" after "It cost US$30", though `$30` is likelier), else that writes its currency, else
+    the most likely. Text answers (no value) are kept as they are."""
     out = []
     for group in _groups(answers).values():
         written = [a for a in group if a.currency is None or parse_amount(a.text)[0] is not None]
-        best = max(written or group, key=lambda a: a.logprob)
+        best = max([a for a in group if a.text in spelled] or written or group, key=lambda a: a.logprob)
         forms = tuple(dict.fromkeys(a.text for a in sorted(group, key=lambda a: -a.logprob)))
         out.append(attrs.evolve(best, logprob=_logsumexp([a.logprob for a in group]),
                                 floor_logprob=_logsumexp([a.floor_logprob for a in group]),
