@@ -12,9 +12,9 @@ A currency is a symbol (`$ € £ ¥ ₹ ₩`), a prefixed dollar (`US$ A$ C$ HK
 
 Why: a small model asked "How much money?" often ranks a bare or invented number above the amount the content
 writes, and its beams may never reach the written spelling (SmolLM2-135M answers `200` after "The repair cost
-$30"). The decode reads each written amount exactly as an answer of the slot (its tokens' log-probability, like
-any answer the beams find) and grounds a bare number to the currency the content writes beside the same value
-(`extract.candidates`).
+$30"). The decode reads each written amount, and its number alone, exactly as answers of the slot (their tokens'
+log-probability, like any answer the beams find: `written_answers`), a bare number is the amount the content writes
+with that value (`answers.grounded`), and a merged amount is written as the content spells it (`answers.merged`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import re
 
 import attrs
 
-from spinfc.ir.decode_plan import AMOUNT, GROUPED_COMMA, GROUPED_POINT, SYMBOLS, WORDS
+from spinfc.ir.decode_plan import AMOUNT, DOLLAR_PREFIXES, GROUPED_COMMA, GROUPED_POINT, SYMBOLS, WORDS
 from spinfc.runtime.extract.amounts import parse_amount
 
 # The codes read when written beside a number (a capitalised word of three letters is too often something else:
@@ -31,7 +31,7 @@ from spinfc.runtime.extract.amounts import parse_amount
 ISO_CODES = ("USD EUR GBP JPY CNY INR KRW CHF CAD AUD NZD HKD SGD SEK NOK DKK PLN CZK HUF RON BGN ISK RUB UAH TRY "
              "BRL MXN ARS CLP COP PEN ZAR EGP NGN KES ILS AED SAR QAR THB IDR MYR PHP VND TWD").split()
 _CODE = rf"(?<![A-Za-z])({'|'.join(ISO_CODES)})(?![A-Za-z])"
-_BEFORE = rf"((?<![A-Za-z])(US|A|C|HK|NZ|S|R)\$|[{SYMBOLS}]|{_CODE})"
+_BEFORE = rf"((?<![A-Za-z])({DOLLAR_PREFIXES})\$|[{SYMBOLS}]|{_CODE})"
 _AFTER = rf"([{SYMBOLS}]|{_CODE}|({WORDS})(?![A-Za-z]))"
 
 
