@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import job  # noqa: E402
 
 from spinfc import registry  # noqa: E402
-from spinfc.runtime.loader import load_model  # noqa: E402
+from spinfc.runtime.load.loader import load_model  # noqa: E402
 from spinfc.shapes import Shapes  # noqa: E402
 
 

@@ -21,7 +21,7 @@ import time
 import torch
 
 from spinfc.registry import load_tokenizer
-from spinfc.runtime.chat_format import end_tokens
+from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.extract import decode
 from spinfc.runtime.extract.beams import Part, Search
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import job  # noqa: E402
 
 from spinfc.registry import load_tokenizer  # noqa: E402
-from spinfc.shapes import Shapes  # noqa: E402
 from spinfc.runtime.engine import Engine  # noqa: E402
+from spinfc.shapes import Shapes  # noqa: E402
 
 SLOT = {"id": "subject", "template": "\n\nQ: Who or what is the article mainly about?\nA: \"<*>\"", "max_tokens": 16}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -54,7 +54,7 @@ def build_model(args):
     if args.device.startswith("cuda"):
         from spinfc.backend import triton_ops as ops
     if args.shape is None:
-        from spinfc.runtime.loader import load_model
+        from spinfc.runtime.load.loader import load_model
 
         return load_model(args.model, dtype=DTYPES[args.dtype], device=args.device, ops=ops)
     from gpu_job import LLAMA3_8B, random_state_dict

@@ -52,7 +52,7 @@ from spinfc.server.request_packs import add_packs, split_results  # noqa: E402
 from spinfc.config import EngineSettings  # noqa: E402
 from spinfc.frontend import load_pack  # noqa: E402
 from spinfc.ir.nodes import Content, Program  # noqa: E402
-from spinfc.runtime.pack_scores import decide, lift, score_pack  # noqa: E402
+from spinfc.runtime.deliver.pack_scores import decide, lift, score_pack  # noqa: E402
 
 GEMMA_TURN = ("<start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n")
 FILES = {"support-triage": ("fixtures/labelled/support-triage.jsonl", "packs/support-triage.toml"),

@@ -22,10 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from fp8_ways import fixture_gap  # noqa: E402
+
 from spinfc.backend import reference as ref  # noqa: E402
-from spinfc.runtime.loader import load_model  # noqa: E402
+from spinfc.runtime.load.loader import load_model  # noqa: E402
+from spinfc.runtime.load.precision import Precision  # noqa: E402
 from spinfc.runtime.models.base import Model  # noqa: E402
-from spinfc.runtime.precision import Precision  # noqa: E402
 
 H = torch.float16
 

@@ -110,9 +110,9 @@ def way_state(way: str, model_name: str, config, state: dict, log) -> tuple[dict
 
 
 def main() -> None:
+    from spinfc.runtime.load.precision import Precision
     from spinfc.runtime.models import build_model
     from spinfc.runtime.parity import read_json
-    from spinfc.runtime.precision import Precision
     from spinfc.runtime.quant import float_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -70,8 +70,8 @@ def random_loader(small: bool):
 
         from spinfc.backend import reference, triton_ops
         from spinfc.registry import load_tokenizer
+        from spinfc.runtime.load.precision import Precision
         from spinfc.runtime.models import build_model
-        from spinfc.runtime.precision import Precision
 
         c = config(len(load_tokenizer(name)), small)
         state = random_state_dict(c, device, 0)
@@ -217,7 +217,6 @@ def main() -> None:
         raise SystemExit(f"gpu_bulk.py needs {', '.join(missing)}: pip install {' '.join(missing)} (on a machine "
                          "without the network, from wheels)")
     import torch
-
     from bulk import http_client
     from gpu_served import model_folder, wait_ready
 

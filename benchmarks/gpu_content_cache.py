@@ -31,9 +31,9 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
 
 from gpu_job import SMALL_CONFIGS, random_state_dict  # noqa: E402
 
-from spinfc.runtime.cached_rows import reading  # noqa: E402
-from spinfc.runtime.content_cache import CachedContent  # noqa: E402
 from spinfc.runtime.extract.kv import forward_keeping_kv  # noqa: E402
+from spinfc.runtime.launch.cached_rows import reading  # noqa: E402
+from spinfc.runtime.launch.content_cache import CachedContent  # noqa: E402
 from spinfc.runtime.models import build_model  # noqa: E402
 from tests.runtime.tree_launch import Case, Question, build_launch  # noqa: E402
 

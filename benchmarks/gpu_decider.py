@@ -27,7 +27,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import torch  # noqa: E402
 
 from spinfc.config import EngineSettings  # noqa: E402
-from spinfc.runtime.results import query_results  # noqa: E402
+from spinfc.runtime.deliver.results import query_results  # noqa: E402
 from spinfc.runtime.start import start_engine  # noqa: E402
 from tests.decider.random_decider import FAMILIES, random_decider  # noqa: E402
 

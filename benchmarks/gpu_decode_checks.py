@@ -38,9 +38,9 @@ from spinfc.backend.kernels import decode_attention as kernel  # noqa: E402
 from spinfc.runtime.extract import step as step_module  # noqa: E402
 from spinfc.runtime.extract.beams import Forced, Sample  # noqa: E402
 from spinfc.runtime.extract.decode import Start, walk  # noqa: E402
-from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, visible_rows  # noqa: E402
 from spinfc.runtime.extract.fixed import CUDA_ROWS, launch_rows, pool_storage  # noqa: E402
-from spinfc.runtime.generate import Sampling  # noqa: E402
+from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, visible_rows  # noqa: E402
+from spinfc.runtime.launch.generate import Sampling  # noqa: E402
 from spinfc.runtime.models import build_model  # noqa: E402
 from tests.runtime.tree_launch import Case, Question, build_launch  # noqa: E402
 

@@ -29,9 +29,9 @@ GOALS = {"default": 0.02, "fp8_logprob": 0.3, "fp8_p": 0.03}
 
 
 def reference_of(kind: str) -> dict:
-    from spinfc.runtime.parity import read_json
-
     from quant_gap import FIXTURE
+
+    from spinfc.runtime.parity import read_json
 
     return read_json(FIXTURE.with_name(f"{FIXTURE.stem}.{kind}.cpu-float32.json"), "reference")
 
@@ -39,13 +39,13 @@ def reference_of(kind: str) -> dict:
 def timed(model_name: str, reps: int) -> dict:
     """The seed-shaped job on the model's CUDA stack (what `spinfc serve` loads), replayed from CUDA graphs."""
     import torch
-
     from gpu_checks import prepare
     from gpu_job import seed_job
     from quant_job import run_job
+
     from spinfc.backend import triton_ops
-    from spinfc.runtime.loader import load_model
-    from spinfc.runtime.precision import Precision
+    from spinfc.runtime.load.loader import load_model
+    from spinfc.runtime.load.precision import Precision
 
     model = load_model(model_name, precision=Precision.mixed(torch.float16), device="cuda", ops=triton_ops)
     job = seed_job(model.config.vocab)
@@ -67,6 +67,7 @@ def timed(model_name: str, reps: int) -> dict:
 
 def measure(kind: str, path: str, budgets: list[float], reps: int, results: dict) -> None:
     from quant_gap import CALIBRATION, gap
+
     from spinfc.runtime.quant import quantize_model
 
     reference = reference_of(kind)

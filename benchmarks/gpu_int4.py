@@ -33,9 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import attrs  # noqa: E402
-import torch  # noqa: E402
-
 import gpu_qwen3_5 as qwen  # noqa: E402
+import torch  # noqa: E402
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--layers", type=int, default=8, help="the 27B's widths with this many layers (3 linear : 1 full; at "
@@ -50,8 +49,14 @@ def quantized_states(c, float_state: dict, device: str) -> dict:
     """{"bf16": ..., "fp8-static": ..., "w4a16": ...} state dicts of the same float weights."""
     from spinfc.runtime.models import build_model
     from spinfc.runtime.quant import SCHEMES, quantize_state
-    from spinfc.runtime.quant.calibrate import (DELTA_NET_SHORTS, LINEAR_SHORTS, Calibration, input_maxima,
-                                                sequence_launch, weight_names)
+    from spinfc.runtime.quant.calibrate import (
+        DELTA_NET_SHORTS,
+        LINEAR_SHORTS,
+        Calibration,
+        input_maxima,
+        sequence_launch,
+        weight_names,
+    )
     from spinfc.runtime.quant.checkpoint import is_quantized_linear
     from spinfc.runtime.quant.gptq import input_hessians
     from spinfc.runtime.quant.weight_only import gptq_state
@@ -115,8 +120,8 @@ def with_transient(found: dict, transient: int, budget: int) -> dict:
 
 def build(c, state: dict, scheme: str | None, device: str):
     from spinfc.backend import reference, triton_ops
+    from spinfc.runtime.load.precision import Precision
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.precision import Precision
 
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     return build_model(c, state, ops=triton_ops if device.startswith("cuda") else reference, device=device,

@@ -36,9 +36,9 @@ from spinfc.frontend import program_from_request  # noqa: E402
 from spinfc.media import MediaPolicy  # noqa: E402
 from spinfc.passes import PassContext  # noqa: E402
 from spinfc.passes.layout import used_rows  # noqa: E402
+from spinfc.runtime.launch.runner import Runner, SegmentArrays  # noqa: E402
+from spinfc.runtime.load.precision import Precision  # noqa: E402
 from spinfc.runtime.models import build_model  # noqa: E402
-from spinfc.runtime.precision import Precision  # noqa: E402
-from spinfc.runtime.runner import Runner, SegmentArrays  # noqa: E402
 from spinfc.runtime.towers import TOWER_PREFIXES, MediaReader, towers_of  # noqa: E402
 from spinfc.runtime.weights.config import from_hf  # noqa: E402
 from spinfc.shapes import Shapes  # noqa: E402

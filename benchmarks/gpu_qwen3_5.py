@@ -120,8 +120,8 @@ def random_state(c: ModelConfig, device, seed: int = 0, dtype=torch.bfloat16) ->
 
 def build(c: ModelConfig, name: str | None = None):
     from spinfc.backend import reference, triton_ops
+    from spinfc.runtime.load.precision import Precision
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.precision import Precision
 
     dtype = torch.bfloat16 if on_cuda() else torch.float32
     return build_model(c, random_state(c, DEVICE, dtype=dtype), ops=triton_ops if on_cuda() else reference,
@@ -269,6 +269,7 @@ def check_invariance(model, c: ModelConfig, budget: int, failures: list) -> dict
     """Content c0's reads bit-identical: in the job, in the job in reverse order (another offset, pass and
     neighbours), alone, and packed beside contents asked other questions."""
     from gpu_job import compile_job, make_program, seed_job, seed_questions
+
     from spinfc.backend.launch import lower
     from spinfc.passes.layout import assemble
     from spinfc.shapes import Shapes
@@ -346,6 +347,7 @@ def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict
     """Every question as its own sequence (content + question, then its options): `sample` contents' questions
     packed in passes of the same budget, timed and extrapolated to the 24 contents."""
     from gpu_job import compile_job, make_program, seed_job
+
     from spinfc.ir.nodes import Content
 
     job = seed_job(c.vocab, max_budget=budget, **JOB)
@@ -364,6 +366,7 @@ def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict
 
 def engine_and_http(c: ModelConfig, tokenizer_dir: Path, budget: int, port: int, skip_http: bool) -> dict:
     from job import content, request_body
+
     from spinfc.registry import load_tokenizer
 
     folder = Path("/tmp/spinfc-qwen3_5-model")

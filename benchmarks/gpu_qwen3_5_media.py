@@ -64,8 +64,8 @@ def model_checks(device: str) -> None:
     import dataclasses
 
     from spinfc.backend import triton_ops
-    from spinfc.runtime.loader import load_model
-    from spinfc.runtime.runner import Runner, SegmentArrays
+    from spinfc.runtime.launch.runner import Runner, SegmentArrays
+    from spinfc.runtime.load.loader import load_model
     from spinfc.shapes import Shapes
     from tests.media import test_qwen3_5_parity as parity
     from tests.media.snapshots import qwen3_5_snapshot

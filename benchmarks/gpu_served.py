@@ -44,10 +44,9 @@ ARGS.add_argument("--out", type=Path, default=None)
 
 
 def config(vocab: int, small: bool):
+    import attrs
     from gpu_job import LLAMA3_8B
     from gpu_run import TINY
-
-    import attrs
 
     return attrs.evolve(TINY if small else LLAMA3_8B, vocab=vocab)
 
@@ -64,6 +63,7 @@ def model_folder(tokenizer: Path, folder: Path) -> Path:
 def random_model(name: str, small: bool, device: str):
     """The random-weight model (same seed, so the same weights in every process)."""
     from gpu_job import random_state_dict
+
     from spinfc.backend import reference, triton_ops
     from spinfc.registry import load_tokenizer
     from spinfc.runtime.models import build_model
@@ -79,6 +79,7 @@ def random_model(name: str, small: bool, device: str):
 
 def job_bodies(name: str, small: bool) -> dict:
     from job import content, request_body
+
     from spinfc.registry import load_tokenizer
 
     tokenizer = load_tokenizer(name)
@@ -125,9 +126,9 @@ def record_timeline(path: Path) -> None:
     timeline (`timeline`)."""
     import importlib
 
+    from spinfc.runtime.admit.intake import Intake
     from spinfc.runtime.engine import Engine
-    from spinfc.runtime.intake import Intake
-    from spinfc.runtime.runner import Runner
+    from spinfc.runtime.launch.runner import Runner
     from spinfc.server.body import BodyRequest
     from spinfc.server.observe import RequestMetrics
 

@@ -53,11 +53,11 @@ def timed(fn, repeats: int) -> dict:
 def before_steps(raw: bytes, repeats: int, model: str) -> dict:
     """The body's way from bytes to the frontend's program, step by step, as the server runs it."""
     import msgspec
+    from spinfc.server.prechecks import Prechecks
 
+    from spinfc.config import Limits
     from spinfc.frontend import program_from_request
     from spinfc.frontend.json_body import check_depth, decode_body
-    from spinfc.config import Limits
-    from spinfc.server.prechecks import Prechecks
     from spinfc.server.routes.score import frontend_body
     from spinfc.wire.schemas import ScoreRequest
 
@@ -78,7 +78,7 @@ def before_steps(raw: bytes, repeats: int, model: str) -> dict:
 def scored_request(name: str, body: dict):
     """A real `Scored` for `body` (compiled by the engine, run by a stand-in GPU), with random logprobs."""
     from spinfc.registry import load_tokenizer
-    from spinfc.runtime.compiled import Scored
+    from spinfc.runtime.admit.compiled import Scored
     from spinfc.runtime.engine import Engine
 
     served_host.stand_in_gpu(0.0, forward=False)
@@ -101,7 +101,7 @@ def after_steps(scored, repeats: int) -> dict:
     """A request's scores to its response bytes, step by step, as the route runs it."""
     from litestar.serialization import default_serializer, encode_json
 
-    from spinfc.runtime.request_packs import WithPacks, split_results
+    from spinfc.runtime.admit.request_packs import WithPacks, split_results
     from spinfc.server.routes.score import score_response
     from spinfc.server.scoring import ScoringOutcome
 

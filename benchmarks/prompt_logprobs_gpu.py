@@ -23,8 +23,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
 import torch  # noqa: E402
 
+from spinfc.runtime.launch.prompt_logprobs import prompt_program, score_prompts  # noqa: E402
 from spinfc.runtime.models import build_model  # noqa: E402
-from spinfc.runtime.prompt_logprobs import prompt_program, score_prompts  # noqa: E402
 from spinfc.runtime.weights.config import ModelConfig  # noqa: E402
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -9,12 +9,13 @@ import torch
 import torch.nn.functional as F
 
 from spinfc.backend import split_product, triton_ops
+from spinfc.runtime.load.precision import Precision
 from spinfc.runtime.models import build_model
-from spinfc.runtime.precision import Precision
 from spinfc.runtime.quant.calibrate import Calibration, input_maxima
 from spinfc.runtime.quant.checkpoint import quantize_state
 from spinfc.runtime.quant.linear import QuantizedLinear, fp8_mode
-from spinfc.runtime.quant.schemes import SCHEMES as QUANT, quantize_weight, scales_from_max
+from spinfc.runtime.quant.schemes import SCHEMES as QUANT
+from spinfc.runtime.quant.schemes import quantize_weight, scales_from_max
 
 # The quantized schemes measured, with a uniform bf16 stack around them and with the mixed precision policy.
 SCHEMES = ("fp8-static", "fp8-static-mixed", "int8-static", "int8-static-mixed", "fp8-dynamic", "fp8-dynamic-mixed")

@@ -78,7 +78,7 @@ class _Done:
 def stand_in_gpu(row_us: float, forward: bool) -> None:
     """Make every Runner launch as on CUDA: `launch` stages the pass and returns; a device thread runs the forward
     (the reference ops) and waits until `rows * row_us` has passed since the launch; `collect` waits for it."""
-    from spinfc.runtime.runner import Runner
+    from spinfc.runtime.launch.runner import Runner
 
     device = ThreadPoolExecutor(1, thread_name_prefix="stand-in-gpu")
     init = Runner.__init__
