@@ -115,7 +115,7 @@ def gap(want: list[list[float]], got: list[list[float]]) -> float | None:
     return max(abs(x - y) for a, b in zip(want, got) for x, y in zip(a, b))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200)
     parser.add_argument("--model", default="gemma3-270m")
@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=4)
     parser.add_argument("--port", type=int, default=8123)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="spinfc-bulk-"))
     try:
         table = pq.read_table(ROOT / "fixtures" / "support-messages.parquet").slice(0, args.rows)

@@ -26,19 +26,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import job  # noqa: E402
+from benchmarks.harness import jobs as job
 
-from spinfc import registry  # noqa: E402
-from spinfc.runtime.loader import load_model  # noqa: E402
-from spinfc.shapes import Shapes  # noqa: E402
+from spinfc import registry
+from spinfc.runtime.loader import load_model
+from spinfc.shapes import Shapes
 
 
 def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[list, dict]:
@@ -167,7 +165,7 @@ def cpu_model() -> str:
     return "unknown"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="smollm2-135m,gemma3-270m")
     parser.add_argument("--contents", type=int, default=4)
@@ -180,7 +178,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--threads", type=int, help="threads for both engines (default: torch's, one a core)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of spinfc then vLLM; each rate is the best")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -16,10 +16,8 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import job  # noqa: E402
+from benchmarks.harness import jobs as job
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--contents", type=int, default=24)
@@ -51,12 +49,12 @@ def logprobs(answer: dict) -> list[float]:
     return [o["logprob"] for item in answer["inputs"] for q in item["results"] for o in q["combinations"][0]["options"]]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     import httpx
 
     from spinfc.registry import DEFAULT_MODEL, load_tokenizer
 
-    o = ARGS.parse_args()
+    o = ARGS.parse_args(argv)
     tokenizer = load_tokenizer(DEFAULT_MODEL)
     texts = [job.content(i, tokenizer, o.tokens) for i in range(o.contents)]
     whole = job.request_body(texts)

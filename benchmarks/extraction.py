@@ -29,19 +29,17 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import attrs
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import job  # noqa: E402
+from benchmarks.harness import jobs as job
 
-from spinfc.registry import load_tokenizer  # noqa: E402
-from spinfc.shapes import Shapes  # noqa: E402
-from spinfc.runtime.engine import Engine  # noqa: E402
+from spinfc.registry import load_tokenizer
+from spinfc.shapes import Shapes
+from spinfc.runtime.engine import Engine
 
 SLOT = {"id": "subject", "template": "\n\nQ: Who or what is the article mainly about?\nA: \"<*>\"", "max_tokens": 16}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -57,7 +55,7 @@ def build_model(args):
         from spinfc.runtime.loader import load_model
 
         return load_model(args.model, dtype=DTYPES[args.dtype], device=args.device, ops=ops)
-    from gpu_job import LLAMA3_8B, random_state_dict
+    from benchmarks.harness.models import LLAMA3_8B, random_state_dict
 
     from spinfc.runtime.models import build_model as build
 
@@ -98,7 +96,7 @@ def run_once(engine: Engine, body: dict) -> tuple[float, int, int, int]:
     return (seconds, stats.rows_used - before[0], stats.decode_steps - before[1], stats.decode_rows - before[2])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--shape", choices=("llama3-8b",), default=None)
@@ -110,7 +108,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--tokenizer", default=None, help="a tokenizer folder for --shape (default: SmolLM2's)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     on_cuda = args.device.startswith("cuda")
     args.dtype = args.dtype or ("bfloat16" if on_cuda else "float32")
     budget = args.token_budget or (16384 if on_cuda else 2048)

@@ -22,14 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 FIXTURE = ROOT / "fixtures" / "parity" / "support-and-news.json"
 CALIBRATION = ROOT / "fixtures" / "calibration.jsonl"
 FIELDS = ("logprob", "p", "floor_p")
@@ -109,7 +107,7 @@ def way_state(way: str, model_name: str, config, state: dict, log) -> tuple[dict
     raise SystemExit(f"unknown way {way!r}: use static, dynamic, dynamic-hadamard or dynamic-budget")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from spinfc.runtime.models import build_model
     from spinfc.runtime.parity import read_json
     from spinfc.runtime.precision import Precision
@@ -119,7 +117,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     parser.add_argument("--ways", nargs="+", default=["dynamic", "dynamic-hadamard", "static"])
     parser.add_argument("--around", choices=("fp16-mixed", "float32"), default="fp16-mixed")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     precision = Precision.mixed(torch.float16) if args.around == "fp16-mixed" else Precision.uniform(torch.float32)
     results = []
     print("| model | way | around | layers kept | logprob max | logprob mean | p max | p mean | floor_p max | s |\n"

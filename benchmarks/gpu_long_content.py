@@ -28,9 +28,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-import torch  # noqa: E402
+import torch
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--families", nargs="+", default=["gemma4", "qwen3_5"], choices=["gemma4", "qwen3_5"])
@@ -67,7 +66,7 @@ def queries(count: int) -> list[dict]:
 
 def gemma4(o, device: str):
     """(config.json dict, load_model for the app, non-embedding parameters) of Gemma 4 at 31B widths."""
-    import gpu_gemma4 as g4
+    from benchmarks import gpu_gemma4 as g4
 
     from spinfc.runtime.weights.config import from_hf
 
@@ -83,7 +82,7 @@ def gemma4(o, device: str):
 
 def qwen3_5(o, device: str):
     """The same of Qwen3.5 at 27B widths (the server's default scheme: fp16 around a float32 residual stream)."""
-    import gpu_qwen3_5 as q
+    from benchmarks import gpu_qwen3_5 as q
 
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
@@ -223,13 +222,13 @@ def attention_share(hf: dict, tokens: int, params: int) -> float:
     return work / (work + 2 * params * tokens)
 
 
-def main() -> int:
-    o = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    o = ARGS.parse_args(argv)
     o.lengths = o.lengths or ([3000, 5000] if o.smoke else [8000, 32000, 64000])
     device = "cpu" if o.smoke else "cuda:0"
     rate = None
     if not o.smoke:
-        import gpu_gemma4 as g4
+        from benchmarks import gpu_gemma4 as g4
 
         rate = g4.matmul_rates(device)["half"]
     began = time.perf_counter()

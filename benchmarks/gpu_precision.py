@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import traceback
@@ -34,7 +33,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--gguf", default=None, help="the packaged SmolLM2 GGUF file (default: the embedded model's)")
 ARGS.add_argument("--tokenizer", default=None, help="SmolLM2's tokenizer folder (else converted from the GGUF)")
@@ -47,11 +45,11 @@ ARGS.add_argument("--served", nargs="*", default=None,
                   choices=["default", "bf16-mixed", "fp8-static", "fp8-static-smoothed", "int8-static"],
                   help="the precision section's schemes (default: all)")
 ARGS.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the job section's code")
-OPTIONS = ARGS.parse_args()
-if OPTIONS.smoke:
-    os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+OPTIONS = ARGS.parse_args([])  # main() parses the command line
 
-import torch  # noqa: E402
+import torch
+
+from benchmarks.harness.smoke import interpreted
 
 RESULTS: dict = {"errors": {}, "sections": {}}
 STARTED = time.perf_counter()
@@ -115,7 +113,7 @@ def model_name() -> str:
 
 
 def job_section(device: str) -> None:
-    from quant_job import JobBench
+    from benchmarks.quant_job import JobBench
 
     bench = JobBench(device, OPTIONS.smoke)
     RESULTS["job"] = bench.info
@@ -198,10 +196,14 @@ def table() -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    from gpu_job import LLAMA3_8B
-    from quant_job import floors_of
-    from quant_parts import matmul_rates
+def main(argv: list[str] | None = None) -> None:
+    global OPTIONS
+    OPTIONS = ARGS.parse_args(argv)
+    if OPTIONS.smoke:
+        interpreted("benchmarks.gpu_precision", argv)
+    from benchmarks.harness.models import LLAMA3_8B
+    from benchmarks.quant_job import floors_of
+    from benchmarks.quant_parts import matmul_rates
 
     device = "cpu" if OPTIONS.smoke else "cuda"
     RESULTS["environment"] = {"torch": torch.__version__,

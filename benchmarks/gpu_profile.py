@@ -15,24 +15,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from spinfc.backend import split_product  # noqa: E402
+from spinfc.backend import split_product
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--schemes", nargs="*", default=["bf16", "fp16-mixed", "fp8-static"])
 ARGS.add_argument("--skip", nargs="*", default=[], choices=["products", "head", "profile"])
 ARGS.add_argument("--rows", type=int, default=19200)
 ARGS.add_argument("--answer-rows", type=int, default=672)
-OPTIONS = ARGS.parse_args()
+OPTIONS = ARGS.parse_args([])  # main() parses the command line
 RESULTS: dict = {}
 FP8 = torch.float8_e4m3fn
 
@@ -169,8 +167,8 @@ def profile() -> None:
     """Each scheme's job (two passes of 19,200 rows) run eagerly under the profiler: the kernels by GPU time."""
     from torch.profiler import ProfilerActivity, profile as profiler
 
-    from quant_job import JobBench, run_job
-    from quant_parts import build
+    from benchmarks.quant_job import JobBench, run_job
+    from benchmarks.quant_parts import build
 
     bench = JobBench("cuda", False)
     out = RESULTS["profile"] = {}
@@ -205,7 +203,9 @@ def profile() -> None:
         save()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global OPTIONS
+    OPTIONS = ARGS.parse_args(argv)
     RESULTS["environment"] = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     for section, fn in (("products", products), ("head", head), ("profile", profile)):
         if section in OPTIONS.skip:

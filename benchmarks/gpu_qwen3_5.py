@@ -23,12 +23,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-import attrs  # noqa: E402
-import torch  # noqa: E402
+import attrs
+import torch
 
-from spinfc.runtime.weights.config import LinearAttention, ModelConfig  # noqa: E402
+from spinfc.runtime.weights.config import LinearAttention, ModelConfig
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder (tokenizer.json, ...)")
@@ -268,7 +267,7 @@ def content_scores(job, outputs, content: str) -> dict:
 def check_invariance(model, c: ModelConfig, budget: int, failures: list) -> dict:
     """Content c0's reads bit-identical: in the job, in the job in reverse order (another offset, pass and
     neighbours), alone, and packed beside contents asked other questions."""
-    from gpu_job import compile_job, make_program, seed_job, seed_questions
+    from benchmarks.harness.launches import compile_job, make_program, seed_job, seed_questions
     from spinfc.backend.launch import lower
     from spinfc.passes.layout import assemble
     from spinfc.shapes import Shapes
@@ -331,7 +330,7 @@ def matmul_rate() -> float:
 
 
 def speed_prelowered(model, c: ModelConfig, budget: int) -> dict:
-    from gpu_job import seed_job
+    from benchmarks.harness.launches import seed_job
 
     job = seed_job(c.vocab, max_budget=budget, **JOB)
     launches = [launch.to(DEVICE) for launch in job.launches]
@@ -345,7 +344,7 @@ def speed_prelowered(model, c: ModelConfig, budget: int) -> dict:
 def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict:
     """Every question as its own sequence (content + question, then its options): `sample` contents' questions
     packed in passes of the same budget, timed and extrapolated to the 24 contents."""
-    from gpu_job import compile_job, make_program, seed_job
+    from benchmarks.harness.launches import compile_job, make_program, seed_job
     from spinfc.ir.nodes import Content
 
     job = seed_job(c.vocab, max_budget=budget, **JOB)
@@ -363,7 +362,7 @@ def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict
 
 
 def engine_and_http(c: ModelConfig, tokenizer_dir: Path, budget: int, port: int, skip_http: bool) -> dict:
-    from job import content, request_body
+    from benchmarks.harness.jobs import content, request_body
     from spinfc.registry import load_tokenizer
 
     folder = Path("/tmp/spinfc-qwen3_5-model")
@@ -382,7 +381,7 @@ def engine_and_http(c: ModelConfig, tokenizer_dir: Path, budget: int, port: int,
         child = ctx.Process(target=serve_child, args=(c, str(folder), port, DEVICE), daemon=True)
         child.start()
         try:
-            from gpu_served import wait_ready
+            from benchmarks.gpu_served import wait_ready
 
             wait_ready(f"http://127.0.0.1:{port}", child, limit=600)
             out["http"] = asyncio.run(http_job(f"http://127.0.0.1:{port}", body, questions))
@@ -451,9 +450,9 @@ async def http_job(base: str, body: dict, questions: int) -> dict:
         return {"status": response.status_code, "seconds": min(times), "questions_per_s": questions / min(times)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     global DEVICE
-    args = ARGS.parse_args()
+    args = ARGS.parse_args(argv)
     failures: list[str] = []
     if args.small:
         DEVICE, args.budget, args.layers = "cpu", 512, 4

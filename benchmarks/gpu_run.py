@@ -10,9 +10,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from gpu_baselines import FlexTreeAttention, flex_ops, hf_kv_reuse, hf_llama, hf_one_per_question
-from gpu_checks import prepare
-from gpu_job import LLAMA3_8B, compile_job, make_program, non_embedding_params, seed_job
+from benchmarks.gpu_baselines import FlexTreeAttention, flex_ops, hf_kv_reuse, hf_llama, hf_one_per_question
+from benchmarks.gpu_checks import prepare
+from benchmarks.harness.models import LLAMA3_8B, non_embedding_params
+from benchmarks.harness.launches import compile_job, make_program, seed_job
 from spinfc.backend import triton_ops
 from spinfc.runtime.models import build_model
 from spinfc.runtime.weights.config import ModelConfig

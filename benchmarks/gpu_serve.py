@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
 
-import torch  # noqa: E402
+import torch
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder to serve the model with")
@@ -91,8 +90,8 @@ def flat(scores) -> list[float]:
     return [value for content in scores for query in content for value in query]
 
 
-def main() -> None:
-    options = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    options = ARGS.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         model = str(snapshot(options.tokenizer, Path(tmp)))
         # The same three contents, in another order and behind a fourth: each lands at another offset of the pass.

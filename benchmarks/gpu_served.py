@@ -21,14 +21,12 @@ import asyncio
 import json
 import multiprocessing as mp
 import shutil
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-import torch  # noqa: E402
+import torch
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder (tokenizer.json, ...)")
@@ -44,8 +42,8 @@ ARGS.add_argument("--out", type=Path, default=None)
 
 
 def config(vocab: int, small: bool):
-    from gpu_job import LLAMA3_8B
-    from gpu_run import TINY
+    from benchmarks.harness.models import LLAMA3_8B
+    from benchmarks.harness.models import TINY
 
     import attrs
 
@@ -63,7 +61,7 @@ def model_folder(tokenizer: Path, folder: Path) -> Path:
 
 def random_model(name: str, small: bool, device: str):
     """The random-weight model (same seed, so the same weights in every process)."""
-    from gpu_job import random_state_dict
+    from benchmarks.harness.models import random_state_dict
     from spinfc.backend import reference, triton_ops
     from spinfc.registry import load_tokenizer
     from spinfc.runtime.models import build_model
@@ -78,7 +76,7 @@ def random_model(name: str, small: bool, device: str):
 
 
 def job_bodies(name: str, small: bool) -> dict:
-    from job import content, request_body
+    from benchmarks.harness.jobs import content, request_body
     from spinfc.registry import load_tokenizer
 
     tokenizer = load_tokenizer(name)
@@ -391,8 +389,8 @@ def pinned_packed(launch):
     return host
 
 
-def main() -> None:
-    o = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    o = ARGS.parse_args(argv)
     name = str(model_folder(o.tokenizer, Path("/tmp/spinfc-served-model")))
     job = job_bodies(name, o.small)
     n = len(job["texts"])

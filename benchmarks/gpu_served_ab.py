@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -43,7 +42,7 @@ def serve(root: Path, name: str, small: bool, device: str, port: int) -> None:
     import spinfc  # first: gpu_served puts this checkout on sys.path when imported, and spinfc must come from root
 
     import uvicorn
-    from gpu_served import random_model
+    from benchmarks.gpu_served import random_model
     from spinfc.config import EngineSettings, ServerSettings, Settings
     from spinfc.server.app import create_app
 
@@ -54,7 +53,7 @@ def serve(root: Path, name: str, small: bool, device: str, port: int) -> None:
 
 
 def measure(o, root: Path, job: dict, name: str) -> dict:
-    from gpu_served import pattern, scores_of
+    from benchmarks.gpu_served import pattern, scores_of
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     command = [sys.executable, __file__, "--serve", str(root), "--tokenizer", name, "--a", ".", "--b", ".",
@@ -109,14 +108,14 @@ def wait_ready(base: str, child, limit: float = 500) -> float:
     raise RuntimeError("the server did not become ready")
 
 
-def main() -> int:
-    o = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    o = ARGS.parse_args(argv)
     name = str(o.tokenizer)
     if o.serve is not None:
         serve(o.serve, name, o.small, o.device, o.port)
         return 0
     sys.path[:0] = [str(o.b.resolve()), str(HERE)]
-    from gpu_served import TIMELINE, job_bodies, model_folder
+    from benchmarks.gpu_served import TIMELINE, job_bodies, model_folder
 
     TIMELINE.unlink(missing_ok=True)  # no per-request marks: neither server records them
     folder = model_folder(o.tokenizer, Path("/tmp/spinfc-ab-model"))

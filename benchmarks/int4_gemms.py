@@ -11,13 +11,11 @@ Used by gpu_int4.py (`compare`); `python benchmarks/int4_gemms.py` runs it alone
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spinfc.backend.kernels.int4_reference import dequantize  # noqa: E402
+from spinfc.backend.kernels.int4_reference import dequantize
 
 GROUP = 128
 # (name, K, N) of the 27B's row products (q with its gate is 2 x 24 x 256; the DeltaNet input projections fused)
@@ -118,8 +116,14 @@ def compare(M: int = 16384, products=PRODUCTS) -> list[dict]:
     return rows
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> None:
+    import argparse
     import json
 
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     for row in compare():
         print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()

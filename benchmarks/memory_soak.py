@@ -66,7 +66,7 @@ def random_llama(folder: str) -> str:
     return folder
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from tests.server.live import live_server
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -74,7 +74,7 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=1000, help="requests (default 1000)")
     parser.add_argument("--warm", type=int, default=300, help="requests before the reference reading (default 300)")
     parser.add_argument("--smoke", action="store_true", help="a random-weight llama, 120 requests, 40 to warm up")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     model = args.model
     if args.smoke:
         model, args.n, args.warm = random_llama(tempfile.mkdtemp()), 120, 40

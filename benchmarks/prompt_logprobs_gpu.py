@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-import torch  # noqa: E402
+import torch
 
-from spinfc.runtime.models import build_model  # noqa: E402
-from spinfc.runtime.prompt_logprobs import prompt_program, score_prompts  # noqa: E402
-from spinfc.runtime.weights.config import ModelConfig  # noqa: E402
+from spinfc.runtime.models import build_model
+from spinfc.runtime.prompt_logprobs import prompt_program, score_prompts
+from spinfc.runtime.weights.config import ModelConfig
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--device", default="cuda:0")
@@ -61,8 +58,8 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def main() -> int:
-    args = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    args = ARGS.parse_args(argv)
     from spinfc.backend import triton_ops
 
     state = random_state(CONFIG)

@@ -121,3 +121,40 @@ def request_body(contents: list[str]) -> dict:
             ]
         },
     }
+
+
+@attrs.frozen
+class TextJob:
+    texts: tuple[str, ...]
+    queries: tuple[dict, ...]  # the /v1/score queries every content is asked
+
+    @property
+    def questions(self) -> int:
+        return len(self.texts) * len(self.queries)
+
+    def body(self, texts) -> dict:
+        return {"inputs": [{"messages": [{"role": "user", "content": t}]} for t in texts],
+                "scoring": {"queries": list(self.queries)}}
+
+    @property
+    def whole(self) -> dict:
+        """One request of every content."""
+        return self.body(self.texts)
+
+    def split(self, requests: int) -> list[dict]:
+        """`requests` requests sharing the contents in order (the last may hold fewer)."""
+        step = -(-len(self.texts) // requests)
+        return [self.body(self.texts[i:i + step]) for i in range(0, len(self.texts), step)]
+
+    def one_each(self) -> list[dict]:
+        """One request per content."""
+        return [self.body([t]) for t in self.texts]
+
+
+def text_job(tokenizer, contents: int = 24, tokens: int = 470, questions: int = 56) -> TextJob:
+    """The seed-shaped job (`contents` of about `tokens` tokens, the first `questions` of QUESTIONS)."""
+    texts = tuple(content(i, tokenizer, tokens) for i in range(contents))
+    return TextJob(texts, tuple(request_body([])["scoring"]["queries"][:questions]))
+
+
+SMALL = dict(contents=3, tokens=40, questions=4)  # a --small/--smoke job: the same code in seconds on the CPU

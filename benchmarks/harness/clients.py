@@ -1,0 +1,60 @@
+"""HTTP senders, as a user's client sends: one body (a 429 waits its Retry-After and is sent again), a pattern of
+bodies sent by `concurrency` clients at once, the server's pass counter (/metrics), and the scores of an answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+
+async def post(client: httpx.AsyncClient, body: dict, counts: dict, route: str = "/v1/score") -> dict:
+    """The answer to `body`; `counts` tallies the 429s (each retried) and 5xx answers."""
+    while True:
+        response = await client.post(route, json=body)
+        if response.status_code == 429:
+            counts["429"] += 1
+            await asyncio.sleep(float(response.headers.get("retry-after", "1")))
+            continue
+        if response.status_code >= 500:
+            counts["5xx"] += 1
+        if response.status_code != 200:
+            raise RuntimeError(f"{response.status_code}: {response.text[:600]}")
+        return response.json()
+
+
+def scores_of(answer: dict) -> list:
+    """[input][query][option] logprobs of a /v1/score answer to an `inputs` request."""
+    return [[[o["logprob"] for o in q["combinations"][0]["options"]] for q in item["results"]]
+            for item in answer["inputs"]]
+
+
+async def passes_run(client: httpx.AsyncClient) -> int:
+    """The server's spinfc_passes_total."""
+    text = (await client.get("/metrics")).text
+    return int(float(next(line.split()[-1] for line in text.splitlines() if line.startswith("spinfc_passes_total"))))
+
+
+async def _pattern(url: str, bodies: list[dict], concurrency: int, questions: int, route: str) -> dict:
+    counts = {"429": 0, "5xx": 0}
+    answers: list = [None] * len(bodies)
+    queue = list(range(len(bodies)))
+    async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+        async def worker():
+            while queue:
+                i = queue.pop(0)
+                answers[i] = await post(client, bodies[i], counts, route)
+        before = await passes_run(client)
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        seconds = time.perf_counter() - began
+        passes = await passes_run(client) - before
+    return {"seconds": round(seconds, 3), "questions_per_s": round(questions / seconds, 1), "passes": passes,
+            **counts, "answers": answers}
+
+
+def pattern(url: str, bodies: list[dict], concurrency: int, questions: int, route: str = "/v1/score") -> dict:
+    """`bodies` sent by `concurrency` clients at once (each takes the next body when its answer came): seconds,
+    questions/s (`questions` answered in all), passes the server ran meanwhile, 429 and 5xx counts, the answers."""
+    return asyncio.run(_pattern(url, bodies, concurrency, questions, route))
