@@ -3,9 +3,14 @@
 The seed's public set is 24 Wikinews articles; here each content is built from news-style paragraphs in a rotating
 order (throughput depends on token counts, not on which words they are), and the 56 questions are written out one by
 one, as a user would write them: no placeholders, so the baselines see exactly the same text.
+
+`text_job(tokenizer)` is the job as /v1/score bodies in each request pattern a served study sends: one request of
+every content, N requests sharing them, one request per content.
 """
 
 from __future__ import annotations
+
+import attrs
 
 PARAGRAPHS = (
     "The regional transport authority announced on Monday that the northern rail line will close for eleven weeks "
