@@ -29,7 +29,7 @@ GOALS = {"default": 0.02, "fp8_logprob": 0.3, "fp8_p": 0.03}
 def reference_of(kind: str) -> dict:
     from spinfc.runtime.parity import read_json
 
-    from quant_gap import FIXTURE
+    from benchmarks.quant_gap import FIXTURE
 
     return read_json(FIXTURE.with_name(f"{FIXTURE.stem}.{kind}.cpu-float32.json"), "reference")
 
@@ -64,7 +64,7 @@ def timed(model_name: str, reps: int) -> dict:
 
 
 def measure(kind: str, path: str, budgets: list[float], reps: int, results: dict) -> None:
-    from quant_gap import CALIBRATION, gap
+    from benchmarks.quant_gap import CALIBRATION, gap
     from spinfc.runtime.quant import quantize_model
 
     reference = reference_of(kind)

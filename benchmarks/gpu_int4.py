@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     if device.startswith("cuda"):
-        import int4_gemms
+        from benchmarks import int4_gemms
 
         results["gemms"] = int4_gemms.compare()
         for row in results["gemms"]:

@@ -128,7 +128,7 @@ def job_section(device: str) -> None:
 
 
 def precision_section(device: str) -> None:
-    from quant_gap import CALIBRATION, gap
+    from benchmarks.quant_gap import CALIBRATION, gap
 
     from spinfc.runtime.parity import read_json, run_fixture
     from spinfc.runtime.quant import quantize_model

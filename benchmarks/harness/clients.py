@@ -58,3 +58,25 @@ def pattern(url: str, bodies: list[dict], concurrency: int, questions: int, rout
     """`bodies` sent by `concurrency` clients at once (each takes the next body when its answer came): seconds,
     questions/s (`questions` answered in all), passes the server ran meanwhile, 429 and 5xx counts, the answers."""
     return asyncio.run(_pattern(url, bodies, concurrency, questions, route))
+
+
+async def _batches(url: str, texts: list[str], questions: dict, batch_size: int, in_flight: int):
+    async with httpx.AsyncClient(base_url=url, timeout=1800) as client:
+        gate, counts = asyncio.Semaphore(in_flight), {"429": 0, "5xx": 0}
+
+        async def one(batch: list[str]) -> dict:
+            async with gate:
+                return await post(client, {"inputs": [{"messages": [{"role": "user", "content": t}]} for t in batch],
+                                           **questions}, counts)
+        began = time.perf_counter()
+        answers = await asyncio.gather(*(one(texts[i:i + batch_size]) for i in range(0, len(texts), batch_size)))
+        return time.perf_counter() - began, answers, counts
+
+
+def batches(url: str, texts: list[str], questions: dict, batch_size: int = 32, in_flight: int = 4):
+    """A file's rows as a user's own client sends them: `batch_size` texts per /v1/score request (`questions`: the
+    body's `packs` and/or `scoring`), `in_flight` requests at once. Returns (rates, the answers in order)."""
+    seconds, answers, counts = asyncio.run(_batches(url, texts, questions, batch_size, in_flight))
+    asked = sum(a["usage"]["questions"] for a in answers)
+    return {"rows": len(texts), "errors": 0, "seconds": round(seconds, 1), "rows/s": round(len(texts) / seconds, 2),
+            "questions/s": round(asked / seconds, 1), **counts}, answers
