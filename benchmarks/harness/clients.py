@@ -30,10 +30,14 @@ def scores_of(answer: dict) -> list:
             for item in answer["inputs"]]
 
 
+def metric(text: str, name: str) -> float:
+    """The value of `name` (a metric without labels) in a /metrics page's `text`."""
+    return float(next(line.split()[-1] for line in text.splitlines() if line.split(" ")[0] == name))
+
+
 async def passes_run(client: httpx.AsyncClient) -> int:
     """The server's spinfc_passes_total."""
-    text = (await client.get("/metrics")).text
-    return int(float(next(line.split()[-1] for line in text.splitlines() if line.startswith("spinfc_passes_total"))))
+    return int(metric((await client.get("/metrics")).text, "spinfc_passes_total"))
 
 
 async def _pattern(url: str, bodies: list[dict], concurrency: int, questions: int, route: str) -> dict:
