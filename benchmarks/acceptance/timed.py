@@ -1,12 +1,12 @@
 """One large shape per family, served at defaults and timed over HTTP beside its floor.
 
-Each shape keeps the published model's widths with fewer layers (the floor scales with them, so the fraction of
-the floor is the full model's, give or take its per-layer costs); random bf16 weights written by transformers on
-the device (harness/models.py), SmolLM2's tokenizer (`--tokenizer`: a real vocabulary, so the seed-shaped job has
-its token counts). The job is the seed's (harness/jobs.py: 24 contents of ~470 tokens, 56 yes/no questions of ~20 tokens), sent as
-one /v1/score request after one untimed request; questions/s is the best of three. The floor is
-2 x non-embedding parameters x the tokens the request put into passes (`usage.input_tokens`) at the card's bf16
-rate (786 TFLOP/s, BENCHMARKS.md)."""
+Each shape keeps the published model's widths with fewer layers (the floor scales with them, so the fraction of the
+floor is the full model's, give or take its per-layer costs); random bf16 weights written by transformers on the
+device (harness/models.py), SmolLM2's tokenizer (`--tokenizer`: a real vocabulary, so the seed-shaped job has its
+token counts). The job is the seed's (harness/jobs.py: 24 contents of ~470 tokens, 56 yes/no questions of ~20
+tokens), sent as one /v1/score request after one untimed request; questions/s is the best of three. The floor is 2 x
+non-embedding parameters x the tokens the request put into passes (`usage.input_tokens`) at the card's bf16 rate
+(786 TFLOP/s, BENCHMARKS.md)."""
 
 from __future__ import annotations
 

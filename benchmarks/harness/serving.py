@@ -1,11 +1,14 @@
 """`spinfc serve DIR` as a user starts it (default settings; the device, host and port given, plus any `args`), in
 a child process whose log is kept: started, waited for until /readyz answers 200 (or the process ends), stopped
 with SIGINT. `root` is the checkout whose `spinfc` serves (default: this one), so an A/B study serves two
-checkouts' `spinfc serve` side by side with the same client."""
+checkouts' `spinfc serve` side by side with the same client. A model too large to write as a snapshot (or built in
+memory in some scheme) is made in the server's process by a `loader` (serve_app.py): the same settings, app and
+uvicorn as `spinfc serve`, only the weights come from the study."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -49,6 +52,7 @@ class Server:
     log_path: Path
     args: tuple[str, ...] = ()  # further `spinfc serve` flags (a study that measures a setting)
     root: Path = ROOT  # the checkout whose spinfc serves
+    loader: tuple[str, dict] | None = None  # ("module:function", its kwargs): serve_app.py makes the model
     port: int = attrs.field(factory=free_port)
     process: subprocess.Popen | None = None
     started: float = 0.0
@@ -59,8 +63,10 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Server:
-        command = [sys.executable, "-c", SERVE, "serve", str(self.directory), "--device", self.device,
-                   "--host", "127.0.0.1", "--port", str(self.port), *self.args]
+        serve = [sys.executable, "-c", SERVE, "serve"] if self.loader is None else \
+            [sys.executable, "-m", "benchmarks.harness.serve_app", self.loader[0], json.dumps(self.loader[1])]
+        command = [*serve, str(self.directory), "--device", self.device, "--host", "127.0.0.1", "--port",
+                   str(self.port), *self.args]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("w")
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env_for(self.root),
@@ -106,12 +112,13 @@ class Server:
 
 @contextlib.contextmanager
 def served(directory: Path | str, device: str, log_path: Path, *, args: tuple[str, ...] = (), root: Path = ROOT,
-           timeout: float = 900) -> Iterator[Server]:
+           loader: tuple[str, dict] | None = None, timeout: float = 900) -> Iterator[Server]:
     """A started server, ready (or RuntimeError with its log's tail), stopped on leaving."""
-    server = Server(directory, device, log_path, args=tuple(args), root=root).start()
+    server = Server(directory, device, log_path, args=tuple(args), root=root, loader=loader).start()
     try:
         if not server.wait_ready(timeout):
-            raise RuntimeError(f"`spinfc serve {directory}` was not ready after {timeout:.0f} s:\n{server.log()[-3000:]}")
+            raise RuntimeError(f"`spinfc serve {directory}` was not ready after {timeout:.0f} s:\n"
+                               f"{server.log()[-3000:]}")
         yield server
     finally:
         server.stop()
