@@ -35,8 +35,6 @@ import torch
 from benchmarks.harness import jobs as job
 
 from spinfc import registry
-from spinfc.runtime.loader import load_model
-from spinfc.shapes import Shapes
 
 
 def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[list, dict]:
@@ -45,9 +43,11 @@ def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[li
     runs (compile, pack, the passes trimmed to the blocks they use on the CPU, results)."""
     import asyncio
 
-    from spinfc.runtime.engine import Engine
+    from spinfc.config import EngineSettings
+    from spinfc.runtime.start import start_engine
 
-    engine = Engine(load_model(model_name), Shapes.for_device("cpu", budget)).start()
+    running = start_engine(EngineSettings(model=model_name, device="cpu", token_budget=budget))
+    engine = running.engine
     runs, plan = [], {}
     try:
         for _ in range(2):
@@ -61,7 +61,7 @@ def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[li
                 plan = {"passes": stats.passes, "tokens": stats.rows_used, "rows_launched": stats.rows_total}
         plan["cache"] = repr(engine.contents.cache.stats)
     finally:
-        engine.close()
+        running.stop()
     return runs, plan
 
 

@@ -37,17 +37,18 @@ import torch
 
 from benchmarks.harness import jobs as job
 
+from spinfc.config import EngineSettings
 from spinfc.registry import load_tokenizer
-from spinfc.shapes import Shapes
 from spinfc.runtime.engine import Engine
+from spinfc.runtime.start import start_engine
 
 SLOT = {"id": "subject", "template": "\n\nQ: Who or what is the article mainly about?\nA: \"<*>\"", "max_tokens": 16}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def build_model(args):
-    """The stack a server runs on this device: the Triton ops on CUDA (eager: a pass with extraction questions
-    runs the stack's own forward to keep its keys and values), the PyTorch reference elsewhere."""
+    """The stack a server loads on this device (the Triton ops on CUDA, the PyTorch reference elsewhere) in
+    --dtype: the named model, or random weights at --shape."""
     ops = None
     if args.device.startswith("cuda"):
         from spinfc.backend import triton_ops as ops
@@ -118,7 +119,10 @@ def main(argv: list[str] | None = None) -> None:
     scoring = job.request_body(contents)
     extracting = json.loads(json.dumps(scoring))
     extracting["scoring"]["queries"].append({**SLOT, "beam_width": args.beam_width})
-    engine = Engine(model, Shapes.for_device(args.device, budget), device=args.device, tokenizer=tokenizer).start()
+    settings = EngineSettings(model=tokenizer_name(args) if args.shape else args.model, device=args.device,
+                              token_budget=budget)
+    running = start_engine(settings, load_model=lambda name, precision, device: model, extraction=True)
+    engine = running.engine
     try:
         run_once(engine, scoring)
         run_once(engine, extracting)
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             plain.append(run_once(engine, scoring))
             extra.append(run_once(engine, extracting))
     finally:
-        engine.close()
+        running.stop()
     t0 = statistics.median(r[0] for r in plain)
     t1 = statistics.median(r[0] for r in extra)
     tokens = plain[0][1]
