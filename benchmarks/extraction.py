@@ -1,6 +1,6 @@
 """What one `<*>` slot adds to the seed-shaped job, measured in scoring tokens of the same run.
 
-    python benchmarks/extraction.py [--model smollm2-135m | --shape llama3-8b] [--device cuda] [--dtype bfloat16]
+    python -m benchmarks.extraction [--model smollm2-135m | --shape llama3-8b] [--device cuda] [--dtype bfloat16]
                                     [--contents 24] [--token-budget 16384] [--beam-width 4] [--runs 3]
 
 Two requests through the engine a server runs (compile, shared passes, results), on the same contents

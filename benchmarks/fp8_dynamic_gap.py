@@ -4,8 +4,8 @@ product's inputs cast to float8_e4m3fn and back with their scales, multiplied in
 another order), its output rounded to bf16 as `_scaled_mm`'s row-wise mode writes it, around the served policy
 (`--around fp16-mixed`: fp16 elsewhere, float32 residual stream and head) or float32 (`--around float32`).
 
-    python benchmarks/fp8_dynamic_gap.py                                   # both packaged models, the ways below
-    python benchmarks/fp8_dynamic_gap.py --models smollm2-135m --ways dynamic dynamic-hadamard --around float32
+    python -m benchmarks.fp8_dynamic_gap                                   # both packaged models, the ways below
+    python -m benchmarks.fp8_dynamic_gap --models smollm2-135m --ways dynamic dynamic-hadamard --around float32
 
 Ways (each built in memory from the float32 weights by `quant.quantize_state`, what `spinfc quantize` writes):
     static            fp8-static: static per-tensor activation scales from a calibration run (90 texts)

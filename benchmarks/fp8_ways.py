@@ -1,7 +1,7 @@
 """Exploration: which way narrows fp8-static's gap to float32 on the CPU reference (issue 27), each variant of
 one calibration run on the parity fixture's held-out requests and on token logprobs of calibration texts.
 
-    python benchmarks/fp8_ways.py --model smollm2-135m --texts 32 --ways base keep8 had
+    python -m benchmarks.fp8_ways --model smollm2-135m --texts 32 --ways base keep8 had
 
 A way is built in memory (no checkpoint written); every quantized layer quantizes its input in `quantize_input`
 (the producing kernels' fused quantization is the same arithmetic on the CPU).

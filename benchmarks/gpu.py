@@ -1,7 +1,7 @@
 """spinfc on one H200: parity, batch invariance, and the seed-shaped job at Llama-3-8B shape against the baselines.
 
-    python benchmarks/gpu.py            # from the repository root; about 3 to 5 minutes on one H200
-    python benchmarks/gpu.py --smoke    # the same code on the CPU, tiny shapes (Triton interpreter, float32)
+    python -m benchmarks.gpu            # from the repository root; about 3 to 5 minutes on one H200
+    python -m benchmarks.gpu --smoke    # the same code on the CPU, tiny shapes (Triton interpreter, float32)
 
 Imports beyond the standard library: torch, triton, transformers, and attrs (spinfc's IR); nothing else (the
 tokenizer-free job needs no lark, gguf or msgspec). Results go to stdout (a table last) and, when $OUT is set,

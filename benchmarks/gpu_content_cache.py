@@ -1,8 +1,8 @@
 """The content cache on one GPU: a pass whose content comes from the cache against the same pass read anew, on small
 random-weight models with the Triton ops (Llama, and Gemma 3 with sliding-window layers), bit for bit.
 
-    python benchmarks/gpu_content_cache.py [--device cuda] [--dtype bfloat16]     # the check (exits 1 on a failure)
-    python benchmarks/gpu_content_cache.py --device cpu --dtype float32           # the script, on the reference ops
+    python -m benchmarks.gpu_content_cache [--device cuda] [--dtype bfloat16]     # the check (exits 1 on a failure)
+    python -m benchmarks.gpu_content_cache --device cpu --dtype float32           # the script, on the reference ops
 
 Per family, two contents with questions (`tests/runtime/tree_launch.py`) are read in one pass (A) and the
 keys and values of the second are kept (`cached_rows.PassCache`'s slicing). Then:

@@ -3,9 +3,9 @@ few layers), the seed-shaped job (24 contents x 56 yes/no questions, benchmarks/
 `spinfc serve` runs at default settings (its ASGI app in this process through Litestar's TestClient: the server's
 request path without a socket), and the same app with `--content-cache-tokens 0` as the reference.
 
-    python benchmarks/gpu_content_cache_graphs.py              # < 3 min on an H200 (8 layers)
-    python benchmarks/gpu_content_cache_graphs.py --layers 32  # the whole 8B
-    python benchmarks/gpu_content_cache_graphs.py --smoke      # the CPU: a tiny model, the same checks
+    python -m benchmarks.gpu_content_cache_graphs              # < 3 min on an H200 (8 layers)
+    python -m benchmarks.gpu_content_cache_graphs --layers 32  # the whole 8B
+    python -m benchmarks.gpu_content_cache_graphs --smoke      # the CPU: a tiny model, the same checks
 
 It shows, and exits 1 where one does not hold:
     on by default      the default budget is not 0 and (CUDA) the filling passes replay recording graphs

@@ -5,8 +5,8 @@ transformers' float32 softmax on the same prefixes, in float32 and in the CUDA d
 invariance: a content's code logprobs alone and packed with 23 others, bit for bit on CUDA (within 1e-5 on the CPU,
 whose passes are trimmed to their length). Exits non-zero on a failed check.
 
-    python benchmarks/gpu_decider.py [--out results/decider.json]     # on the GPU
-    python benchmarks/gpu_decider.py --smoke                          # the same checks on the CPU (float32)
+    python -m benchmarks.gpu_decider [--out results/decider.json]     # on the GPU
+    python -m benchmarks.gpu_decider --smoke                          # the same checks on the CPU (float32)
 
 What it must show: every `float32` gap below 1e-4 (the CPU parity test's bound), every `fp16-mixed` gap below 2e-3
 (p, a stated bound for half matmuls around a float32 residual stream and head), and `invariant: true` everywhere.

@@ -1,7 +1,7 @@
 """The extraction decode on one GPU: its attention kernel against the reference, batch invariance from the kernel up
 to whole extraction results, CUDA-graph replay against eager, and the GEMMs at the decode's fixed row count.
 
-    python benchmarks/gpu_decode_checks.py [--json results.json]
+    python -m benchmarks.gpu_decode_checks [--json results.json]
 
 Run from the repository root (it imports `spinfc`, `benchmarks/gpu_job.py` and `tests/runtime/tree_launch.py`;
 nothing else beyond torch, triton and xgrammar). Prints one line per check:

@@ -4,7 +4,7 @@ a gap budget keeps in half precision (`spinfc quantize --max-gap`), each against
 of the parity fixture's held-out requests; and each scheme's time on the seed-shaped job (24 contents x 56
 questions) with the packaged model's own weights, its scores bit-identical with the contents in reversed order.
 
-    python benchmarks/gpu_fp8_gap.py --smollm2 PATH/SmolLM2-135M-Instruct.Q4_1.gguf \\
+    python -m benchmarks.gpu_fp8_gap --smollm2 PATH/SmolLM2-135M-Instruct.Q4_1.gguf \\
         --gemma PATH/gemma-3-270m-q4_k_m.gguf [--budgets 0.25 0.15] [--reps 3]
 
 (a model left out is skipped). Calibration runs on the GPU in float32 (the reference ops), as gpu_precision.py

@@ -14,8 +14,8 @@ their values):
 The w4a16 weights are GPTQ's (`weight_only.gptq_state`, groups of 128) on Hessians from a few random sequences
 through the float model; the fp8-static ones use calibrated maxima of the same run. Exits non-zero on a failed check.
 
-    python benchmarks/gpu_int4.py [--layers 8] [--out results.json]     # on the GPU (about 3 minutes)
-    python benchmarks/gpu_int4.py --smoke                               # a tiny model on the CPU (checks the script)
+    python -m benchmarks.gpu_int4 [--layers 8] [--out results.json]     # on the GPU (about 3 minutes)
+    python -m benchmarks.gpu_int4 --smoke                               # a tiny model on the CPU (checks the script)
 
 Needs, beyond torch and triton: compressed-tensors (packing), flash-linear-attention (Qwen3.5 on CUDA, as
 gpu_qwen3_5.py); gemlite is measured where installed.

@@ -8,9 +8,9 @@ few layers, random weights. Per content: seconds, questions/s, rows of the pass 
 parameters x processed tokens at the measured fp16 matmul rate; attention's own work grows with the square of the
 length and is not in that floor, so its share is reported beside it).
 
-    python benchmarks/gpu_long_content.py                     # both families, 8k / 32k / 64k (< 3 min on an H200)
-    python benchmarks/gpu_long_content.py --families gemma4 --lengths 8000 32000
-    python benchmarks/gpu_long_content.py --smoke             # the CPU: tiny models, 3k / 5k-token contents over
+    python -m benchmarks.gpu_long_content                     # both families, 8k / 32k / 64k (< 3 min on an H200)
+    python -m benchmarks.gpu_long_content --families gemma4 --lengths 8000 32000
+    python -m benchmarks.gpu_long_content --smoke             # the CPU: tiny models, 3k / 5k-token contents over
                                                               # the CPU's 2,048-row budget (a lone pass each)
 
 Exits 1 when a content is refused, a score is not finite, or a long content shared its pass with another content.

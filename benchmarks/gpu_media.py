@@ -6,9 +6,9 @@ media passes run eagerly (how they ran before). Prints questions/s, the
 tower's share of the time, and checks batch invariance (a content's scores alone and packed with text-only and
 image contents are bit-identical) and that the image reached the scores. Exits non-zero on a failed check.
 
-    python benchmarks/gpu_media.py                 # Gemma 4 31B-like text stack (60 layers) + the vision tower
-    python benchmarks/gpu_media.py --layers 12     # fewer layers (memory, time), same widths
-    python benchmarks/gpu_media.py --smoke         # tiny shapes on the CPU (what CI can run)
+    python -m benchmarks.gpu_media                 # Gemma 4 31B-like text stack (60 layers) + the vision tower
+    python -m benchmarks.gpu_media --layers 12     # fewer layers (memory, time), same widths
+    python -m benchmarks.gpu_media --smoke         # tiny shapes on the CPU (what CI can run)
 
 The 31B-like shape is Gemma 4 31B's published widths as this script assumes them (hidden 5376, 32 heads, 16 KV
 heads of 256 on sliding layers, 4 of 512 on full ones, k = v there, MLP 21504, window 1024, 5 sliding : 1 full);

@@ -4,10 +4,10 @@ int8-static; (ii) the packaged SmolLM2 served on CUDA (the default scheme, and f
 `spinfc quantize` with and without smoothing) against float32 on the CPU of the same weights, on the parity
 fixture's requests (held out from the calibration texts).
 
-    python benchmarks/gpu_precision.py --gguf PATH/SmolLM2-135M-Instruct.Q4_1.gguf --tokenizer .carry/tok
-    python benchmarks/gpu_precision.py --smoke     # the job section's code on the CPU, tiny shapes (interpreter)
+    python -m benchmarks.gpu_precision --gguf PATH/SmolLM2-135M-Instruct.Q4_1.gguf --tokenizer .carry/tok
+    python -m benchmarks.gpu_precision --smoke     # the job section's code on the CPU, tiny shapes (interpreter)
     # issue 11's time bound: bf16 vs the default fp16-mixed job, and the default's served precision
-    python benchmarks/gpu_precision.py --skip rates --job-schemes bf16 fp16-mixed --served default
+    python -m benchmarks.gpu_precision --skip rates --job-schemes bf16 fp16-mixed --served default
 
 Sections (each runs on its own; one that fails prints its traceback and the others still run):
   rates      bf16 / fp8 / int8 TFLOP/s (the floors)

@@ -3,7 +3,7 @@ run them (bf16, fp16, fp8 with row-wise or per-tensor scales, with and without f
 products in float32, TF32 and half precision with a float32 output, and the seed-shaped job's kernels per scheme
 under the profiler (the job of `benchmarks/gpu_precision.py`).
 
-    python benchmarks/gpu_profile.py [--schemes bf16 fp16-mixed fp8-static] [--skip products head profile]
+    python -m benchmarks.gpu_profile [--schemes bf16 fp16-mixed fp8-static] [--skip products head profile]
 
 Each product is timed, and checked for row invariance as the start-up check does (a row unchanged when the other
 rows change, and the first m rows of M equal to the product of m rows for the launch sizes' m). Results: tables

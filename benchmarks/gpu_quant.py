@@ -1,8 +1,8 @@
 """W8A8 schemes on one H200: the seed-shaped job at Llama-3-8B shape in bf16, bf16-mixed, fp8-static and
 int8-static; each scheme's floor, its logprob gap to float32 on the same weights, and its batch invariance.
 
-    python benchmarks/gpu_quant.py            # from the repository root; about 3 to 5 minutes on one H200
-    python benchmarks/gpu_quant.py --smoke    # the same code on the CPU, tiny shapes (Triton interpreter)
+    python -m benchmarks.gpu_quant            # from the repository root; about 3 to 5 minutes on one H200
+    python -m benchmarks.gpu_quant --smoke    # the same code on the CPU, tiny shapes (Triton interpreter)
 
 Sections (each runs on its own; one that fails prints its traceback and the others still run):
   rates        bf16 / fp8 (`_scaled_mm`) / int8 (`_int_mm`) TFLOP/s of an 8192^3 product and of one layer's products

@@ -4,8 +4,8 @@ its vision tower (tests/media/snapshots.py) on CUDA with the Triton ops: its tow
 and packed, an image content's scores the same bits alone and packed with text and other image contents, and within
 1e-4 of transformers' Qwen3_5ForConditionalGeneration (float32). Exits non-zero on a failed check.
 
-    python benchmarks/gpu_qwen3_5_media.py            # on a CUDA machine
-    python benchmarks/gpu_qwen3_5_media.py --smoke    # the model checks on the CPU (the reference ops)
+    python -m benchmarks.gpu_qwen3_5_media            # on a CUDA machine
+    python -m benchmarks.gpu_qwen3_5_media --smoke    # the model checks on the CPU (the reference ops)
 """
 
 from __future__ import annotations

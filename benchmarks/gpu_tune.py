@@ -1,6 +1,6 @@
 """Where the packed Triton path's time goes at Llama-3-8B shape, and which choices move it (one H200):
 
-    python benchmarks/gpu_tune.py     # from the repository root; about 2 minutes
+    python -m benchmarks.gpu_tune     # from the repository root; about 2 minutes
 
   1. each of a layer's matmuls at the pass's row count (and a few others), cuBLAS against cuBLASLt, separate
      projections against fused ones; each checked for row invariance (a row's output bit-identical when the rows

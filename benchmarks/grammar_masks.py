@@ -1,6 +1,6 @@
 """Per-step token-mask cost of the structured-generation libraries on the embedded tokenizers (CPU).
 
-    python benchmarks/grammar_masks.py [--repeats 50]
+    python -m benchmarks.grammar_masks [--repeats 50]
 
 For each tokenizer (gemma3-270m: 262,144 tokens; smollm2-135m: 49,152) and each slot grammar of
 spinfc/passes/decode_plan.py, with xgrammar and llguidance: the time to build the tokenizer's table once, to

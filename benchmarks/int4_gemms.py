@@ -6,7 +6,7 @@ product, and row invariance (a row's bits the same when the other rows change an
     torch-tinygemm   torch's `_weight_int4pack_mm` (the int4 kernel torchao's Int4WeightOnly config calls on CUDA)
     gemlite          gemlite's GemLiteLinear (Triton; autotuned by launch size), where the wheel is installed
 
-Used by gpu_int4.py (`compare`); `python benchmarks/int4_gemms.py` runs it alone on a GPU."""
+Used by gpu_int4.py (`compare`); `python -m benchmarks.int4_gemms` runs it alone on a GPU."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 CPU float32 reference, on a random-weight Llama of a real shape; and the time of one packed read of a batch of
 prompts as lm-evaluation-harness sends it.
 
-    python benchmarks/prompt_logprobs_gpu.py [--device cuda:0] [--prompts 32] [--tokens 512]
-    TRITON_INTERPRET=1 python benchmarks/prompt_logprobs_gpu.py --device cpu --dtype float32 --prompts 2 \
+    python -m benchmarks.prompt_logprobs_gpu [--device cuda:0] [--prompts 32] [--tokens 512]
+    TRITON_INTERPRET=1 python -m benchmarks.prompt_logprobs_gpu --device cpu --dtype float32 --prompts 2 \
         --tokens 64 --budget 256        # checks the script itself without a GPU (slowly: Triton's interpreter)
 
 Checks (exit 1 when one fails): every prompt token's logprob within 0.05 of the reference (bf16 activations), the

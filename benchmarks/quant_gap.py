@@ -1,8 +1,8 @@
 """Max |difference| to float32 of W8A8 checkpoints written by `spinfc quantize`, with and without smoothing, on
 the parity fixture's requests (held out: not in fixtures/calibration.jsonl).
 
-    python benchmarks/quant_gap.py                                 # both embedded models, CPU, every combination
-    python benchmarks/quant_gap.py --models smollm2-135m --schemes fp8-static --smoothing 0 0.5
+    python -m benchmarks.quant_gap                                 # both embedded models, CPU, every combination
+    python -m benchmarks.quant_gap --models smollm2-135m --schemes fp8-static --smoothing 0 0.5
 
 Per model and smoothing strength one calibration (on the CPU, float32: `quant.calibrated`, what `spinfc quantize`
 runs); each scheme's checkpoint written into a temporary directory, then the fixture
