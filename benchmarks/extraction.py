@@ -4,7 +4,7 @@
                                     [--contents 24] [--token-budget 16384] [--beam-width 4] [--runs 3]
 
 Two requests through the engine a server runs (compile, shared passes, results), on the same contents
-(benchmarks/job.py: about 470 tokens each, 56 two-option questions):
+(benchmarks/harness/jobs.py: about 470 tokens each, 56 two-option questions):
 
     scoring      the job as it is
     +extraction  the same job with one `<*>` query added to each content (`A: "<*>"`, beam_width, max_tokens 16)

@@ -1,5 +1,5 @@
 """The content cache on by default on CUDA (issue 36, item 4), on one GPU: the Llama-3-8B shape (random weights,
-few layers), the seed-shaped job (24 contents x 56 yes/no questions, benchmarks/job.py) served by the app
+few layers), the seed-shaped job (24 contents x 56 yes/no questions, benchmarks/harness/jobs.py) served by the app
 `spinfc serve` runs at default settings (its ASGI app in this process through Litestar's TestClient: the server's
 request path without a socket), and the same app with `--content-cache-tokens 0` as the reference.
 

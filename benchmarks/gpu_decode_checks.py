@@ -3,7 +3,7 @@ to whole extraction results, CUDA-graph replay against eager, and the GEMMs at t
 
     python -m benchmarks.gpu_decode_checks [--json results.json]
 
-Run from the repository root (it imports `spinfc`, `benchmarks/gpu_job.py` and `tests/runtime/tree_launch.py`;
+Run from the repository root (it imports `spinfc`, `benchmarks/harness` and `tests/runtime/tree_launch.py`;
 nothing else beyond torch, triton and xgrammar). Prints one line per check:
 
     kernel vs reference    decode_attention (bf16, and float32) against `reference.decode_attention` in float32
