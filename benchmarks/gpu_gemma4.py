@@ -324,16 +324,14 @@ def matmul_rates(device: str) -> dict:
     """TFLOP/s of an 8192^3 product in fp16 and in fp8 (`_scaled_mm`): each scheme's floor rate."""
     if not device.startswith("cuda"):
         return {"half": None, "fp8": None}
-    from benchmarks.quant_parts import _ms
-
     n = 8192
     a = torch.randn(n, n, device=device, dtype=torch.float16)
     b = torch.randn(n, n, device=device, dtype=torch.float16)
     one = torch.ones((), device=device)
     a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
     flops = 2 * n**3 / 1e9
-    rates = {"half": flops / _ms(lambda: a @ b, device),
-             "fp8": flops / _ms(lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
+    rates = {"half": flops / timing.device_ms(lambda: a @ b, device),
+             "fp8": flops / timing.device_ms(lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
                                                          out_dtype=torch.bfloat16), device)}
     return {k: round(v, 1) for k, v in rates.items()}
 

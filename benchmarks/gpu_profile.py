@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 import torch
 import torch.nn.functional as F
 
+from benchmarks.harness.timing import device_ms
 from spinfc.backend import split_product
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -38,17 +39,6 @@ FP8 = torch.float8_e4m3fn
 def save() -> None:
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_profile.json").write_text(json.dumps(RESULTS, indent=1, default=str))
-
-
-def ms(fn, reps: int = 10) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - began) / reps * 1000
 
 
 def invariant(fn, x: torch.Tensor, sizes: list[int]) -> str:
@@ -103,7 +93,7 @@ def products() -> None:
         flops = 2 * T * K * N / 1e9
         for name, (fn, inp) in variants.items():
             try:
-                t = ms(lambda: fn(inp))
+                t = device_ms(lambda: fn(inp))
                 table[f"{label} {name}"] = {"ms": round(t, 3), "tflops": round(flops / t, 1),
                                             "rows": invariant(fn, inp, sizes)}
             except Exception as error:  # a variant this torch lacks
@@ -151,7 +141,7 @@ def head() -> None:
         flops = 2 * R * K * N / 1e9
         for name, fn in variants.items():
             try:
-                t = ms(lambda: fn(x))
+                t = device_ms(lambda: fn(x))
                 error = float((fn(x).double() - exact).abs().max())
                 table[f"{label} {name}"] = {"ms": round(t, 3), "tflops": round(flops / t, 1),
                                             "max_abs_error": f"{error:.2e}", "rows": invariant(fn, x, [128, 256])}

@@ -20,7 +20,6 @@ import json
 import random
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import attrs
@@ -150,14 +149,8 @@ def sync():
 
 
 def timed(fn, reps: int = 3) -> float:
-    best = float("inf")
-    for _ in range(reps):
-        sync()
-        began = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - began)
-    return best
+    """The best of `reps` runs (no warm-up run: the callers warm up themselves)."""
+    return timing.best_of(fn, reps, warm=False, sync=sync).best
 
 
 # ---- checks ------------------------------------------------------------------------------------------------------

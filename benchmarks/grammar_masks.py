@@ -12,11 +12,11 @@ step (the same allowed set, or the run says where they differ).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 
+from benchmarks.harness import timing
 from spinfc.passes.decode_plan import slot_regex
 from spinfc.registry import load_tokenizer
 
@@ -28,12 +28,7 @@ def bits(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
 
 
 def timed(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return timing.best_of(fn, repeats, warm=False).median
 
 
 def run(name: str, repeats: int) -> list[str]:

@@ -63,3 +63,17 @@ def best_of(run: Callable[[], object], rounds: int = 3, warm: bool = True,
             sync: Callable[[], None] | None = None) -> Timed:
     """One variant: `alternating` with nothing to alternate with."""
     return alternating({"run": run}, rounds, warm, sync)["run"]
+
+
+def device_ms(fn: Callable[[], object], device: str = "cuda", warmup: int = 3, reps: int = 10) -> float:
+    """Milliseconds per call of `fn` run `reps` times back to back after `warmup` calls, the device synchronized
+    around them (the time a kernel or a product takes when launches queue as they do in a pass)."""
+    import torch
+
+    def sync():
+        if str(device).startswith("cuda"):
+            torch.cuda.synchronize(device)
+    for _ in range(warmup):
+        fn()
+    took, _ = once(lambda: [fn() for _ in range(reps)], sync)
+    return took / reps * 1000
