@@ -56,7 +56,7 @@ def build_model(args):
         from spinfc.runtime.loader import load_model
 
         return load_model(args.model, dtype=DTYPES[args.dtype], device=args.device, ops=ops)
-    from benchmarks.harness.models import LLAMA3_8B, random_state_dict
+    from benchmarks.harness.stacks import LLAMA3_8B, random_state_dict
 
     from spinfc.runtime.models import build_model as build
 

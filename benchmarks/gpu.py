@@ -31,7 +31,7 @@ import torch
 from benchmarks import gpu_checks
 from benchmarks.gpu_report import report, table
 from benchmarks.gpu_run import Bench
-from benchmarks.harness.models import TINY
+from benchmarks.harness.stacks import TINY
 from benchmarks.harness.smoke import interpreted
 
 RESULTS: dict = {"errors": {}, "sections": {}}

@@ -27,7 +27,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from benchmarks.harness.models import SMALL_CONFIGS, random_state_dict
+from benchmarks.harness.stacks import SMALL_CONFIGS, random_state_dict
 
 from spinfc.runtime.cached_rows import reading
 from spinfc.runtime.content_cache import CachedContent

@@ -56,8 +56,8 @@ def loader(o):
     """The app's `load_model`: the random 8B-shape stack in the precision the settings give (the CUDA default,
     fp16 around a float32 residual stream), the same weights in every app (one seed)."""
     import attrs
-    from benchmarks.harness.models import LLAMA3_8B, random_state_dict
-    from benchmarks.harness.models import TINY
+    from benchmarks.harness.stacks import LLAMA3_8B, random_state_dict
+    from benchmarks.harness.stacks import TINY
 
     from spinfc.backend import reference, triton_ops
     from spinfc.registry import load_tokenizer

@@ -29,7 +29,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from benchmarks.harness.models import SMALL_CONFIGS, random_state_dict
+from benchmarks.harness.stacks import SMALL_CONFIGS, random_state_dict
 
 from spinfc.backend import reference, triton_ops
 from spinfc.backend.kernels import decode_attention as kernel

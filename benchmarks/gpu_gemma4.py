@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.harness import clients, jobs, serving, timing
+from benchmarks.harness.stacks import gemma4_params, gemma4_state
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", type=Path, default=None, help="a tokenizer folder (default: the packaged Gemma 3's)")
@@ -76,49 +77,6 @@ def feature_sets(vocab: int, smoke: bool) -> dict[str, dict]:
     }
 
 
-def weight_shapes(config) -> dict[str, tuple[int, ...]]:
-    """Every weight of a Gemma 4 text stack, Hugging Face name -> shape."""
-    from spinfc.runtime.models.gemma4 import layer_weight_names
-
-    c, g = config, config.gemma4
-    D, H, P, L = c.hidden, c.heads, g.per_layer_hidden, c.layers
-    shapes = {"model.embed_tokens.weight": (c.vocab, D), "model.norm.weight": (D,)}
-    if P:
-        shapes.update({"model.embed_tokens_per_layer.weight": (g.per_layer_vocab, L * P),
-                       "model.per_layer_model_projection.weight": (L * P, D),
-                       "model.per_layer_projection_norm.weight": (P,)})
-    for i in range(L):
-        Hk, Dh = c.kv_shape(i)
-        wide = (2 if g.double_wide_mlp and not g.owns_kv(i) else 1) * c.intermediate
-        E, I = g.experts, g.moe_intermediate
-        by_short = {"q": (H * Dh, D), "k": (Hk * Dh, D), "v": (Hk * Dh, D), "o": (D, H * Dh), "q_norm": (Dh,),
-                    "k_norm": (Dh,), "gate": (wide, D), "up": (wide, D), "down": (D, wide), "scalar": (1,),
-                    "ple_gate": (P, D), "ple_projection": (D, P), "router": (E, D), "router_scale": (D,),
-                    "expert_scale": (E,), "experts_gate_up": (E, 2 * I, D), "experts_down": (E, D, I)}
-        for short, long in layer_weight_names(c, i).items():
-            shapes[f"model.layers.{i}.{long}"] = by_short.get(short, (D,))  # the rest are [D] norms
-    return shapes
-
-
-def random_state(config, precision, device: str, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random weights made on `device` directly in the dtype `precision` keeps each in (no float32 copy of a
-    large model), scaled so activations stay O(1): matrices N(0, 1/fan_in), the blocks' post-norms small, other
-    norms and scales around 1."""
-    g = torch.Generator(device=device).manual_seed(seed)
-    state = {}
-    for name, shape in weight_shapes(config).items():
-        dtype = precision.dtype_of(name, config.layers - 1)
-        t = torch.empty(shape, dtype=dtype, device=device)
-        if len(shape) == 1:
-            small = "post_" in name and "per_layer" not in name
-            t.normal_(0.1 if small else 1.0, 0.02 if small else 0.1, generator=g)
-        else:
-            t.normal_(0.0, 0.5 / shape[-1] ** 0.5 if "embed_tokens.weight" in name else shape[-1] ** -0.5,
-                      generator=g)
-        state[name] = t
-    return state
-
-
 def build(config, scheme: str, device: str, calibration=None, name: str | None = None):
     """A stack of `scheme` (fp16-mixed, bf16-mixed, fp8-static-mixed, ...) on random weights."""
     from benchmarks.quant_parts import parse
@@ -131,7 +89,7 @@ def build(config, scheme: str, device: str, calibration=None, name: str | None =
 
     ops = triton_ops if device.startswith("cuda") else reference
     base, precision = parse(scheme, device)
-    state = random_state(config, precision, device)
+    state = gemma4_state(config, precision, device)
     options = dict(ops=ops, precision=precision, device=device, name=name, weights_hash=f"random-gemma4-{scheme}")
     if base not in QUANT:
         return build_model(config, state, **options)
@@ -292,7 +250,7 @@ def speed(o, device: str, rates: dict) -> dict:
     (Path(name) / "config.json").write_text(json.dumps({**hf, "architectures": ["Gemma4ForCausalLM"]}))
     job = jobs.text_job(load_tokenizer(name), **(jobs.SMALL if o.smoke else {}))
     questions = job.questions
-    params = non_embedding_params(from_hf(hf))
+    params = gemma4_params(from_hf(hf))
     out = {"layers": hf["num_hidden_layers"], "non_embedding_params": params, "questions": questions}
     for scheme in o.schemes:
         print(f"speed: {scheme} in process ...", flush=True)
@@ -313,11 +271,6 @@ def speed(o, device: str, rates: dict) -> dict:
         out[scheme] = row
         print(scheme, json.dumps(row), flush=True)
     return out
-
-
-def non_embedding_params(config) -> int:
-    """Parameters every token multiplies through: the layers (the embedding tables and the LM head excluded)."""
-    return sum(torch.Size(s).numel() for n, s in weight_shapes(config).items() if n.startswith("model.layers."))
 
 
 def matmul_rates(device: str) -> dict:

@@ -35,6 +35,7 @@ import attrs
 import torch
 
 from benchmarks import gpu_qwen3_5 as qwen
+from benchmarks.harness import stacks
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--layers", type=int, default=8, help="the 27B's widths with this many layers (3 linear : 1 full; at "
@@ -131,13 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         qwen.DEVICE, args.budget = "cpu", 512
         qwen.JOB.update(qwen.SMALL_SEED)
-    full = attrs.evolve(qwen.QWEN3_5_27B)
+    full = attrs.evolve(stacks.QWEN3_5_27B)
     c = qwen.tiny(512) if args.smoke else qwen.shape(args.layers, 32768)
     results: dict = {"torch": torch.__version__, "layers": c.layers,
                      "device": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"}
     began = time.perf_counter()
     print(f"random float weights, {c.layers} layers; calibrating and quantizing (GPTQ, fp8-static) ...", flush=True)
-    states = quantized_states(c, qwen.random_state(c, device, dtype=torch.float32), device)
+    states = quantized_states(c, stacks.qwen3_5_state(c, device, dtype=torch.float32), device)
     results["quantize_s"] = time.perf_counter() - began
     results["memory"] = memory(c, full, states["w4a16"], args.budget)
     scale = 64 / c.layers

@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 import torch
 
+from benchmarks.harness import stacks
+
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--families", nargs="+", default=["gemma4", "qwen3_5"], choices=["gemma4", "qwen3_5"])
 ARGS.add_argument("--lengths", nargs="+", type=int, default=None, help="content tokens (default 8000 32000 64000)")
@@ -77,7 +79,7 @@ def gemma4(o, device: str):
 
     def load(name, _precision, device):
         return g4.build(from_hf(hf_of(name)), "fp16-mixed", device, name=name)
-    return hf, "Gemma4ForCausalLM", load, lambda hf: g4.non_embedding_params(from_hf(hf))
+    return hf, "Gemma4ForCausalLM", load, lambda hf: stacks.gemma4_params(from_hf(hf))
 
 
 def qwen3_5(o, device: str):
@@ -91,8 +93,9 @@ def qwen3_5(o, device: str):
     def load(name, precision, device):
         c = from_hf(hf_of(name))
         dtype = torch.float16 if device.startswith("cuda") else torch.float32
-        return build_model(c, q.random_state(c, device, dtype=dtype), ops=triton_ops if device.startswith("cuda")
-                           else reference, device=device, name=name, precision=precision,
+        return build_model(c, stacks.qwen3_5_state(c, device, dtype=dtype),
+                           ops=triton_ops if device.startswith("cuda") else reference, device=device, name=name,
+                           precision=precision,
                            weights_hash=f"random-qwen3_5-{c.layers}")
     c = q.tiny(1024) if o.smoke else q.shape(o.qwen3_5_layers, 1024)
     lin = c.linear
@@ -105,7 +108,7 @@ def qwen3_5(o, device: str):
           "linear_num_key_heads": lin.key_heads, "linear_num_value_heads": lin.value_heads,
           "linear_key_head_dim": lin.key_dim, "linear_value_head_dim": lin.value_dim,
           "linear_conv_kernel_dim": lin.conv_kernel}
-    return hf, "Qwen3_5ForCausalLM", load, lambda hf: q.non_embedding_params(from_hf(hf))
+    return hf, "Qwen3_5ForCausalLM", load, lambda hf: stacks.qwen3_5_params(from_hf(hf))
 
 
 _CONFIGS: dict[str, dict] = {}

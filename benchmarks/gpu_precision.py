@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     OPTIONS = ARGS.parse_args(argv)
     if OPTIONS.smoke:
         interpreted("benchmarks.gpu_precision", argv)
-    from benchmarks.harness.models import LLAMA3_8B
+    from benchmarks.harness.stacks import LLAMA3_8B
     from benchmarks.quant_job import floors_of
     from benchmarks.quant_parts import matmul_rates
 

@@ -38,7 +38,7 @@ import torch
 
 from benchmarks.gpu_checks import prepare
 from benchmarks.harness.launches import seed_job, small_job
-from benchmarks.harness.models import LLAMA3_8B, SMALL_CONFIGS, random_state_dict
+from benchmarks.harness.stacks import LLAMA3_8B, SMALL_CONFIGS, random_state_dict
 from benchmarks.harness.smoke import interpreted
 from benchmarks.quant_job import JobBench, floors_of, run_job
 from benchmarks.quant_parts import ALL, build, gemm_shapes, matmul_rates, row_invariance

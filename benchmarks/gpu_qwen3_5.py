@@ -26,6 +26,7 @@ import attrs
 import torch
 
 from benchmarks.harness import clients, jobs, serving, timing
+from benchmarks.harness.stacks import QWEN3_5_27B, qwen3_5_params, qwen3_5_state
 from spinfc.runtime.weights.config import LinearAttention, ModelConfig
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -36,13 +37,6 @@ ARGS.add_argument("--skip-http", action="store_true")
 ARGS.add_argument("--out", type=Path, default=None)
 ARGS.add_argument("--small", action="store_true", help="a tiny model and job on the CPU (checks the script)")
 
-# Qwen3.5-27B's text config (hidden 5120, 64 layers: 48 Gated DeltaNet, 16 gated attention of 24 heads of 256 over
-# 4 kv heads; linear attention 16 key heads and 48 value heads of 128, conv kernel 4; partial rotary 0.25).
-QWEN3_5_27B = ModelConfig(
-    family="qwen3_5", hidden=5120, layers=64, heads=24, kv_heads=4, head_dim=256, intermediate=17408, vocab=248320,
-    rope_theta=10_000_000.0, norm_eps=1e-6, tie_embeddings=False, rotary_dim=64,
-    linear=LinearAttention(layers=tuple((i + 1) % 4 != 0 for i in range(64)), key_heads=16, value_heads=48,
-                           key_dim=128, value_dim=128, conv_kernel=4))
 DEVICE = "cuda:0"
 SEED = dict(contents=24, content_tokens=470, questions=56, question_tokens=20)
 SMALL_SEED = dict(contents=4, content_tokens=40, questions=4, question_tokens=5)
@@ -73,66 +67,15 @@ def shape(layers: int, vocab: int) -> ModelConfig:
     return attrs.evolve(c, layers=layers, vocab=vocab, linear=attrs.evolve(c.linear, layers=c.linear.layers[:layers]))
 
 
-def random_state(c: ModelConfig, device, seed: int = 0, dtype=torch.bfloat16) -> dict[str, torch.Tensor]:
-    """Random weights in Hugging Face naming; output projections scaled down (each block a small update)."""
-    g = torch.Generator(device=device).manual_seed(seed)
-    lin = c.linear
-
-    def normal(*size, std=1.0):
-        return (torch.randn(*size, generator=g, device=device) * std).to(dtype)
-
-    def linear(n_out, n_in, scale=1.0):
-        return normal(n_out, n_in, std=scale * n_in**-0.5)
-
-    state = {"model.embed_tokens.weight": normal(c.vocab, c.hidden), "model.norm.weight": normal(c.hidden, std=0.1),
-             "lm_head.weight": linear(c.vocab, c.hidden, 0.5)}
-    for i in range(c.layers):
-        p = f"model.layers.{i}."
-        state[p + "input_layernorm.weight"] = normal(c.hidden, std=0.1)
-        state[p + "post_attention_layernorm.weight"] = normal(c.hidden, std=0.1)
-        state[p + "mlp.gate_proj.weight"] = linear(c.intermediate, c.hidden)
-        state[p + "mlp.up_proj.weight"] = linear(c.intermediate, c.hidden)
-        state[p + "mlp.down_proj.weight"] = linear(c.hidden, c.intermediate, 0.2)
-        if lin.layers[i]:
-            a = p + "linear_attn."
-            state[a + "in_proj_qkv.weight"] = linear(lin.conv_channels, c.hidden)
-            state[a + "in_proj_z.weight"] = linear(lin.value_heads * lin.value_dim, c.hidden)
-            state[a + "in_proj_b.weight"] = linear(lin.value_heads, c.hidden)
-            state[a + "in_proj_a.weight"] = linear(lin.value_heads, c.hidden)
-            state[a + "conv1d.weight"] = normal(lin.conv_channels, 1, lin.conv_kernel, std=0.5)
-            state[a + "A_log"] = torch.empty(lin.value_heads, device=device).uniform_(0.01, 16, generator=g).log()
-            state[a + "dt_bias"] = torch.ones(lin.value_heads, device=device)
-            state[a + "norm.weight"] = (1 + normal(lin.value_dim, std=0.1).float()).to(dtype)
-            state[a + "out_proj.weight"] = linear(c.hidden, lin.value_heads * lin.value_dim, 0.2)
-        else:
-            s = p + "self_attn."
-            state[s + "q_proj.weight"] = linear(2 * c.heads * c.head_dim, c.hidden)
-            state[s + "k_proj.weight"] = linear(c.kv_heads * c.head_dim, c.hidden)
-            state[s + "v_proj.weight"] = linear(c.kv_heads * c.head_dim, c.hidden)
-            state[s + "o_proj.weight"] = linear(c.hidden, c.heads * c.head_dim, 0.2)
-            state[s + "q_norm.weight"] = normal(c.head_dim, std=0.1)
-            state[s + "k_norm.weight"] = normal(c.head_dim, std=0.1)
-    return state
-
-
 def build(c: ModelConfig, name: str | None = None):
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
     from spinfc.runtime.precision import Precision
 
     dtype = torch.bfloat16 if on_cuda() else torch.float32
-    return build_model(c, random_state(c, DEVICE, dtype=dtype), ops=triton_ops if on_cuda() else reference,
+    return build_model(c, qwen3_5_state(c, DEVICE, dtype=dtype), ops=triton_ops if on_cuda() else reference,
                        device=DEVICE, name=name, precision=Precision.uniform(dtype),
                        weights_hash=f"random-qwen3_5-{c.layers}")
-
-
-def non_embedding_params(c: ModelConfig) -> int:
-    lin, per_full, per_linear = c.linear, 0, 0
-    mlp = 3 * c.hidden * c.intermediate
-    per_full = c.hidden * (2 * c.heads + 2 * c.kv_heads) * c.head_dim + c.heads * c.head_dim * c.hidden + mlp
-    per_linear = c.hidden * (lin.conv_channels + lin.value_heads * lin.value_dim + 2 * lin.value_heads)
-    per_linear += lin.value_heads * lin.value_dim * c.hidden + mlp
-    return sum(per_linear if linear else per_full for linear in lin.layers)
 
 
 def state_bytes_per_content(c: ModelConfig, dtype_bytes: int = 2) -> int:
@@ -429,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
     results["invariance"] = check_invariance(model, c, args.budget, failures)
     print(results["invariance"], flush=True)
     rate = matmul_rate()
-    floor = 2 * non_embedding_params(c) * job_tokens() / rate
+    floor = 2 * qwen3_5_params(c) * job_tokens() / rate
     results["floor"] = {"seconds": floor, "tflops": rate / 1e12, "questions_per_s": job_questions() / floor}
     from spinfc.runtime.models import state_flow
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from benchmarks.gpu_baselines import FlexTreeAttention, flex_ops, hf_kv_reuse, hf_llama, hf_one_per_question
 from benchmarks.gpu_checks import prepare
 from benchmarks.harness import timing
-from benchmarks.harness.models import LLAMA3_8B, TINY, non_embedding_params
+from benchmarks.harness.stacks import LLAMA3_8B, TINY, non_embedding_params
 from benchmarks.harness.launches import compile_job, make_program, seed_job
 from spinfc.backend import triton_ops
 from spinfc.runtime.models import build_model

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 import triton
 
 from benchmarks.gpu_checks import rel_error
-from benchmarks.harness.models import LLAMA3_8B, random_state_dict
+from benchmarks.harness.stacks import LLAMA3_8B, random_state_dict
 from benchmarks.harness.launches import compile_job, make_program, seed_job
 from spinfc.backend import reference, triton_ops
 from spinfc.backend.graphs import GraphedModel

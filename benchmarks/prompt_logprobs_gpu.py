@@ -19,7 +19,7 @@ import json
 import torch
 
 from benchmarks.harness import timing
-from benchmarks.harness.models import random_state_dict
+from benchmarks.harness.stacks import random_state_dict
 from spinfc.runtime.models import build_model
 from spinfc.runtime.prompt_logprobs import prompt_program, score_prompts
 from spinfc.runtime.weights.config import ModelConfig

@@ -9,7 +9,7 @@ import time
 import torch
 
 from benchmarks.gpu_checks import prepare
-from benchmarks.harness.models import LLAMA3_8B, non_embedding_params, random_state_dict
+from benchmarks.harness.stacks import LLAMA3_8B, non_embedding_params, random_state_dict
 from benchmarks.harness.launches import compile_job, make_program, seed_job
 from benchmarks.quant_parts import build
 
@@ -31,7 +31,7 @@ class JobBench:
     """The seed-shaped job at Llama-3-8B shape (TINY on --smoke), one model per scheme on the same weights."""
 
     def __init__(self, device: str, smoke: bool):
-        from benchmarks.harness.models import TINY
+        from benchmarks.harness.stacks import TINY
         from benchmarks.gpu_run import SEED_JOB, TINY_JOB
 
         self.device, self.smoke = device, smoke
