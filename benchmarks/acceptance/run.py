@@ -186,3 +186,7 @@ def main(argv=None) -> int:
         args.out.write_text(json.dumps(results, indent=1))
     say(f"{'every family and kind passed' if results['passed'] else 'FAILED'} in {results['seconds']:.0f} s")
     return 0 if results["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

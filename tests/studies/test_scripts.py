@@ -13,20 +13,9 @@ import pytest
 
 import benchmarks
 
+ROOT = Path(benchmarks.__file__).parent
 MODULES = sorted(info.name for info in pkgutil.walk_packages(benchmarks.__path__, "benchmarks.")
                  if not info.name.endswith("__main__"))
-
-
-def _module(name: str):
-    return importlib.import_module(name)
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_imports(name):
-    _module(name)
-
-
-ROOT = Path(benchmarks.__file__).parent
 
 
 def _source(name: str) -> str:
@@ -38,10 +27,16 @@ def _source(name: str) -> str:
 STUDIES = [name for name in MODULES if "\ndef main(" in _source(name)]
 
 
+@pytest.mark.parametrize("name", MODULES)
+def test_imports(name):
+    importlib.import_module(name)
+
+
 @pytest.mark.parametrize("name", STUDIES)
 def test_help(name, capsys):
+    assert '__name__ == "__main__"' in _source(name), f"`python -m {name}` would run nothing: call main() there"
     with pytest.raises(SystemExit) as exit_:
-        _module(name).main(["--help"])
+        importlib.import_module(name).main(["--help"])
     assert exit_.value.code == 0
     assert "usage:" in capsys.readouterr().out
 
