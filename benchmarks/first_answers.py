@@ -45,7 +45,7 @@ import attrs
 
 from benchmarks.harness.serving import ROOT
 from spinfc.config import EngineSettings
-from spinfc.frontend.pack import load_pack
+from spinfc.frontend import load_pack
 from spinfc.ir.nodes import Content, Program
 from spinfc.runtime.pack_scores import decide, lift, score_pack
 from spinfc.runtime.request_packs import add_packs, split_results
