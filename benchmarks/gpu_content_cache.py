@@ -21,11 +21,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
-
-ROOT = Path(__file__).resolve().parent.parent
 
 from benchmarks.harness.stacks import SMALL_CONFIGS, random_state_dict
 

@@ -28,9 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import torch
+
+from benchmarks.harness import models
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--layers", type=int, default=8, help="layers of the Llama-3-8B shape (32: the whole model)")
@@ -43,21 +43,15 @@ TOKENIZER = "smollm2-135m"  # the issue's client's tokenizer (49,152 tokens)
 
 def folder() -> str:
     """A folder with the tokenizer and a config naming a llama (no weights: the app's loader makes them)."""
-    from spinfc.registry import load_tokenizer
-
-    path = Path("/tmp/spinfc-cache-graphs-model")
-    path.mkdir(parents=True, exist_ok=True)
-    load_tokenizer(TOKENIZER).save_pretrained(str(path))
-    (path / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
-    return str(path)
+    return str(models.config_folder(Path("/tmp/spinfc-cache-graphs-model"),
+                                    {"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, TOKENIZER))
 
 
 def loader(o):
     """The app's `load_model`: the random 8B-shape stack in the precision the settings give (the CUDA default,
     fp16 around a float32 residual stream), the same weights in every app (one seed)."""
     import attrs
-    from benchmarks.harness.stacks import LLAMA3_8B, random_state_dict
-    from benchmarks.harness.stacks import TINY
+    from benchmarks.harness.stacks import LLAMA3_8B, TINY, random_state_dict
 
     from spinfc.backend import reference, triton_ops
     from spinfc.registry import load_tokenizer

@@ -21,8 +21,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import torch
 
 from spinfc.config import EngineSettings

@@ -27,8 +27,6 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-
 from benchmarks.harness.stacks import SMALL_CONFIGS, random_state_dict
 
 from spinfc.backend import reference, triton_ops

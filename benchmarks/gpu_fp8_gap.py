@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 GOALS = {"default": 0.02, "fp8_logprob": 0.3, "fp8_p": 0.03}
 
 

@@ -25,14 +25,13 @@ import argparse
 import asyncio
 import gc
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from benchmarks.harness import clients, jobs, serving, timing
+from benchmarks.harness import clients, jobs, models, serving, timing
 from benchmarks.harness.stacks import gemma4_params, gemma4_state
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -157,16 +156,8 @@ def invariance(hf: dict, device: str, smoke: bool) -> dict:
 def model_folder(tokenizer: Path | None, hf: dict, folder: Path) -> str:
     """A folder with the tokenizer's files and the Gemma 4 config.json (no weights: the server's loader makes
     them), so the name resolves and tokenizes as a snapshot would."""
-    from spinfc.registry import load_tokenizer
-
-    folder.mkdir(parents=True, exist_ok=True)
-    if tokenizer is None:
-        load_tokenizer("gemma3-270m").save_pretrained(str(folder))
-    else:
-        for file in tokenizer.iterdir():
-            shutil.copy(file, folder / file.name)
-    (folder / "config.json").write_text(json.dumps({**hf, "architectures": ["Gemma4ForCausalLM"]}))
-    return str(folder)
+    return str(models.config_folder(folder, {**hf, "architectures": ["Gemma4ForCausalLM"]},
+                                    tokenizer or "gemma3-270m"))
 
 
 def calibration_launches(vocab: int, smoke: bool):

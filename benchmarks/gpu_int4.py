@@ -29,8 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import attrs
 import torch
 

@@ -27,11 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import torch
 
-from benchmarks.harness import stacks
+from benchmarks.harness import models, stacks
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--families", nargs="+", default=["gemma4", "qwen3_5"], choices=["gemma4", "qwen3_5"])
@@ -122,12 +120,8 @@ def model_folder(family: str, hf: dict, architecture: str) -> tuple[str, dict]:
     """A folder with the packaged Gemma 3 tokenizer and the config (no weights: the app's loader makes them)."""
     from spinfc.registry import load_tokenizer
 
-    folder = Path(f"/tmp/spinfc-long-{family}")
-    folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = load_tokenizer("gemma3-270m")
-    tokenizer.save_pretrained(str(folder))
-    hf = {**hf, "vocab_size": len(tokenizer), "architectures": [architecture]}
-    (folder / "config.json").write_text(json.dumps(hf))
+    hf = {**hf, "vocab_size": len(load_tokenizer("gemma3-270m")), "architectures": [architecture]}
+    folder = models.config_folder(Path(f"/tmp/spinfc-long-{family}"), hf, "gemma3-270m")
     _CONFIGS[str(folder)] = hf
     return str(folder), hf
 

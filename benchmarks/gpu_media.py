@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-
 from spinfc import compiler
 from spinfc.config import CUDA_TOKEN_BUDGET
 from spinfc.frontend import program_from_request

@@ -18,8 +18,6 @@ import os
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import torch
 import torch.nn.functional as F
 

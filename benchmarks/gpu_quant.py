@@ -26,7 +26,6 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the script, measures nothing")
 ARGS.add_argument("--reps", type=int, default=3, help="timed repetitions of the packed job (median)")

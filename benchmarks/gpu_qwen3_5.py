@@ -18,14 +18,13 @@ import argparse
 import asyncio
 import json
 import random
-import shutil
 import sys
 from pathlib import Path
 
 import attrs
 import torch
 
-from benchmarks.harness import clients, jobs, serving, timing
+from benchmarks.harness import clients, jobs, models, serving, timing
 from benchmarks.harness.stacks import QWEN3_5_27B, qwen3_5_params, qwen3_5_state
 from spinfc.runtime.weights.config import LinearAttention, ModelConfig
 
@@ -312,11 +311,7 @@ def engine_and_http(c: ModelConfig, tokenizer_dir: Path, skip_http: bool) -> dic
     from spinfc.registry import load_tokenizer
     from spinfc.runtime.start import start_engine
 
-    folder = Path("/tmp/spinfc-qwen3_5-model")
-    folder.mkdir(parents=True, exist_ok=True)
-    for file in tokenizer_dir.iterdir():
-        shutil.copy(file, folder / file.name)
-    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5_text"}))
+    folder = models.config_folder(Path("/tmp/spinfc-qwen3_5-model"), {"model_type": "qwen3_5_text"}, tokenizer_dir)
     job = jobs.text_job(load_tokenizer(str(folder)), JOB["contents"], JOB["content_tokens"], JOB["questions"])
     budget = () if on_cuda() else ("--token-budget", "1024")
     out = {"questions": job.questions}

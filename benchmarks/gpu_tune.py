@@ -23,8 +23,6 @@ import statistics
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import torch
 import torch.nn.functional as F
 import triton

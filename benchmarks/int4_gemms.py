@@ -14,7 +14,6 @@ import sys
 
 import torch
 
-
 from spinfc.backend.kernels.int4_reference import dequantize
 
 GROUP = 128

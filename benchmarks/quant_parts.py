@@ -3,7 +3,6 @@ the matmul rates behind each scheme's floor, and the row-invariance check of eve
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 

@@ -4,12 +4,15 @@
                                 asked), random weights written on the device, with a real tokenizer: what a served
                                 study hands `spinfc serve DIR`
     tokenizer_folder(name, DIR) a packaged model's tokenizer saved as a folder (a snapshot's tokenizer files)
+    config_folder(DIR, hf, tok) a tokenizer and a config.json without weights: the name a server or engine is given
+                                when a loader makes the weights (harness/stacks.py)
 
 A stack built in memory (no files: a kernel study, or a shape too large to write) is harness/stacks.py's.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -93,4 +96,19 @@ def tokenizer_folder(name: str, folder: Path) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     load_tokenizer(name).save_pretrained(str(folder))
+    return folder
+
+
+def config_folder(folder: Path, hf: dict, tokenizer: str | Path) -> Path:
+    """`folder` holding `tokenizer` (a packaged model's name, or a folder of tokenizer files) and `hf` as its
+    config.json, no weights: a loader makes them, and the name resolves and tokenizes as a snapshot would."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if Path(tokenizer).is_dir():
+        for file in Path(tokenizer).iterdir():
+            shutil.copy(file, folder / file.name)
+    else:
+        tokenizer_folder(str(tokenizer), folder)
+    (folder / "config.json").write_text(json.dumps(hf))
     return folder
