@@ -22,7 +22,7 @@ import attrs
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVE = "import sys; from spinfc.cli import main; sys.exit(main())"
+CLI = "import sys; from spinfc.cli import main; sys.exit(main())"
 
 
 def free_port() -> int:
@@ -38,7 +38,7 @@ def env_for(root: Path = ROOT) -> dict:
 
 def spinfc_command(*args: str, root: Path = ROOT, check: bool = True) -> subprocess.CompletedProcess:
     """`spinfc ARGS...` of the checkout at `root` (`quantize`, `score`, ...), run to its end, output captured."""
-    done = subprocess.run([sys.executable, "-c", SERVE, *args], capture_output=True, text=True, env=env_for(root),
+    done = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env_for(root),
                           cwd=root)
     if check and done.returncode != 0:
         raise RuntimeError(f"spinfc {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
@@ -63,7 +63,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Server:
-        serve = [sys.executable, "-c", SERVE, "serve"] if self.loader is None else \
+        serve = [sys.executable, "-c", CLI, "serve"] if self.loader is None else \
             [sys.executable, "-m", "benchmarks.harness.serve_app", self.loader[0], json.dumps(self.loader[1])]
         command = [*serve, str(self.directory), "--device", self.device, "--host", "127.0.0.1", "--port",
                    str(self.port), *self.args]
