@@ -141,7 +141,7 @@ def test_listed_codes_count_against_max_options_before_anything_is_compiled():
     from spinfc.config.limits import Limits
     from spinfc.errors import RequestError
     from spinfc.frontend.request_schema import ScoringQuery
-    from spinfc.runtime.prechecks import Prechecks
+    from spinfc.runtime.admit.prechecks import Prechecks
 
     checks = Prechecks(Limits(max_options=3), 16)
     checks.queries([ScoringQuery(id="q", template="Queue:<?>", codes="all")])

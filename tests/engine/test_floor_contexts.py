@@ -25,7 +25,7 @@ def model(tmp_path_factory):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from spinfc.registry import load_tokenizer
-    from spinfc.runtime.loader import load_model
+    from spinfc.runtime.load.loader import load_model
 
     folder = tmp_path_factory.mktemp("tiny")
     torch.manual_seed(0)

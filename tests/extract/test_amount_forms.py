@@ -14,7 +14,7 @@ import asyncio
 
 import pytest
 
-from spinfc.runtime.chat_format import end_tokens
+from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.extract.amounts import parse_amount
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from spinfc.runtime.precision import role
+from spinfc.runtime.load.precision import role
 from spinfc.runtime.quant.calibrate import Calibration
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import Scheme, quantize_weight, scales_from_max
