@@ -8,7 +8,12 @@ import math
 import pytest
 
 from spinfc.runtime.extract.answers import Answer, grounded, merged
-from spinfc.runtime.extract.written import WrittenAmount, written_amounts, written_answers, written_currency
+from spinfc.runtime.extract.written import (
+    WrittenAmount,
+    written_amounts,
+    written_answers,
+    written_currency,
+)
 
 
 @pytest.mark.parametrize(("content", "want"), [

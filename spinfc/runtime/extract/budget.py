@@ -19,7 +19,14 @@ from __future__ import annotations
 
 import threading
 
-from spinfc.ir.nodes import EXTRACTION_SLOTS, AmountSlot, GenerateSlot, NumberSlot, Program, TextSlot
+from spinfc.ir.nodes import (
+    EXTRACTION_SLOTS,
+    AmountSlot,
+    GenerateSlot,
+    NumberSlot,
+    Program,
+    TextSlot,
+)
 from spinfc.runtime.admit.refused import Refused
 from spinfc.runtime.extract.fixed import slot_tokens
 from spinfc.runtime.extract.kv import stack_of

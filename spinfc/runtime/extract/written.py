@@ -23,7 +23,14 @@ import re
 
 import attrs
 
-from spinfc.ir.decode_plan import AMOUNT, DOLLAR_PREFIXES, GROUPED_COMMA, GROUPED_POINT, SYMBOLS, WORDS
+from spinfc.ir.decode_plan import (
+    AMOUNT,
+    DOLLAR_PREFIXES,
+    GROUPED_COMMA,
+    GROUPED_POINT,
+    SYMBOLS,
+    WORDS,
+)
 from spinfc.runtime.extract.amounts import parse_amount
 
 # The codes read when written beside a number (a capitalised word of three letters is too often something else:
