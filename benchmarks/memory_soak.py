@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import gc
 import random
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import psutil
@@ -67,18 +69,25 @@ def random_llama(folder: str) -> str:
 
 
 def main() -> None:
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root), str(root / "tests")]  # the tests' live server (it imports the tests' helpers)
     from tests.server.live import live_server
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("-n", type=int, default=1000, help="requests (default 1000)")
-    parser.add_argument("--warm", type=int, default=300, help="requests before the reference reading (default 300)")
+    parser.add_argument("-n", type=int, help="requests (default 1000; 120 with --smoke)")
+    parser.add_argument("--warm", type=int, help="requests before the reference reading (default 300; 40 with --smoke)")
+    parser.add_argument("--every", type=int, default=100, help="requests between readings (default 100)")
+    parser.add_argument("--content-cache-tokens", type=int, help="the content cache's budget (default: the server's)")
     parser.add_argument("--smoke", action="store_true", help="a random-weight llama, 120 requests, 40 to warm up")
     args = parser.parse_args()
     model = args.model
     if args.smoke:
-        model, args.n, args.warm = random_llama(tempfile.mkdtemp()), 120, 40
-    app = create_app(Settings(engine=EngineSettings(model=model, device="cpu", warmup="none")))
+        model = random_llama(tempfile.mkdtemp())
+    args.n = args.n or (120 if args.smoke else 1000)
+    args.warm = args.warm or (40 if args.smoke else 300)
+    app = create_app(Settings(engine=EngineSettings(model=model, device="cpu", warmup="none",
+                                                    content_cache_tokens=args.content_cache_tokens)))
     process = psutil.Process()
 
     def resident() -> float:
@@ -95,11 +104,12 @@ def main() -> None:
                 raise SystemExit(f"request {i} ({path}): {answer.status_code} {answer.text[:300]}")
             if i + 1 == args.warm:
                 reference = resident()
-            if (i + 1) % 100 == 0 or i + 1 == args.n or i + 1 == args.warm:
+            if (i + 1) % args.every == 0 or i + 1 == args.n or i + 1 == args.warm:
                 print(f"{i + 1:5d} requests  {time.perf_counter() - started:7.1f} s  resident {resident():8.1f} MB  "
                       f"content cache {cache.stats.tokens:,} of {cache.budget:,} tokens", flush=True)
         end = resident()
-    print(f"growth from request {args.warm} to {args.n}: {end - reference:+.1f} MB resident")
+    print(f"growth from request {args.warm} to {args.n}: {end - reference:+.1f} MB resident "
+          f"({(end - reference) / (args.n - args.warm) * 100:+.2f} MB per 100 requests)")
 
 
 if __name__ == "__main__":
