@@ -21,8 +21,11 @@ from pathlib import Path
 import httpx
 import psutil
 
-from spinfc.config import EngineSettings, Settings
-from spinfc.server.app import create_app
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's spinfc, and the tests' live server and helpers
+
+from spinfc.config import EngineSettings, Settings  # noqa: E402
+from spinfc.server.app import create_app  # noqa: E402
 
 WORDS = "refund invoice delivery broken screen password account late parcel charge twice cancel order".split()
 
@@ -69,8 +72,6 @@ def random_llama(folder: str) -> str:
 
 
 def main() -> None:
-    root = Path(__file__).resolve().parents[1]
-    sys.path[:0] = [str(root), str(root / "tests")]  # the tests' live server (it imports the tests' helpers)
     from tests.server.live import live_server
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
