@@ -30,7 +30,7 @@ from tests.server.live import live_server
 pytestmark = pytest.mark.slow
 
 WARM, ROUND, ROUNDS = 40, 30, 5  # requests before the first reading, and between readings
-SLOPE_MB = 5.0  # resident growth allowed per 100 requests once the caches are full (measured: +0.5 to +3.1)
+SLOPE_MB = 5.0  # resident growth allowed per 100 requests once the caches are full (measured: +3.1, +3.3)
 WORDS = "refund invoice delivery broken screen password account late parcel charge twice cancel order".split()
 
 
