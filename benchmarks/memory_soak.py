@@ -24,8 +24,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's spinfc, and the tests' live server and helpers
 
-from spinfc.config import EngineSettings, Settings  # noqa: E402
-from spinfc.server.app import create_app  # noqa: E402
+from spinfc.config import EngineSettings, Settings
+from spinfc.server.app import create_app
 
 WORDS = "refund invoice delivery broken screen password account late parcel charge twice cancel order".split()
 
