@@ -7,8 +7,9 @@ The caches' bounds are set small here, so that they fill within the warm-up; the
 each of ROUNDS rounds of ROUND requests, and the slope of those readings (least squares, MB per 100 requests) must
 stay under SLOPE_MB. A cache that keeps something per question set of these requests fails it: the intake's sets
 unbounded grew +17.9 MB per 100 requests (the compile memo's tries, kept for ever before issue 38, are twice their
-size). What stays under it is a step of a few MB these requests show once (near request 150: not a cache that
-grows, benchmarks/NOTES.md) and what is not set small here (parsed templates, 2,048: about 1 KB each). The numbers at the server's own bounds, over 1,000
+size). What stays under it is a step of a few MB these requests show once (near request 150: glibc's arenas, gone
+with MALLOC_ARENA_MAX=1, where the slope is +1.1) and what is not set small here (parsed templates, 2,048: about
+1 KB each). The numbers at the server's own bounds, over 1,000
 requests, are in BENCHMARKS.md ("Memory over 1,000 requests")."""
 
 from __future__ import annotations
