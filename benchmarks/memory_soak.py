@@ -56,17 +56,22 @@ def request(i: int) -> tuple[str, dict]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("-n", type=int, default=1000, help="requests (default 1000)")
-    parser.add_argument("--warm", type=int, default=300, help="requests before the reference reading (default 300)")
+    parser.add_argument("-n", type=int, help="requests (default 1000; 120 with --smoke)")
+    parser.add_argument("--warm", type=int, help="requests before the reference reading (default 300; 40 with --smoke)")
+    parser.add_argument("--every", type=int, default=100, help="requests between readings (default 100)")
+    parser.add_argument("--content-cache-tokens", type=int, help="the content cache's budget (default: the server's)")
     parser.add_argument("--smoke", action="store_true", help="a random-weight llama, 120 requests, 40 to warm up")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="spinfc-soak-"))
     model = args.model
     if args.smoke:  # a two-layer llama of tiny widths with SmolLM2's tokenizer
-        model, args.n, args.warm = str(work / "model"), 120, 40
+        model = str(work / "model")
         models.snapshot("llama-3-8b", work / "model", models.tokenizer_folder("smollm2-135m", work / "tokenizer"),
                         layers=2, tiny=True)
-    with served(model, "cpu", work / "server.log", args=("--warmup", "none")) as server, \
+    args.n = args.n or (120 if args.smoke else 1000)
+    args.warm = args.warm or (40 if args.smoke else 300)
+    cache = () if args.content_cache_tokens is None else ("--content-cache-tokens", str(args.content_cache_tokens))
+    with served(model, "cpu", work / "server.log", args=("--warmup", "none", *cache)) as server, \
             httpx.Client(base_url=server.url, timeout=600) as client:
         process = psutil.Process(server.process.pid)
 
@@ -84,10 +89,11 @@ def main(argv: list[str] | None = None) -> None:
                 raise SystemExit(f"request {i} ({path}): {answer.status_code} {answer.text[:300]}")
             if i + 1 == args.warm:
                 reference = process.memory_info().rss / 2**20
-            if (i + 1) % 100 == 0 or i + 1 == args.n or i + 1 == args.warm:
+            if (i + 1) % args.every == 0 or i + 1 == args.n or i + 1 == args.warm:
                 print(f"{i + 1:5d} requests  {time.perf_counter() - started:7.1f} s  {reading()}", flush=True)
         end = process.memory_info().rss / 2**20
-    print(f"growth from request {args.warm} to {args.n}: {end - reference:+.1f} MB resident")
+    print(f"growth from request {args.warm} to {args.n}: {end - reference:+.1f} MB resident "
+          f"({(end - reference) / (args.n - args.warm) * 100:+.2f} MB per 100 requests)")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ class PassContext:
     memo: dict = attrs.field(factory=dict, eq=False, repr=False)
 
 
-MEMO_ENTRIES = 100_000  # encodings of prompt and option texts (small: a text and its tokens) before all are dropped
+# encodings of prompt and option texts kept before all are dropped (the question sets' entries stay): about 570 bytes a
+# text of 15 tokens, so 9 MB when full; at 100,000 a stream of new question sets filled 56 MB over 1,400 requests
+MEMO_ENTRIES = 16_384
 SETS_REMEMBERED = 64  # question sets whose questions, tokens, trie and tree rows are kept (least recently used go)
 ENTRIES_PER_SET = 4  # a query set's questions and their tokens, a question set's trie and its tree rows
 SET_QUESTIONS_REMEMBERED = 4096  # a larger set is built every time: the kept sets stay bounded in size, not only count

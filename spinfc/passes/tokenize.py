@@ -22,8 +22,11 @@ def tokenize(program: Program, ctx: PassContext) -> Program:
     """Tokenize with the context's tokenizer (the model's own); see `tokenize_with`."""
     if ctx.tokenizer is None:
         raise ValueError("tokenize needs a tokenizer in the pass context (PassContext(tokenizer=...))")
-    if len(ctx.memo) > MEMO_ENTRIES:
+    if len(ctx.memo) > MEMO_ENTRIES:  # the texts' encodings go; the question sets' LRU stays
+        sets = ctx.memo.get("sets")
         ctx.memo.clear()
+        if sets is not None:
+            ctx.memo["sets"] = sets
     return tokenize_with(program, ctx.tokenizer, ctx.memo, ctx.codes)
 
 

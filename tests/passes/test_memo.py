@@ -94,3 +94,20 @@ def test_a_set_larger_than_the_bound_is_not_kept() -> None:
     remember(memo, ("questions", "large"), tuple(range(SET_QUESTIONS_REMEMBERED + 1)))
     assert recalled(memo, ("questions", "small")) == (1, 2, 3)
     assert recalled(memo, ("questions", "large")) is None
+
+
+def test_the_texts_encodings_are_bounded_and_their_clearing_keeps_the_sets(tokenizer, monkeypatch) -> None:
+    """The texts' encodings are dropped past MEMO_ENTRIES (a stream of new questions filled 56 MB at 100,000); the
+    question sets' LRU stays, so a set asked again still compiles to the same trie."""
+    import importlib
+
+    tokenize = importlib.import_module("spinfc.passes.tokenize")  # the module (the package exports its function)
+    monkeypatch.setattr(tokenize, "MEMO_ENTRIES", 8)
+    ctx = fresh(tokenizer)
+    kept = {"id": "q", "template": "\n\nQuestion kept?\nAnswer:<?>", "options": [" yes", " no"]}
+    trie = compiled(body(TEXTS[0], [kept]), ctx).trie
+    for i in range(20):
+        query = {"id": "q", "template": f"\n\nQuestion {i}?\nAnswer:<?>", "options": [" yes", " no"]}
+        compiled(body(TEXTS[0], [query]), ctx)
+        assert len(ctx.memo) <= 8 + 4  # cleared past 8 texts, then one request's texts and the sets added
+    assert compiled(body(TEXTS[1], [kept]), ctx).trie is trie

@@ -28,7 +28,10 @@ from spinfc.runtime.extract import budget
 from spinfc.runtime.schedule.scheduler import floor_key
 
 PENDING_SECONDS = 1.0  # a compiled request not submitted within this long no longer counts as arriving
-SETS_REMEMBERED = 256  # question sets whose score map and floor key are kept
+# question sets whose score map, floor key and tree arrays are kept (the least recently used go): as many as the compile
+# memo keeps (passes/context.py), since an entry holds its set's trie, and a longer list here would keep alive tries
+# the memo has dropped (145 KB a set of 120 questions: at 256 sets this was the largest cache after the content cache)
+SETS_REMEMBERED = 64
 
 
 def _extracts(program: Program) -> bool:
@@ -41,7 +44,7 @@ class Intake:
     def __init__(self, model, context: PassContext):
         """`model`: the engine's (its name for the frontend, its weights' identity for floor keys)."""
         self.model, self.model_name, self.context, self.shapes = model, model.name, context, context.shapes
-        self._sets: dict[tuple, tuple] = {}  # per question set: (its trie, ScoreMap, floor key, TreeArrays)
+        self._sets: OrderedDict[tuple, tuple] = OrderedDict()  # per question set: (trie, ScoreMap, floor key, TreeArrays)
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spinfc-compile")
         self._lock = threading.Lock()
         self._on_the_way = 0  # requests on (or waiting for) the compile thread
@@ -85,11 +88,12 @@ class Intake:
         key = (id(program.trie), program.contents[floor].tokens)
         entry = self._sets.get(key)
         if entry is None or entry[0] is not program.trie or program.trie is None:
-            if len(self._sets) >= SETS_REMEMBERED:
-                self._sets.clear()
             entry = (program.trie, ScoreMap(program.questions, program.segments[floor].reads),
                      floor_key(self.model, program, floor), TreeArrays.of(program.segments[floor].tree))
             self._sets[key] = entry
+        self._sets.move_to_end(key)
+        while len(self._sets) > SETS_REMEMBERED:
+            self._sets.popitem(last=False)
         return entry[1:]
 
     async def compile_async(self, body: dict, check: Callable[[Program], None] | None = None) -> Compiled:

@@ -33,10 +33,11 @@ class Grammars:
     def __init__(self, tokenizer, vocab: int, stop_tokens: frozenset[int]):
         self.vocab, self.stop_tokens = vocab, stop_tokens
         info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab, stop_token_ids=sorted(stop_tokens))
-        self._compiler = xgrammar.GrammarCompiler(info, cache_enabled=True)
-        self._compiled: dict[str, xgrammar.CompiledGrammar] = {}
+        # compiled grammars are kept here, the GRAMMARS_REMEMBERED used last (xgrammar's own cache is unbounded)
+        self._compiler = xgrammar.GrammarCompiler(info, cache_enabled=False)
+        self._compiled: OrderedDict[str, xgrammar.CompiledGrammar] = OrderedDict()
         self._lock = threading.Lock()
-        self._endings: dict[str, tuple[torch.Tensor, dict[int, str]]] = {}
+        self._endings: OrderedDict[str, tuple[torch.Tensor, dict[int, str]]] = OrderedDict()
         self._texts: list[str] | None = None
         self._stops_cleared = torch.full((xgrammar.get_bitmask_shape(1, vocab)[1],), -1, dtype=torch.int32)
         for token in stop_tokens:
@@ -68,7 +69,7 @@ class Grammars:
                 self._endings[end] = (bits, holding)
                 log.info("found the tokens holding the extraction terminator %r in %.1f s (once a server)", end,
                          time.perf_counter() - started)
-            return self._endings[end]
+            return _used(self._endings, end)
 
     def ends_with(self, matcher, text: str) -> xgrammar.GrammarMatcher | None:
         """A copy of `matcher` after `text` if the grammar accepts it and is then complete, else None."""
@@ -82,7 +83,7 @@ class Grammars:
         with self._lock:
             if regex not in self._compiled:
                 self._compiled[regex] = self._compiler.compile_regex(regex)
-            compiled = self._compiled[regex]
+            compiled = _used(self._compiled, regex)
         return xgrammar.GrammarMatcher(compiled)
 
     def masks(self, matchers) -> torch.Tensor:
@@ -112,6 +113,17 @@ class Grammars:
 
 
 log = logging.getLogger("spinfc.engine")
+GRAMMARS_REMEMBERED = 64  # compiled grammars and terminators' token tables kept per tokenizer (a slot kind, lead and
+# terminator each: a template's text picks the terminator, so a stream of requests could ask for any number)
+
+
+def _used(kept: OrderedDict, key):
+    """`kept[key]`, now the most recently used; the least recently used beyond GRAMMARS_REMEMBERED dropped."""
+    kept.move_to_end(key)
+    while len(kept) > GRAMMARS_REMEMBERED:
+        kept.popitem(last=False)
+    return kept[key]
+
 TOKENIZERS_REMEMBERED = 4  # tokenizers whose tables are kept (a router's models; least recently used go)
 # id(tokenizer) -> (the tokenizer, its Grammars): the entry holds the tokenizer, so its id is not reused by another
 _BY_TOKENIZER: OrderedDict[int, tuple[object, Grammars]] = OrderedDict()
