@@ -18,6 +18,7 @@ from spinfc.ir.nodes import AnswerRead, Content, Option, OptionSlot, Program, Qu
 from spinfc.passes.dedupe_prefixes import dedupe_prefixes
 from spinfc.passes import PassContext, layout, plan_packing, segment
 from spinfc.shapes import Shapes
+from spinfc.runtime.models.gemma3 import Gemma3Config
 from spinfc.runtime.weights.config import ModelConfig
 
 
@@ -169,7 +170,7 @@ SMALL_CONFIGS = {
     "qwen3": ModelConfig(family="qwen3", hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, intermediate=768,
                          vocab=8192, rope_theta=1000000.0, norm_eps=1e-6, tie_embeddings=False),
     # head dim 256, one kv head, sliding-window layers (window 48 positions), GELU-tanh, (1 + w) norms
-    "gemma3": ModelConfig(family="gemma3", hidden=384, layers=4, heads=4, kv_heads=1, head_dim=256,
+    "gemma3": Gemma3Config(family="gemma3", hidden=384, layers=4, heads=4, kv_heads=1, head_dim=256,
                           intermediate=1024, vocab=8192, rope_theta=1000000.0, norm_eps=1e-6, tie_embeddings=True,
                           rope_local_theta=10000.0, sliding_window=48, sliding_layers=(True, True, False, True),
                           query_pre_attn_scalar=256.0),

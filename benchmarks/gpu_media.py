@@ -40,7 +40,7 @@ from spinfc.runtime.models import build_model  # noqa: E402
 from spinfc.runtime.precision import Precision  # noqa: E402
 from spinfc.runtime.runner import Runner, SegmentArrays  # noqa: E402
 from spinfc.runtime.towers import TOWER_PREFIXES, MediaReader, towers_of  # noqa: E402
-from spinfc.runtime.weights.config import from_hf  # noqa: E402
+from spinfc.runtime.families import from_hf  # noqa: E402
 from spinfc.shapes import Shapes  # noqa: E402
 from tests.media.snapshots import SPECIALS, byte_tokenizer  # noqa: E402
 

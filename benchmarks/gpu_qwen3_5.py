@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import attrs  # noqa: E402
 import torch  # noqa: E402
 
-from spinfc.runtime.weights.config import LinearAttention, ModelConfig  # noqa: E402
+from spinfc.runtime.models.qwen3_5 import LinearAttention, Qwen3_5Config  # noqa: E402
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder (tokenizer.json, ...)")
@@ -41,7 +41,7 @@ ARGS.add_argument("--small", action="store_true", help="a tiny model and job on 
 
 # Qwen3.5-27B's text config (hidden 5120, 64 layers: 48 Gated DeltaNet, 16 gated attention of 24 heads of 256 over
 # 4 kv heads; linear attention 16 key heads and 48 value heads of 128, conv kernel 4; partial rotary 0.25).
-QWEN3_5_27B = ModelConfig(
+QWEN3_5_27B = Qwen3_5Config(
     family="qwen3_5", hidden=5120, layers=64, heads=24, kv_heads=4, head_dim=256, intermediate=17408, vocab=248320,
     rope_theta=10_000_000.0, norm_eps=1e-6, tie_embeddings=False, rotary_dim=64,
     linear=LinearAttention(layers=tuple((i + 1) % 4 != 0 for i in range(64)), key_heads=16, value_heads=48,
@@ -60,7 +60,7 @@ def job_tokens() -> int:
     return JOB["contents"] * JOB["content_tokens"] + job_questions() * JOB["question_tokens"]
 
 
-def tiny(vocab: int) -> ModelConfig:
+def tiny(vocab: int) -> Qwen3_5Config:
     return attrs.evolve(QWEN3_5_27B, hidden=64, layers=4, heads=4, kv_heads=1, head_dim=32, intermediate=128,
                         vocab=vocab, rotary_dim=8,
                         linear=LinearAttention(layers=(True, True, True, False), key_heads=2, value_heads=4,
@@ -71,12 +71,12 @@ def on_cuda() -> bool:
     return DEVICE.startswith("cuda")
 
 
-def shape(layers: int, vocab: int) -> ModelConfig:
+def shape(layers: int, vocab: int) -> Qwen3_5Config:
     c = QWEN3_5_27B
     return attrs.evolve(c, layers=layers, vocab=vocab, linear=attrs.evolve(c.linear, layers=c.linear.layers[:layers]))
 
 
-def random_state(c: ModelConfig, device, seed: int = 0, dtype=torch.bfloat16) -> dict[str, torch.Tensor]:
+def random_state(c: Qwen3_5Config, device, seed: int = 0, dtype=torch.bfloat16) -> dict[str, torch.Tensor]:
     """Random weights in Hugging Face naming; output projections scaled down (each block a small update)."""
     g = torch.Generator(device=device).manual_seed(seed)
     lin = c.linear
@@ -118,7 +118,7 @@ def random_state(c: ModelConfig, device, seed: int = 0, dtype=torch.bfloat16) ->
     return state
 
 
-def build(c: ModelConfig, name: str | None = None):
+def build(c: Qwen3_5Config, name: str | None = None):
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
     from spinfc.runtime.precision import Precision
@@ -129,7 +129,7 @@ def build(c: ModelConfig, name: str | None = None):
                        weights_hash=f"random-qwen3_5-{c.layers}")
 
 
-def non_embedding_params(c: ModelConfig) -> int:
+def non_embedding_params(c: Qwen3_5Config) -> int:
     lin, per_full, per_linear = c.linear, 0, 0
     mlp = 3 * c.hidden * c.intermediate
     per_full = c.hidden * (2 * c.heads + 2 * c.kv_heads) * c.head_dim + c.heads * c.head_dim * c.hidden + mlp
@@ -138,7 +138,7 @@ def non_embedding_params(c: ModelConfig) -> int:
     return sum(per_linear if linear else per_full for linear in lin.layers)
 
 
-def state_bytes_per_content(c: ModelConfig, dtype_bytes: int = 2) -> int:
+def state_bytes_per_content(c: Qwen3_5Config, dtype_bytes: int = 2) -> int:
     """The recurrent states a content leaves for its questions: per linear layer Hv x Dk x Dv float32 and the conv
     state (K - 1) x C in the compute dtype."""
     lin = c.linear
@@ -215,7 +215,7 @@ def check_parity(failures: list) -> dict:
 
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.weights.config import from_hf
+    from spinfc.runtime.families import from_hf
     from tests.runtime.tree_launch import Case, Question, build_launch, transformers_logprobs
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -265,7 +265,7 @@ def content_scores(job, outputs, content: str) -> dict:
     return {k: v for k, v in job.scores(outputs).items() if k[0] == content}
 
 
-def check_invariance(model, c: ModelConfig, budget: int, failures: list) -> dict:
+def check_invariance(model, c: Qwen3_5Config, budget: int, failures: list) -> dict:
     """Content c0's reads bit-identical: in the job, in the job in reverse order (another offset, pass and
     neighbours), alone, and packed beside contents asked other questions."""
     from gpu_job import compile_job, make_program, seed_job, seed_questions
@@ -330,7 +330,7 @@ def matmul_rate() -> float:
     return 2 * n**3 / seconds
 
 
-def speed_prelowered(model, c: ModelConfig, budget: int) -> dict:
+def speed_prelowered(model, c: Qwen3_5Config, budget: int) -> dict:
     from gpu_job import seed_job
 
     job = seed_job(c.vocab, max_budget=budget, **JOB)
@@ -342,7 +342,7 @@ def speed_prelowered(model, c: ModelConfig, budget: int) -> dict:
     return {"seconds": seconds, "passes": len(launches), "fill": job.fill, "budget": job.shape[0], "scores": scores}
 
 
-def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict:
+def speed_rereading(model, c: Qwen3_5Config, budget: int, sample: int = 2) -> dict:
     """Every question as its own sequence (content + question, then its options): `sample` contents' questions
     packed in passes of the same budget, timed and extrapolated to the 24 contents."""
     from gpu_job import compile_job, make_program, seed_job
@@ -362,7 +362,7 @@ def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict
             "passes_sampled": len(launches)}
 
 
-def engine_and_http(c: ModelConfig, tokenizer_dir: Path, budget: int, port: int, skip_http: bool) -> dict:
+def engine_and_http(c: Qwen3_5Config, tokenizer_dir: Path, budget: int, port: int, skip_http: bool) -> dict:
     from job import content, request_body
     from spinfc.registry import load_tokenizer
 
@@ -392,7 +392,7 @@ def engine_and_http(c: ModelConfig, tokenizer_dir: Path, budget: int, port: int,
     return out
 
 
-def in_process_engine(c: ModelConfig, name: str, body: dict, questions: int) -> dict:
+def in_process_engine(c: Qwen3_5Config, name: str, body: dict, questions: int) -> dict:
     from spinfc.backend import serving
     from spinfc.registry import load_tokenizer
     from spinfc.runtime.engine import Engine
@@ -422,7 +422,7 @@ def in_process_engine(c: ModelConfig, name: str, body: dict, questions: int) -> 
             torch.cuda.empty_cache()
 
 
-def serve_child(c: ModelConfig, name: str, port: int, device: str) -> None:
+def serve_child(c: Qwen3_5Config, name: str, port: int, device: str) -> None:
     import uvicorn
 
     from spinfc.config import EngineSettings, ServerSettings, Settings

@@ -30,18 +30,11 @@ KNOWN_UPWARD = {
     ("spinfc.packsrc.golden", "spinfc.bulk.questions"),
     ("spinfc.registry", "spinfc.runtime.weights.whole"),
     ("spinfc.wire.schemas", "spinfc.runtime.results"),
-    # from the branches merged on 2026-12-04: a tokenizer's folder checked where the registry reads it, and the fp8
-    # per-token kernel reading its scheme's range
-    ("spinfc.registry", "spinfc.runtime.weights.folder"),
+    # from the branches merged on 2026-12-04: the fp8 per-token kernel reading its scheme's range
     ("spinfc.backend.kernels.quantize_tokens", "spinfc.runtime.quant.schemes"),
 }
 KNOWN_CIRCLES = {
     frozenset({"spinfc.frontend.pack", "spinfc.frontend.pack_categories", "spinfc.frontend.pack_reader"}),
-    # the config reader and the family configs, grown through the folder checks and the decision head (both read
-    # the registry's resolution of a name) when the branches of 2026-12-04 met: one to break next
-    frozenset({"spinfc.registry", "spinfc.runtime.weights.config", "spinfc.runtime.weights.decision_head",
-               "spinfc.runtime.weights.folder", "spinfc.runtime.weights.gemma4_config",
-               "spinfc.runtime.weights.qwen3_5"}),
     # usage counts (extract.budget) read by the compiled request that limits imports: likewise
     frozenset({"spinfc.runtime.compiled", "spinfc.runtime.extract.budget", "spinfc.runtime.limits"}),
 }

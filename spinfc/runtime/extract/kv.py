@@ -54,8 +54,10 @@ def stack_of(model):
 
 def is_recurrent(model) -> bool:
     """Whether the model's stack has linear-attention (recurrent) layers."""
+    from spinfc.runtime.families import is_recurrent as recurrent
+
     stack, _ = stack_of(model)
-    return getattr(stack.config, "linear", None) is not None
+    return recurrent(stack.config)
 
 
 @torch.inference_mode()
