@@ -53,11 +53,12 @@ def stack_of(model):
 
 
 def is_recurrent(model) -> bool:
-    """Whether the model's stack has linear-attention (recurrent) layers."""
-    from spinfc.runtime.families import is_recurrent as recurrent
+    """Whether the model's stack has recurrent (linear-attention) layers: its family says (`FamilySpec.recurrent`)."""
+    from spinfc.runtime.families import family_of
 
     stack, _ = stack_of(model)
-    return recurrent(stack.config)
+    family = getattr(stack.config, "family", None)  # (a stand-in's config may name none: not recurrent)
+    return family is not None and family_of(family).spec.recurrent
 
 
 @torch.inference_mode()

@@ -1,5 +1,5 @@
 """Llama (SmolLM2, Llama 3): pre-norm layers, rope with one base, SiLU-gated MLP. Its config reader is the one a
-Llama-shaped family starts from (`llama_fields`: Qwen3, Mistral)."""
+Llama-shaped family starts from (`llama_fields`: Qwen3, and each family shaped like it)."""
 
 from __future__ import annotations
 
