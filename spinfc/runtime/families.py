@@ -17,7 +17,9 @@ none of them.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import attrs
@@ -54,7 +56,13 @@ class Family:
 
     @property
     def spec(self) -> FamilySpec:
-        return importlib.import_module(f"spinfc.runtime.models.{self.home}").FAMILY
+        return _declared(self.home)
+
+
+@cache
+def _declared(home: str) -> FamilySpec:
+    """The `FAMILY` a home declares (imported on the first question about its family)."""
+    return importlib.import_module(f"spinfc.runtime.models.{home}").FAMILY
 
 
 FAMILIES = (
@@ -110,8 +118,6 @@ def decision_codes(hf: dict[str, Any]) -> tuple[str, ...] | None:
 def codes_of_model(name: str | None) -> tuple[str, ...]:
     """The codes of the named model (empty for a model that reads its vocabulary), from its config.json alone (no
     weights): what `spinfc compile` tokenizes a pack's code questions with."""
-    import json
-
     from spinfc import registry
 
     source = registry.resolve(name)
@@ -122,8 +128,6 @@ def codes_of_model(name: str | None) -> tuple[str, ...]:
 
 def config_from_json(text: str) -> ModelConfig:
     """A config `ModelConfig.to_json` wrote, as its family's class."""
-    import json
-
     return family_of(json.loads(text)["family"]).spec.config.from_json(text)
 
 
