@@ -47,11 +47,12 @@ import attrs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from spinfc.server.request_packs import add_packs, split_results  # noqa: E402
+
 from spinfc.config import EngineSettings  # noqa: E402
-from spinfc.frontend.pack import load_pack  # noqa: E402
+from spinfc.frontend import load_pack  # noqa: E402
 from spinfc.ir.nodes import Content, Program  # noqa: E402
 from spinfc.runtime.pack_scores import decide, lift, score_pack  # noqa: E402
-from spinfc.server.request_packs import add_packs, split_results  # noqa: E402
 
 GEMMA_TURN = ("<start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n")
 FILES = {"support-triage": ("fixtures/labelled/support-triage.jsonl", "packs/support-triage.toml"),

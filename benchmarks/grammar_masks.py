@@ -3,7 +3,7 @@
     python benchmarks/grammar_masks.py [--repeats 50]
 
 For each tokenizer (gemma3-270m: 262,144 tokens; smollm2-135m: 49,152) and each slot grammar of
-spinfc/passes/decode_plan.py, with xgrammar and llguidance: the time to build the tokenizer's table once, to
+spinfc/ir/decode_plan.py, with xgrammar and llguidance: the time to build the tokenizer's table once, to
 compile the grammar, to start a matcher, to copy one (a beam that forks), and to fill the next-token mask at each
 step of a typical answer (the answer's tokens accepted one by one). The masks of both libraries are compared at every
 step (the same allowed set, or the run says where they differ).
@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from spinfc.passes.decode_plan import slot_regex
+from spinfc.ir.decode_plan import slot_regex
 from spinfc.registry import load_tokenizer
 
 ANSWERS = {"text": (' September"', '"'), "number": (" 1,250.5\n", "\n"), "amount": (" $12.50\n", "\n")}

@@ -26,7 +26,7 @@ import pyarrow as pa
 from spinfc.bulk.questions import QuestionSet
 from spinfc.frontend.pack import combinations
 from spinfc.ir.nodes import Option, Query
-from spinfc.runtime.results import QueryResult
+from spinfc.wire.results import QueryResult
 
 BASE = (("id", pa.string()), ("row", pa.int64()), ("error_code", pa.string()), ("error", pa.string()))
 OPTION_FIELDS = ("p", "floor_p", "logprob")

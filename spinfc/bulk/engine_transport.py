@@ -58,7 +58,8 @@ class EngineTransport:
             raise BulkError(f"the engine refuses these questions: {error.code}: {error.message}") from None
 
     async def score(self, texts: list[str | RowContent]) -> list[ContentResult]:
-        from spinfc.runtime.engine import PassFailed, Refused
+        from spinfc.runtime.engine import PassFailed
+        from spinfc.runtime.refused import Refused
         from spinfc.runtime.scoring import score
 
         plan = attrs.evolve(self.plan, program=attrs.evolve(

@@ -21,7 +21,7 @@ from spinfc.bulk.errors import BulkError, Rejected
 from spinfc.bulk.questions import QuestionSet
 from spinfc.bulk.transport import ContentResult, RowContent, text_and_media
 from spinfc.client.media import data_url
-from spinfc.runtime.results import QueryResult
+from spinfc.wire.results import QueryResult
 
 
 class HttpTransport:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import attrs
 
-from spinfc.runtime.results import QueryResult
+from spinfc.wire.results import QueryResult
 
 
 @attrs.frozen

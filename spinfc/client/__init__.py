@@ -19,8 +19,8 @@ from spinfc.client.calls import SpinfcError
 from spinfc.client.media import audio_part, frames_part, image_part, text_part, user_message, video_part
 from spinfc.client.sync import Client
 from spinfc.wire.decisions import DecisionAnswer, DecisionResponse
+from spinfc.wire.results import Combination, OptionScore, QueryResult
 from spinfc.wire.schemas import InputResult, ModelCard, ModelList, PackList, PackResult, ScoreRequest, ScoreResponse
-from spinfc.runtime.results import Combination, OptionScore, QueryResult
 
 __all__ = [
     "Client", "AsyncClient", "SpinfcError", "Batch",

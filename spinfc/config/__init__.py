@@ -23,9 +23,8 @@ from pathlib import Path
 
 import attrs
 
-from spinfc.config.limits import Limits, LimitExceeded, limit_field  # noqa: F401  (re-exported)
+from spinfc.config.limits import LimitExceeded, Limits, limit_field  # noqa: F401  (re-exported)
 from spinfc.config.values import ConfigError, Source, check_value, describe_default, parse_value, setting
-
 from spinfc.registry import DEFAULT_MODEL
 
 # SPINFC_* variables that are not settings: the config file, the caches (registry.py), the Python client's and the
@@ -79,19 +78,6 @@ class EngineSettings:
         import torch
 
         return "cuda:0" if torch.cuda.is_available() else "cpu"
-
-    def resolved_precision(self):
-        """The `Precision` to load with: `dtype` (default float32 on the CPU, float16 on CUDA), mixed or uniform."""
-        import torch
-
-        from spinfc.runtime.precision import Precision
-
-        on_cuda = self.resolved_device().startswith("cuda")
-        from spinfc.backend.serving import CUDA_DTYPE
-
-        dtype = getattr(torch, self.dtype or (CUDA_DTYPE if on_cuda else "float32"))
-        return Precision.mixed(dtype) if self.precision == "mixed" and dtype != torch.float32 else \
-            Precision.uniform(dtype)
 
     def resolved_budget(self) -> int:
         """The token budget of one pass: `token_budget`, or the default for the resolved device."""

@@ -8,7 +8,8 @@
 Every mistake is a `spinfc.errors.CompileError` with a code, a place (file, line, column or JSON path) and a hint.
 """
 
-from spinfc.frontend.pack import Category, Condition, Decision, Member, Pack, Rule, load_pack, program_from_pack
+from spinfc.frontend.pack import Category, Condition, Decision, Member, Pack, Rule, program_from_pack
+from spinfc.frontend.pack_reader import load_pack
 from spinfc.frontend.request import program_from_request
 from spinfc.frontend.template import escape_text, parse_template
 from spinfc.frontend.validate import validate_packs

@@ -131,19 +131,6 @@ def canonical_model(name: str) -> str:
     return name
 
 
-def load_pack(path: str | Path) -> Pack:
-    """Read and check the pack file at `path`; raise the first `PackError`/`TemplateError` (file, line, column).
-
-    `pack_reader.read_pack` gives every error of the file instead (what `spinfc packs validate` prints)."""
-    from spinfc.frontend.pack_reader import read_pack
-
-    pack, errors = read_pack(Path(path))
-    if errors:
-        raise errors[0]
-    assert pack is not None
-    return pack
-
-
 def program_from_pack(pack: Pack, contents: Sequence[str], model: str) -> Program:
     """The program asking every question of `pack` about each content (ids `input-0`, `input-1`, ...),
     each content presented inside the pack's presentation text."""

@@ -148,3 +148,14 @@ def _questions(f: Fields, errors: list[CompileError]) -> dict[str, Query | None]
         elif isinstance(query_id, str):
             queries[query_id] = query
     return queries
+
+
+def load_pack(path: str | Path) -> Pack:
+    """Read and check the pack file at `path`; raise the first `PackError`/`TemplateError` (file, line, column).
+
+    `read_pack` gives every error of the file instead (what `spinfc packs validate` prints)."""
+    pack, errors = read_pack(Path(path))
+    if errors:
+        raise errors[0]
+    assert pack is not None
+    return pack

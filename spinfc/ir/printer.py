@@ -8,6 +8,7 @@ positions step by one and `end` stays the same: a content, or one branch of the 
 
 from __future__ import annotations
 
+from spinfc.ir.decode_plan import decode_plan
 from spinfc.ir.nodes import OptionSlot, PassLayout, Program, Question, preorder
 
 CONTENT_IDS_SHOWN = 12  # content tokens printed at each end before eliding the middle
@@ -240,9 +241,7 @@ def _layout(out: _Writer, p: Program, lay: PassLayout) -> None:
 
 
 def _decode_plan(out: _Writer, p: Program, lay: PassLayout) -> None:
-    """The extraction questions of the pass: where each decodes from and how (passes/decode_plan.py)."""
-    from spinfc.passes.decode_plan import decode_plan
-
+    """The extraction questions of the pass: where each decodes from and how (ir/decode_plan.py)."""
     plan = decode_plan(p, lay)
     decoded = [s for s in plan if not p.contents[s.content].is_floor]
     if not decoded:

@@ -7,7 +7,7 @@
 A category raises on a content when its score is at least `threshold`; `quiet` ones stay below it. The expected
 categories are what the model was seen to do on contents chosen so that a person agrees (docs/packs.md, Golden
 fixtures): a fixture pins the pack's behaviour on that model, so a change to a question, a weight or the engine that
-moves a clear case is caught. `score_golden` runs them through the bulk job's engine transport.
+moves a clear case is caught. `bulk.golden.score_golden` runs them through the bulk job's engine transport.
 """
 
 from __future__ import annotations
@@ -65,17 +65,3 @@ def mismatches(golden: Golden, categories: Sequence[Mapping[str, float]], labels
         if fixture.label is not None and label != fixture.label:
             found.append(f"{golden.path.name} fixture {k} ({shown!r}): decision {label!r}, expected {fixture.label!r}")
     return found
-
-
-async def score_golden(golden: Golden, pack, load_model=None) -> tuple[list[dict[str, float]], list[str | None]]:
-    """Each fixture's category scores and decision for `pack` on the golden file's model, in this process."""
-    from spinfc.bulk.engine_transport import EngineTransport
-    from spinfc.bulk.questions import QuestionSet
-
-    transport = EngineTransport(QuestionSet((), (), (pack,), golden.model), load_model=load_model)
-    await transport.start()
-    try:
-        results = await transport.score([f.content for f in golden.fixtures])
-    finally:
-        await transport.close()
-    return [r.packs[0].categories for r in results], [r.packs[0].decision for r in results]

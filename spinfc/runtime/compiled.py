@@ -10,17 +10,12 @@ from __future__ import annotations
 import attrs
 
 from spinfc.ir.nodes import Program, Segment
-from spinfc.runtime.results import ContentScores, QueryResult, contents_results
-from spinfc.runtime.segment_arrays import SegmentArrays
+from spinfc.runtime.extract.answers import Generated
+from spinfc.runtime.limits import processed_tokens
+from spinfc.runtime.results import ContentScores, contents_results
 from spinfc.runtime.score_map import ScoreMap
-
-
-class Refused(Exception):
-    """A request the engine will not run, with an error code, a message saying what to do, and the field at fault."""
-
-    def __init__(self, code: str, message: str, param: str | None = None):
-        super().__init__(message)
-        self.code, self.message, self.param = code, message, param
+from spinfc.runtime.segment_arrays import SegmentArrays
+from spinfc.wire.results import QueryResult
 
 
 @attrs.frozen
@@ -50,15 +45,11 @@ class Scored:
         """Usage's input tokens: every content (the floor included) and the question tree under it, as the request
         reads them, whether or not its floor's scores came from the cache (a request's count never depends on what
         ran before it; `processed_tokens` is what this one put into passes)."""
-        from spinfc.runtime.limits import processed_tokens  # limits imports extraction, which imports this module
-
         return processed_tokens(self.compiled.program)
 
     @property
     def output_tokens(self) -> int:
         """Usage's output tokens: every token its `<gen>` slots drew, on every input."""
-        from spinfc.runtime.extract.answers import Generated  # the extraction package imports this module
-
         return sum(len(entry.tokens) for c in self.compiled.inputs for entry in self.scores[c]
                    if isinstance(entry, Generated))
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from spinfc.ir.nodes import Program
 from spinfc.passes import PassContext
 from spinfc.runtime.cached_rows import PassCache
-from spinfc.runtime.compiled import Compiled, Refused, Scored  # noqa: F401 (Refused re-exported)
+from spinfc.runtime.compiled import Compiled, Scored
 from spinfc.runtime.content_cache import ContentCache
 from spinfc.runtime.extract.kv import stack_of
 from spinfc.runtime.extract.scheduling import decodes_at_once
@@ -42,8 +42,7 @@ from spinfc.runtime.generate import Cancelled
 from spinfc.runtime.intake import Intake
 from spinfc.runtime.prompt_logprobs import PromptScores, prompt_program, score_prompts
 from spinfc.runtime.runner import Runner
-from spinfc.runtime.scheduler import (FULL, EngineClosed, PassFailed, Scheduler,  # noqa: F401 (re-exported)
-                                      EngineStats)
+from spinfc.runtime.scheduler import FULL, EngineClosed, EngineStats, PassFailed, Scheduler  # noqa: F401 (re-exported)
 from spinfc.runtime.turns import Generating
 from spinfc.runtime.work import Collect, DecodeSlice, Failed, GenerateStep, Job, Launched, Pass, PromptPass, PromptRead
 from spinfc.shapes import Shapes

@@ -29,6 +29,7 @@ import re
 import attrs
 import torch
 
+from spinfc.backend.serving import CUDA_DTYPE
 from spinfc.backend.split_product import HALVES  # the dtypes a split product multiplies in
 
 SHORT_NAMES = {torch.float32: "float32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -103,3 +104,12 @@ def role(key: str, last_layer: int) -> str:
     if key.startswith(f"model.layers.{last_layer}.") and key.endswith(_ANSWER_ROW_WEIGHTS):
         return "answer"
     return "compute"
+
+
+def resolved_precision(settings) -> Precision:
+    """The `Precision` an engine's settings load with: `dtype` (default float32 on the CPU, `CUDA_DTYPE` on CUDA),
+    mixed or uniform."""
+    on_cuda = settings.resolved_device().startswith("cuda")
+    dtype = getattr(torch, settings.dtype or (CUDA_DTYPE if on_cuda else "float32"))
+    return Precision.mixed(dtype) if settings.precision == "mixed" and dtype != torch.float32 else \
+        Precision.uniform(dtype)

@@ -24,7 +24,7 @@ from spinfc.errors import RequestError
 from spinfc.frontend import Pack
 from spinfc.ir.nodes import Program
 from spinfc.runtime.pack_scores import score_pack
-from spinfc.runtime.results import QueryResult
+from spinfc.wire.results import QueryResult
 from spinfc.wire.schemas import PackResult
 
 

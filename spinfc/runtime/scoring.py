@@ -34,7 +34,7 @@ from spinfc.runtime.compiled import Compiled, Scored
 from spinfc.runtime.extract.budget import decode_work
 from spinfc.runtime.policy import Policy
 from spinfc.runtime.request_packs import WithPacks, add_packs, resolve_packs, split_results
-from spinfc.runtime.results import QueryResult
+from spinfc.wire.results import QueryResult
 from spinfc.wire.schemas import PackResult
 
 INLINE_RESULTS = 2048  # (content, question) pairs whose results are built on the event loop itself (~1 us a pair)

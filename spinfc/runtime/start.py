@@ -23,6 +23,7 @@ from spinfc.config import EngineSettings
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.fingerprint import fingerprint
 from spinfc.runtime.loader import load_default
+from spinfc.runtime.precision import resolved_precision
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
@@ -64,7 +65,7 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
     shapes = Shapes.for_settings(settings)
     # On CUDA: the Triton ops (fp16 matmuls around a float32 residual stream unless set otherwise), every pass at one
     # of a few fixed launch sizes, each replayed from a CUDA graph.
-    model = load_model(settings.model, settings.resolved_precision(), device, **({} if towers else {"media": False}))
+    model = load_model(settings.model, resolved_precision(settings), device, **({} if towers else {"media": False}))
     engine_fingerprint = fingerprint(model, device)
     if on_loaded is not None:
         on_loaded(model, engine_fingerprint)

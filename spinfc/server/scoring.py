@@ -17,12 +17,12 @@ import attrs
 
 from spinfc.frontend.request_schema import ScoreRequest
 from spinfc.runtime.engine import Scored
-from spinfc.runtime.results import QueryResult
 from spinfc.runtime.scoring import score
 from spinfc.server.context import CallContext
 from spinfc.server.debug import plan_summary
 from spinfc.server.per_input import answering
 from spinfc.server.service import Service
+from spinfc.wire.results import QueryResult
 from spinfc.wire.schemas import PackResult
 
 

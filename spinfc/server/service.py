@@ -27,24 +27,25 @@ import attrs
 
 from spinfc import __version__
 from spinfc.config import Settings
+from spinfc.errors import BadModelFiles
 from spinfc.media import MediaPolicy
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
 from spinfc.packsrc.calibrated import stale_calibrations
-from spinfc.errors import BadModelFiles
 from spinfc.registry import ModelNotFound, ModelSource, resolve
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.generator import Generator
+from spinfc.runtime.limits import limits_that_hold
 from spinfc.runtime.loader import load_default
+from spinfc.runtime.prechecks import model_longest_token
+from spinfc.runtime.precision import resolved_precision
+from spinfc.runtime.scheduler import DECODE_ROW_COST
 from spinfc.runtime.start import start_engine
 from spinfc.runtime.weights.config import UnsupportedModel
-from spinfc.runtime.scheduler import DECODE_ROW_COST
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
-from spinfc.runtime.limits import limits_that_hold
-from spinfc.shapes import Shapes
-from spinfc.runtime.prechecks import model_longest_token
 from spinfc.server.shutdown import Shutdown, on_daemon_thread
+from spinfc.shapes import Shapes
 
 # How long a thread holding the GIL keeps it while another waits (Python's default: 5 ms). Each of the CUDA calls
 # that launch a pass gives the GIL up and takes it back; with requests parsed and compiled on other threads, 5 ms
@@ -177,7 +178,7 @@ class Service:
             self._hold_limits(Shapes.for_settings(config))
             started = time.perf_counter()
             log.info("loading %s on %s (%s; on a first start the weights are unpacked and converted, which can "
-                     "take a minute on a CPU)", config.model, device, config.resolved_precision().name())
+                     "take a minute on a CPU)", config.model, device, resolved_precision(config).name())
             self.source = await asyncio.to_thread(resolve, config.model)
 
             def loaded(model, engine_fingerprint: str) -> None:  # on start_engine's thread, before the capture

@@ -14,10 +14,17 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from spinfc.frontend.request_schema import (  # noqa: F401  (the request format is the frontend's; re-exported)
-    ContentPart, Message, PackRef, ScoreInput, ScoreRequest, Scoring, ScoringQuery, Seed,
+    ContentPart,
+    Message,
+    PackRef,
+    ScoreInput,
+    ScoreRequest,
+    Scoring,
+    ScoringQuery,
+    Seed,
 )
-from spinfc.runtime.results import QueryResult
 from spinfc.wire.completions import ChatLogprobs, TopCount
+from spinfc.wire.results import QueryResult
 
 
 class PackResult(msgspec.Struct):

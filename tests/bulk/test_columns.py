@@ -6,10 +6,9 @@ import pyarrow as pa
 
 from spinfc.bulk.columns import Layout, slug
 from spinfc.bulk.questions import load_questions
-from spinfc.runtime.results import Combination, OptionScore, QueryResult
+from spinfc.wire.results import Combination, OptionScore, QueryResult
 
 from .paths import QUERIES
-
 
 
 def test_slugs():

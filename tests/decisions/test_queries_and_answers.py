@@ -8,7 +8,12 @@ import pytest
 from spinfc.frontend.template import parse_template
 from spinfc.ir.nodes import SlotRef, SourceLoc, Text
 from spinfc.runtime.decisions import (
-    choice_labels, decision_answers, decision_messages, decision_queries, escape_template_text, gini_confidence,
+    choice_labels,
+    decision_answers,
+    decision_messages,
+    decision_queries,
+    escape_template_text,
+    gini_confidence,
     level_labels,
 )
 
@@ -178,7 +183,7 @@ def test_queries_compile_as_a_score_request():
 
 
 def test_answers_from_the_engines_result_structs():
-    from spinfc.runtime.results import Combination, OptionScore, QueryResult
+    from spinfc.wire.results import Combination, OptionScore, QueryResult
 
     body = {"state": "x", "questions": {"spam": {"type": "noul", "instructions": "Is it spam?"}}}
     (query,) = decision_queries(body)

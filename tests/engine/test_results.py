@@ -9,10 +9,21 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from spinfc.ir.nodes import AnswerRead, Content, Option, OptionSlot, Program, Query, Question, SlotRef, SourceLoc
-from spinfc.ir.nodes import Template, Text
-from spinfc.runtime.results import Combination, OptionScore, QueryResult, content_scores, contents_results
-from spinfc.runtime.results import query_results, residual, softmax
+from spinfc.ir.nodes import (
+    AnswerRead,
+    Content,
+    Option,
+    OptionSlot,
+    Program,
+    Query,
+    Question,
+    SlotRef,
+    SourceLoc,
+    Template,
+    Text,
+)
+from spinfc.runtime.results import content_scores, contents_results, query_results, residual, softmax
+from spinfc.wire.results import Combination, OptionScore, QueryResult
 
 LOC = SourceLoc("<test>")
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 import re
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from spinfc.ir.decode_plan import CURRENCY, NUMBER, slot_regex, terminator
 from spinfc.ir.nodes import GenerateSlot, NumberSlot, Program, Question, TextSlot
-from spinfc.passes.decode_plan import CURRENCY, NUMBER, slot_regex, terminator
 from spinfc.runtime.extract.answers import Answer, Generated, Searched, make_answer
 from spinfc.runtime.results import query_results
 

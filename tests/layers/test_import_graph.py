@@ -23,21 +23,9 @@ LAYERS = (
 
 # Left to remove (issue 35): each names the importing module and what it imports from a later stage.
 KNOWN_UPWARD = {
-    ("spinfc.config", "spinfc.backend.serving"),
-    ("spinfc.config", "spinfc.runtime.precision"),
-    ("spinfc.ir.printer", "spinfc.passes.decode_plan"),
-    ("spinfc.packsrc.golden", "spinfc.bulk.engine_transport"),
-    ("spinfc.packsrc.golden", "spinfc.bulk.questions"),
     ("spinfc.registry", "spinfc.runtime.weights.whole"),
-    ("spinfc.wire.schemas", "spinfc.runtime.results"),
-    # from the branches merged on 2026-12-04: the fp8 per-token kernel reading its scheme's range
-    ("spinfc.backend.kernels.quantize_tokens", "spinfc.runtime.quant.schemes"),
 }
-KNOWN_CIRCLES = {
-    frozenset({"spinfc.frontend.pack", "spinfc.frontend.pack_categories", "spinfc.frontend.pack_reader"}),
-    # usage counts (extract.budget) read by the compiled request that limits imports: likewise
-    frozenset({"spinfc.runtime.compiled", "spinfc.runtime.extract.budget", "spinfc.runtime.limits"}),
-}
+KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 
 def module_name(path: Path) -> str:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from spinfc.frontend import load_pack
-from spinfc.packsrc.golden import mismatches, read_golden, score_golden
+from spinfc.bulk.golden import score_golden
+from spinfc.packsrc.golden import mismatches, read_golden
 
 PACKS = Path(__file__).resolve().parents[2] / "packs"
 GOLDEN = sorted((PACKS / "golden").glob("*.json"))

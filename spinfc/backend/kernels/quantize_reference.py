@@ -1,4 +1,5 @@
-"""The torch version of `kernels.quantize` (no Triton import, so the CPU path runs without Triton installed), and
+"""The torch versions of `kernels.quantize` and `kernels.quantize_tokens` (no Triton import, so the CPU path runs
+without Triton installed), and
 `ActivationQuant`: how a kernel that produces a linear layer's input quantizes it in its own store."""
 
 from __future__ import annotations
@@ -30,3 +31,19 @@ def quantize_reference(x: torch.Tensor, inv_scale: torch.Tensor, storage: torch.
     if not storage.is_floating_point:
         v = v.round_()
     return v.to(storage)
+
+
+def token_scales(x: torch.Tensor, chosen) -> torch.Tensor:
+    """x [M, K] -> one float32 scale per row [M, 1], max |x_row| / (range / 2) (a zero row gets float32's eps), as
+    compressed-tensors computes a dynamic per-token scale. A maximum is exact, so a row's scale is the same bits
+    whatever else is in the pass."""
+    amax = x.abs().amax(dim=1, keepdim=True).float()  # [M, 1]
+    scale = amax / chosen.q_max
+    return torch.where(scale == 0, torch.finfo(torch.float32).eps, scale)
+
+
+def quantize_tokens_reference(x: torch.Tensor, chosen) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] -> (x / its row's scale, clamped, in `storage` [M, K]; the scales [M, 1] float32), computed in float32
+    with a division, as compressed-tensors' `quantize` does (`chosen`: a `quant.schemes.Scheme`)."""
+    scale = token_scales(x, chosen)
+    return chosen.quantize(x, scale), scale

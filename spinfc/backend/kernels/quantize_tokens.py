@@ -1,7 +1,7 @@
 """Per-token (dynamic) fp8 quantization in one pass: x [M, K] (any float dtype) -> (clamp(x / s_row) in float8
 e4m3 [M, K], s_row [M, 1] float32) with s_row = max |x_row| / 448 (float32's eps for a zero row), compressed-tensors'
 FP8_DYNAMIC arithmetic. One program per row reads it once, takes its maximum, and writes one byte per element and
-its scale: the torch version (`reference`, `schemes.quantize_tokens`) reads and writes the activation four times.
+its scale: the torch version (`reference`, from `quantize_reference`) reads and writes the activation four times.
 
 A row's scale is its own maximum (exact in any order) and the division is IEEE's (`div_rn`), so the kernel's bytes
 are the torch version's; `quantize_tokens` checks that once per device on a probe (bit for bit) and falls back to
@@ -17,8 +17,10 @@ import torch
 import triton
 import triton.language as tl
 
+from spinfc.backend.kernels.quantize_reference import quantize_tokens_reference
+
 log = logging.getLogger("spinfc.kernels")
-EPS = float(torch.finfo(torch.float32).eps)  # compressed-tensors' scale of an all-zero row (`schemes.token_scales`)
+EPS = float(torch.finfo(torch.float32).eps)  # compressed-tensors' scale of an all-zero row (`token_scales`)
 
 
 @triton.jit
@@ -47,11 +49,7 @@ def _launch(x: torch.Tensor, chosen) -> tuple[torch.Tensor, torch.Tensor]:
     return out, scale
 
 
-def reference(x: torch.Tensor, chosen) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same in torch: the scheme's own arithmetic (`schemes.quantize_tokens`)."""
-    from spinfc.runtime.quant.schemes import quantize_tokens
-
-    return quantize_tokens(x, chosen)
+reference = quantize_tokens_reference  # the same in torch: the scheme's own arithmetic
 
 
 _CHECKED: dict[tuple, bool] = {}  # (device, storage) -> the kernel matched the reference

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from spinfc.passes.decode_plan import AMOUNT_NUMBER, CURRENCY, GROUPED_POINT
+from spinfc.ir.decode_plan import AMOUNT_NUMBER, CURRENCY, GROUPED_POINT
 
 SYMBOL_CODES = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR", "₩": "KRW", "US$": "USD", "A$": "AUD",
                 "C$": "CAD", "HK$": "HKD", "NZ$": "NZD", "S$": "SGD", "R$": "BRL"}

@@ -24,7 +24,7 @@ from collections import OrderedDict
 import torch
 import xgrammar
 
-from spinfc.passes.decode_plan import slot_regex, terminator  # noqa: F401 (re-exported)
+from spinfc.ir.decode_plan import slot_regex, terminator  # noqa: F401 (re-exported)
 
 
 class Grammars:

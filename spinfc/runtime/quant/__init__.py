@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from spinfc.runtime.quant.calibrate import Calibration, calibrate, file_sha256, read_texts
-from spinfc.runtime.quant.float_model import float_model  # noqa: F401 (re-exported)
 from spinfc.runtime.quant.checkpoint import quantize_state, write_checkpoint
-from spinfc.runtime.quant.reading import read_quantized
+from spinfc.runtime.quant.float_model import float_model  # noqa: F401 (re-exported)
 from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.linear import QuantizedLinear
+from spinfc.runtime.quant.reading import read_quantized
 from spinfc.runtime.quant.schemes import SCHEMES, Scheme, UnknownScheme, scheme
 from spinfc.runtime.quant.smooth import DEFAULT_ALPHA, smooth_state
 
@@ -28,9 +28,9 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
     and what smoothing balances); each strength above 0 smooths the weights (`smooth.smooth_state`) and takes the
     maxima again on the smoothed model, the one that is quantized. `steps` (`progress.Steps`) hears each step."""
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.quant.progress import Silent
     from spinfc.runtime.quant.calibrate import channel_maxima, input_maxima, launches_of, sequences_of
     from spinfc.runtime.quant.checkpoint import is_quantized_linear
+    from spinfc.runtime.quant.progress import Silent
     from spinfc.runtime.weights.folder import location_of, naming_files
 
     steps = steps or Silent()

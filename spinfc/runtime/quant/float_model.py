@@ -6,7 +6,6 @@ from __future__ import annotations
 def float_model(name: str) -> tuple:
     """(config, float32 state dict, tokenizer, served name, config.json dict) of a GGUF or snapshot model: a
     snapshot keeps its own config.json, a GGUF model gets one written from its metadata (`to_hf`)."""
-    import json
 
     from spinfc import registry
     from spinfc.runtime.quant.reading import is_quantized

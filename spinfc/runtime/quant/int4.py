@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from spinfc.backend.kernels.int4_reference import dequantize as dequantize_packed
-from spinfc.runtime.quant.schemes import Scheme, scheme as scheme_named
+from spinfc.runtime.quant.schemes import Scheme
+from spinfc.runtime.quant.schemes import scheme as scheme_named
 
 
 class Int4Linear:

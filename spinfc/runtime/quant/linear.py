@@ -10,7 +10,7 @@ On CUDA it runs the 8-bit GEMM:
                (`FP8_FAST_ACCUMULATION`)
   int8-static  `torch._int_mm` (int8 x int8 -> int32), both scales applied after it in float32, in the same pass
                that writes the output dtype (`backend.kernels.scale_columns`)
-  fp8-dynamic  as fp8-static, with each input row's own scale (max |x_row| / 448, `schemes.token_scales`) as the
+  fp8-dynamic  as fp8-static, with each input row's own scale (max |x_row| / 448, `token_scales`) as the
                [M, 1] row-wise scale: the input is quantized here, one Triton pass per row (`kernels.quantize_tokens`),
                never by the kernel that produced it (the scale needs the whole row first)
 The input is either a float tensor, quantized here with the static scale (one pass, `backend.kernels.quantize`),
@@ -32,8 +32,9 @@ import attrs
 import torch
 import torch.nn.functional as F
 
-from spinfc.backend.kernels.quantize_reference import ActivationQuant
-from spinfc.runtime.quant.schemes import Scheme, quantize_tokens, scheme as scheme_named
+from spinfc.backend.kernels.quantize_reference import ActivationQuant, quantize_tokens_reference
+from spinfc.runtime.quant.schemes import Scheme
+from spinfc.runtime.quant.schemes import scheme as scheme_named
 
 # Per device: how this torch scales an fp8 product ("rowwise", or "tensorwise" with the weight scales after it).
 _FP8_MODE: dict[torch.device, str] = {}
@@ -171,7 +172,7 @@ class QuantizedLinear:
             from spinfc.backend.kernels.quantize_tokens import quantize_tokens as kernel
 
             return kernel(x, self.scheme)
-        return quantize_tokens(x, self.scheme)
+        return quantize_tokens_reference(x, self.scheme)
 
     def reference(self, q: torch.Tensor, out_dtype: torch.dtype, scale: torch.Tensor | None = None) -> torch.Tensor:
         """The dequantized reference: dequantize(q) @ dequantize(weight)^T in float32 (`scale`: q's, [] or [M, 1];

@@ -4,7 +4,6 @@ and every check of what spinfc can run says what it found and what to do."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import attrs
@@ -13,7 +12,6 @@ import torch
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import SCHEMES
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch
-
 
 FORMATS = ("float-quantized", "int-quantized", "naive-quantized", "pack-quantized")
 

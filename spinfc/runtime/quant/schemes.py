@@ -107,19 +107,3 @@ def quantize_weight(weight: torch.Tensor, chosen: Scheme) -> tuple[torch.Tensor,
     """weight [N, K] (float) -> (quantized [N, K] in `storage`, per-output-channel scales [N] float32)."""
     scale = scales_from_max(weight.float().abs().amax(dim=1), chosen)  # [N]
     return chosen.quantize(weight, scale[:, None]), scale
-
-
-def token_scales(x: torch.Tensor, chosen: Scheme) -> torch.Tensor:
-    """x [M, K] -> one float32 scale per row [M, 1], max |x_row| / (range / 2) (a zero row gets float32's eps), as
-    compressed-tensors computes a dynamic per-token scale. A maximum is exact, so a row's scale is the same bits
-    whatever else is in the pass."""
-    amax = x.abs().amax(dim=1, keepdim=True).float()  # [M, 1]
-    scale = amax / chosen.q_max
-    return torch.where(scale == 0, torch.finfo(torch.float32).eps, scale)
-
-
-def quantize_tokens(x: torch.Tensor, chosen: Scheme) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [M, K] -> (x / its row's scale, clamped, in `storage` [M, K]; the scales [M, 1] float32), computed in float32
-    with a division, as compressed-tensors' `quantize` does."""
-    scale = token_scales(x, chosen)
-    return chosen.quantize(x, scale), scale

@@ -51,9 +51,8 @@ def quantize_weight_only(name: str, chosen: Scheme, calibration: Path, out: Path
     """Calibrate `name` (float32, the reference ops on `device`) on the texts of `calibration`, quantize it with
     GPTQ to `chosen` (a weight-only scheme) and write the checkpoint to `out`; returns the calibration summary."""
     from spinfc.runtime.models import build_model
+    from spinfc.runtime.quant.calibrate import DELTA_NET_SHORTS, LINEAR_SHORTS, launches_of, sequences_of, weight_names
     from spinfc.runtime.quant.float_model import float_model
-    from spinfc.runtime.quant.calibrate import DELTA_NET_SHORTS, LINEAR_SHORTS, launches_of, sequences_of, \
-        weight_names
     from spinfc.runtime.quant.gptq import input_hessians
     from spinfc.runtime.quant.progress import Silent
 
