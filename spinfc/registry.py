@@ -236,7 +236,8 @@ def check_tokenizer(directory: Path) -> None:
 
     if not any((Path(directory) / name).is_file() for name in TOKENIZER_FILES):
         raise BadModelFiles(f"{directory}: no tokenizer (none of {', '.join(TOKENIZER_FILES)}): copy the model's "
-                            "tokenizer files beside its config.json (tokenizer.save_pretrained(folder) in transformers)")
+                            "tokenizer files beside its config.json (tokenizer.save_pretrained(folder) in "
+                            "transformers)")
 
 
 def _folder_tokenizer(auto, directory: Path):

@@ -51,12 +51,9 @@ class ModelConfig:
     def attention_scale(self) -> float:
         return self.head_dim**-0.5
 
-    def is_sliding(self, layer: int) -> bool:
-        """Whether the layer attends within a window (Gemma 3 and 4 have such layers)."""
-        return False
-
     def window(self, layer: int) -> int | None:
-        """The window (in positions) the layer attends within; None: everything before it."""
+        """The window (in positions) the layer attends within; None: everything before it (Gemma's sliding layers
+        and Mistral's have one)."""
         return None
 
     def is_recurrent(self, layer: int) -> bool:

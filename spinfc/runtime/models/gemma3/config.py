@@ -26,6 +26,7 @@ class Gemma3Config(ModelConfig):
         return (self.query_pre_attn_scalar or self.head_dim) ** -0.5
 
     def is_sliding(self, layer: int) -> bool:
+        """Whether the layer is a sliding-window layer (its own rope base, a window)."""
         return bool(self.sliding_layers) and self.sliding_layers[layer]
 
     def window(self, layer: int) -> int | None:

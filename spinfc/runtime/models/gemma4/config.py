@@ -92,7 +92,7 @@ def _rope(hf: dict, kind: str) -> tuple[float, float]:
     rope_type = params.get("rope_type", "default")
     if rope_type not in ("default", "proportional") or float(params.get("factor", 1.0)) != 1.0:
         raise UnsupportedModel(f"gemma4 {kind} layers use rope {rope_type!r} (factor {params.get('factor', 1.0)}); "
-                          "spinfc implements Gemma 4's default and proportional rope without scaling")
+                               "spinfc implements Gemma 4's default and proportional rope without scaling")
     fraction = float(params.get("partial_rotary_factor", 1.0)) if rope_type == "proportional" else 1.0
     return float(params.get("rope_theta", _ROPE_DEFAULTS[kind]["rope_theta"])), fraction
 
@@ -135,7 +135,7 @@ def read_config(hf: dict[str, Any]) -> Gemma4Config:
         raise UnsupportedModel("a gemma4 config.json without a text_config: spinfc runs Gemma 4's text stack")
     if text.get("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
         raise UnsupportedModel(f"gemma4: hidden_activation {text.get('hidden_activation')!r}; spinfc supports "
-                          "gelu_pytorch_tanh")
+                               "gelu_pytorch_tanh")
     if text.get("attention_bias"):
         raise UnsupportedModel("gemma4: attention_bias is set; spinfc's stack has no attention biases")
     if text.get("use_bidirectional_attention") == "all":

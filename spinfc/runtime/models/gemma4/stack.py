@@ -21,8 +21,8 @@ import torch
 
 from spinfc.backend import reference
 from spinfc.backend.launch import Launch
-from spinfc.runtime.models.gemma4 import blocks
 from spinfc.runtime.models.base import Model
+from spinfc.runtime.models.gemma4 import blocks
 from spinfc.runtime.models.gemma4.config import text_weights
 
 _ATTENTION = {"q": "self_attn.q_proj.weight", "o": "self_attn.o_proj.weight", "q_norm": "self_attn.q_norm.weight"}

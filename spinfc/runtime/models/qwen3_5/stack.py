@@ -25,8 +25,8 @@ import torch.nn.functional as F
 from spinfc.backend.launch import Launch
 from spinfc.runtime.models import experts
 from spinfc.runtime.models.base import Model, fuse_into
-from spinfc.runtime.models.state_flow import TreeFlow
 from spinfc.runtime.models.qwen3_5.config import text_weights
+from spinfc.runtime.models.state_flow import TreeFlow
 
 _BLOCK = {"input_norm": "input_layernorm.weight", "post_attn_norm": "post_attention_layernorm.weight",
           "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight", "down": "mlp.down_proj.weight"}
