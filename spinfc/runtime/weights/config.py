@@ -52,8 +52,8 @@ class ModelConfig:
         return self.head_dim**-0.5
 
     def window(self, layer: int) -> int | None:
-        """The window (in positions) the layer attends within; None: everything before it (Gemma's sliding layers
-        and Mistral's have one)."""
+        """The window (in positions) the layer attends within; None: everything before it (a family whose layers
+        attend within a window says so)."""
         return None
 
     def is_recurrent(self, layer: int) -> bool:
