@@ -1,6 +1,6 @@
-"""CPU throughput: spinfc's packed tree against transformers and vLLM-cpu, on the seed-shaped job (benchmarks/job.py).
+"""CPU throughput: spinfc's packed tree against transformers and vLLM-cpu, on the seed-shaped job (harness/jobs.py).
 
-    python benchmarks/cpu.py [--models smollm2-135m,gemma3-270m] [--contents 4] [--token-budget 2048]
+    python -m benchmarks.cpu [--models smollm2-135m,gemma3-270m] [--contents 4] [--token-budget 2048]
                              [--vllm /work/vllm-venv/bin/python] [--baselines] [--threads N] [--rounds 2]
 
 Per model, with the same weights in float32 on the CPU, in one run:
@@ -26,19 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import job  # noqa: E402
+from benchmarks.harness import jobs as job
 
-from spinfc import registry  # noqa: E402
-from spinfc.runtime.loader import load_model  # noqa: E402
-from spinfc.shapes import Shapes  # noqa: E402
+from spinfc import registry
 
 
 def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[list, dict]:
@@ -47,9 +43,11 @@ def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[li
     runs (compile, pack, the passes trimmed to the blocks they use on the CPU, results)."""
     import asyncio
 
-    from spinfc.runtime.engine import Engine
+    from spinfc.config import EngineSettings
+    from spinfc.runtime.start import start_engine
 
-    engine = Engine(load_model(model_name), Shapes.for_device("cpu", budget)).start()
+    running = start_engine(EngineSettings(model=model_name, device="cpu", token_budget=budget))
+    engine = running.engine
     runs, plan = [], {}
     try:
         for _ in range(2):
@@ -63,7 +61,7 @@ def spinfc_scores(model_name: str, contents: list[str], budget: int) -> tuple[li
                 plan = {"passes": stats.passes, "tokens": stats.rows_used, "rows_launched": stats.rows_total}
         plan["cache"] = repr(engine.contents.cache.stats)
     finally:
-        engine.close()
+        running.stop()
     return runs, plan
 
 
@@ -167,7 +165,7 @@ def cpu_model() -> str:
     return "unknown"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="smollm2-135m,gemma3-270m")
     parser.add_argument("--contents", type=int, default=4)
@@ -180,7 +178,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--threads", type=int, help="threads for both engines (default: torch's, one a core)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of spinfc then vLLM; each rate is the best")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)

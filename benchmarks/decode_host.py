@@ -1,6 +1,6 @@
 """The host's share of one extraction decode step, on the CPU: what a GPU step waits for besides the model.
 
-    python benchmarks/decode_host.py [--walkers 25] [--width 4] [--steps 12] [--tokenizer smollm2-135m]
+    python -m benchmarks.decode_host [--walkers 25] [--width 4] [--steps 12] [--tokenizer smollm2-135m]
 
 `--walkers` `<*>` searches (beam width `--width`, so about walkers x width beams) step through random
 log-probabilities of the tokenizer's vocabulary (a peaked draw, so the best candidates hold a few tokens), exactly as
@@ -21,19 +21,19 @@ import time
 import torch
 
 from spinfc.registry import load_tokenizer
-from spinfc.runtime.chat_format import end_tokens
+from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.extract import decode
 from spinfc.runtime.extract.beams import Part, Search
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--walkers", type=int, default=25)
     parser.add_argument("--width", type=int, default=4)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--tokenizer", default="smollm2-135m")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     tokenizer = load_tokenizer(args.tokenizer)
     vocab = len(tokenizer)

@@ -1,10 +1,10 @@
 """What one `<*>` slot adds to the seed-shaped job, measured in scoring tokens of the same run.
 
-    python benchmarks/extraction.py [--model smollm2-135m | --shape llama3-8b] [--device cuda] [--dtype bfloat16]
+    python -m benchmarks.extraction [--model smollm2-135m | --shape llama3-8b] [--device cuda] [--dtype bfloat16]
                                     [--contents 24] [--token-budget 16384] [--beam-width 4] [--runs 3]
 
 Two requests through the engine a server runs (compile, shared passes, results), on the same contents
-(benchmarks/job.py: about 470 tokens each, 56 two-option questions):
+(benchmarks/harness/jobs.py: about 470 tokens each, 56 two-option questions):
 
     scoring      the job as it is
     +extraction  the same job with one `<*>` query added to each content (`A: "<*>"`, beam_width, max_tokens 16)
@@ -29,35 +29,34 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import attrs
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import job  # noqa: E402
+from benchmarks.harness import jobs as job
 
-from spinfc.registry import load_tokenizer  # noqa: E402
-from spinfc.shapes import Shapes  # noqa: E402
-from spinfc.runtime.engine import Engine  # noqa: E402
+from spinfc.config import EngineSettings
+from spinfc.registry import load_tokenizer
+from spinfc.runtime.engine import Engine
+from spinfc.runtime.start import start_engine
 
 SLOT = {"id": "subject", "template": "\n\nQ: Who or what is the article mainly about?\nA: \"<*>\"", "max_tokens": 16}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def build_model(args):
-    """The stack a server runs on this device: the Triton ops on CUDA (eager: a pass with extraction questions
-    runs the stack's own forward to keep its keys and values), the PyTorch reference elsewhere."""
+    """The stack a server loads on this device (the Triton ops on CUDA, the PyTorch reference elsewhere) in
+    --dtype: the named model, or random weights at --shape."""
     ops = None
     if args.device.startswith("cuda"):
         from spinfc.backend import triton_ops as ops
     if args.shape is None:
-        from spinfc.runtime.loader import load_model
+        from spinfc.runtime.load.loader import load_model
 
         return load_model(args.model, dtype=DTYPES[args.dtype], device=args.device, ops=ops)
-    from gpu_job import LLAMA3_8B, random_state_dict
+    from benchmarks.harness.stacks import LLAMA3_8B, random_state_dict
 
     from spinfc.runtime.models import build_model as build
 
@@ -98,7 +97,7 @@ def run_once(engine: Engine, body: dict) -> tuple[float, int, int, int]:
     return (seconds, stats.rows_used - before[0], stats.decode_steps - before[1], stats.decode_rows - before[2])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--shape", choices=("llama3-8b",), default=None)
@@ -110,7 +109,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--tokenizer", default=None, help="a tokenizer folder for --shape (default: SmolLM2's)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     on_cuda = args.device.startswith("cuda")
     args.dtype = args.dtype or ("bfloat16" if on_cuda else "float32")
     budget = args.token_budget or (16384 if on_cuda else 2048)
@@ -120,7 +119,10 @@ def main() -> None:
     scoring = job.request_body(contents)
     extracting = json.loads(json.dumps(scoring))
     extracting["scoring"]["queries"].append({**SLOT, "beam_width": args.beam_width})
-    engine = Engine(model, Shapes.for_device(args.device, budget), device=args.device, tokenizer=tokenizer).start()
+    settings = EngineSettings(model=tokenizer_name(args) if args.shape else args.model, device=args.device,
+                              token_budget=budget)
+    running = start_engine(settings, load_model=lambda name, precision, device: model, extraction=True)
+    engine = running.engine
     try:
         run_once(engine, scoring)
         run_once(engine, extracting)
@@ -129,7 +131,7 @@ def main() -> None:
             plain.append(run_once(engine, scoring))
             extra.append(run_once(engine, extracting))
     finally:
-        engine.close()
+        running.stop()
     t0 = statistics.median(r[0] for r in plain)
     t1 = statistics.median(r[0] for r in extra)
     tokens = plain[0][1]

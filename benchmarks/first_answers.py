@@ -1,13 +1,13 @@
 """How well the packaged models answer a bundled pack's questions out of the box, on hand-labelled messages.
 
-    python benchmarks/first_answers.py [--models gemma3-270m smollm2-135m] [--rows 40] [--moderation]
+    python -m benchmarks.first_answers [--models gemma3-270m smollm2-135m] [--rows 40] [--moderation]
                                        [--json benchmarks/results/first_answers_cpu.json]
 
 For each packaged model, each prompt style and each way of reading the scores, on the first --rows rows (40) of the
 labelled files of fixtures/labelled/ (support-triage.jsonl: one of each of its 40 message kinds, so 40 independent
 examples; with --moderation also moderation.jsonl: 40 of its 48, every category with 6 or 7 positives but
 illegal_drugs with 4), through the engine a server runs (the same model loading, pass shapes, compile and passes:
-`spinfc.bulk.engine_transport.start_engine`):
+`spinfc.runtime.start.start_engine`):
 
   prompt   plain: the pack as shipped (its presentation, then each question, then `Answer:`, all plain text, which is
            how /v1/score reads every content);
@@ -37,22 +37,18 @@ import asyncio
 import json
 import re
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import attrs
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from spinfc.server.request_packs import add_packs, split_results  # noqa: E402
-
-from spinfc.config import EngineSettings  # noqa: E402
-from spinfc.frontend import load_pack  # noqa: E402
-from spinfc.ir.nodes import Content, Program  # noqa: E402
-from spinfc.runtime.pack_scores import decide, lift, score_pack  # noqa: E402
+from benchmarks.harness.serving import ROOT
+from spinfc.config import EngineSettings
+from spinfc.frontend import load_pack
+from spinfc.ir.nodes import Content, Program
+from spinfc.runtime.deliver.pack_scores import decide, lift, score_pack
+from spinfc.runtime.admit.request_packs import add_packs, split_results
 
 GEMMA_TURN = ("<start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n")
 FILES = {"support-triage": ("fixtures/labelled/support-triage.jsonl", "packs/support-triage.toml"),
@@ -207,13 +203,13 @@ def measure(pack, rows, labelled: list[dict]) -> dict:
 
 
 async def run_model(name: str, files: list[str], rows_wanted: int) -> dict:
-    from spinfc.bulk.engine_transport import start_engine
     from spinfc.runtime.engine import Engine
+    from spinfc.runtime.start import start_engine
 
     started = time.perf_counter()
-    base, _ = await asyncio.to_thread(start_engine, EngineSettings(model=name, device="cpu"))
+    base = await asyncio.to_thread(start_engine, EngineSettings(model=name, device="cpu"))
     model, shapes = base.model, base.shapes
-    await asyncio.to_thread(base.close)
+    await asyncio.to_thread(base.stop)  # its model and shapes serve an engine whose tokenizer reads control tokens
     tokenizer = ControlTokens(model.tokenizer)
     engine = Engine(model, shapes, device="cpu", tokenizer=tokenizer).start()
     turn = chat_turn(model.tokenizer)
@@ -265,14 +261,14 @@ def markdown(out: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["gemma3-270m", "smollm2-135m"])
     parser.add_argument("--rows", type=int, default=40, help="the first ROWS rows of each labelled file")
     parser.add_argument("--moderation", action="store_true", help="also moderation.jsonl (its first ROWS rows)")
     parser.add_argument("--json", help="write every number here")
     parser.add_argument("--table", help="print the table of an earlier run's --json file, and run nothing")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.table:
         print(markdown(json.loads(Path(args.table).read_text())))
         return

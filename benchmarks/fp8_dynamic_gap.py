@@ -4,8 +4,8 @@ product's inputs cast to float8_e4m3fn and back with their scales, multiplied in
 another order), its output rounded to bf16 as `_scaled_mm`'s row-wise mode writes it, around the served policy
 (`--around fp16-mixed`: fp16 elsewhere, float32 residual stream and head) or float32 (`--around float32`).
 
-    python benchmarks/fp8_dynamic_gap.py                                   # both packaged models, the ways below
-    python benchmarks/fp8_dynamic_gap.py --models smollm2-135m --ways dynamic dynamic-hadamard --around float32
+    python -m benchmarks.fp8_dynamic_gap                                   # both packaged models, the ways below
+    python -m benchmarks.fp8_dynamic_gap --models smollm2-135m --ways dynamic dynamic-hadamard --around float32
 
 Ways (each built in memory from the float32 weights by `quant.quantize_state`, what `spinfc quantize` writes):
     static            fp8-static: static per-tensor activation scales from a calibration run (90 texts)
@@ -22,14 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 FIXTURE = ROOT / "fixtures" / "parity" / "support-and-news.json"
 CALIBRATION = ROOT / "fixtures" / "calibration.jsonl"
 FIELDS = ("logprob", "p", "floor_p")
@@ -109,17 +107,17 @@ def way_state(way: str, model_name: str, config, state: dict, log) -> tuple[dict
     raise SystemExit(f"unknown way {way!r}: use static, dynamic, dynamic-hadamard or dynamic-budget")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from spinfc.runtime.models import build_model
     from spinfc.runtime.parity import read_json
-    from spinfc.runtime.precision import Precision
+    from spinfc.runtime.load.precision import Precision
     from spinfc.runtime.quant import float_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     parser.add_argument("--ways", nargs="+", default=["dynamic", "dynamic-hadamard", "static"])
     parser.add_argument("--around", choices=("fp16-mixed", "float32"), default="fp16-mixed")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     precision = Precision.mixed(torch.float16) if args.around == "fp16-mixed" else Precision.uniform(torch.float32)
     results = []
     print("| model | way | around | layers kept | logprob max | logprob mean | p max | p mean | floor_p max | s |\n"

@@ -1,7 +1,7 @@
 """Exploration: which way narrows fp8-static's gap to float32 on the CPU reference (issue 27), each variant of
 one calibration run on the parity fixture's held-out requests and on token logprobs of calibration texts.
 
-    python benchmarks/fp8_ways.py --model smollm2-135m --texts 32 --ways base keep8 had
+    python -m benchmarks.fp8_ways --model smollm2-135m --texts 32 --ways base keep8 had
 
 A way is built in memory (no checkpoint written); every quantized layer quantizes its input in `quantize_input`
 (the producing kernels' fused quantization is the same arithmetic on the CPU).
@@ -10,21 +10,19 @@ A way is built in memory (no checkpoint written); every quantized layer quantize
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from spinfc.runtime.models import build_model  # noqa: E402
-from spinfc.runtime.quant import float_model  # noqa: E402
-from spinfc.runtime.quant.calibrate import read_texts, sequences_of  # noqa: E402
-from spinfc.runtime.quant.checkpoint import is_quantized_linear, shared_maxima  # noqa: E402
-from spinfc.runtime.quant.linear import QuantizedLinear  # noqa: E402
-from spinfc.runtime.quant.schemes import SCHEMES, quantize_weight, scales_from_max  # noqa: E402
+from spinfc.runtime.models import build_model
+from spinfc.runtime.quant import float_model
+from spinfc.runtime.quant.calibrate import read_texts, sequences_of
+from spinfc.runtime.quant.checkpoint import is_quantized_linear, shared_maxima
+from spinfc.runtime.quant.linear import QuantizedLinear
+from spinfc.runtime.quant.schemes import SCHEMES, quantize_weight, scales_from_max
 
 FIXTURE = ROOT / "fixtures" / "parity" / "support-and-news.json"
 CALIBRATION = ROOT / "fixtures" / "calibration.jsonl"
@@ -147,12 +145,12 @@ def text_gap(model, launches, reference):
             "max": round(float(d.max()), 3)}
 
 
-def main():
+def main(argv: list[str] | None = None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--texts", type=int, default=32)
     parser.add_argument("--ways", nargs="+", default=["base"])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     config, state, tokenizer, served, _ = float_model(args.model)
     texts = read_texts(CALIBRATION)
     calib = sequences_of(tokenizer, texts[:args.texts])

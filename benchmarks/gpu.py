@@ -1,7 +1,7 @@
 """spinfc on one H200: parity, batch invariance, and the seed-shaped job at Llama-3-8B shape against the baselines.
 
-    python benchmarks/gpu.py            # from the repository root; about 3 to 5 minutes on one H200
-    python benchmarks/gpu.py --smoke    # the same code on the CPU, tiny shapes (Triton interpreter, float32)
+    python -m benchmarks.gpu            # from the repository root; about 3 to 5 minutes on one H200
+    python -m benchmarks.gpu --smoke    # the same code on the CPU, tiny shapes (Triton interpreter, float32)
 
 Imports beyond the standard library: torch, triton, transformers, and attrs (spinfc's IR); nothing else (the
 tokenizer-free job needs no lark, gguf or msgspec). Results go to stdout (a table last) and, when $OUT is set,
@@ -14,27 +14,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the script, measures nothing")
 ARGS.add_argument("--hf-contents", type=int, default=4, help="contents run one sequence per question (extrapolated)")
 ARGS.add_argument("--reps", type=int, default=3, help="timed repetitions of the packed job (median)")
-OPTIONS = ARGS.parse_args()
-if OPTIONS.smoke:
-    os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+OPTIONS = ARGS.parse_args([])  # main() parses the command line
 
-import torch  # noqa: E402
+import torch
 
-import gpu_checks  # noqa: E402
-from gpu_report import report, table  # noqa: E402
-from gpu_run import TINY, Bench  # noqa: E402
+from benchmarks import gpu_checks
+from benchmarks.gpu_report import report, table
+from benchmarks.gpu_run import Bench
+from benchmarks.harness.stacks import TINY
+from benchmarks.harness.smoke import interpreted
 
 RESULTS: dict = {"errors": {}, "sections": {}}
 STARTED = time.perf_counter()
@@ -67,7 +64,11 @@ def section(name: str):
         save()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global OPTIONS
+    OPTIONS = ARGS.parse_args(argv)
+    if OPTIONS.smoke:
+        interpreted("benchmarks.gpu", argv)
     smoke = OPTIONS.smoke
     device = "cpu" if smoke else "cuda"
     dtype = torch.float32 if smoke else torch.bfloat16

@@ -1,25 +1,25 @@
 """`spinfc score` on one GPU at the Llama-3-8B shape: rows/s and questions/s of the bulk job in the process,
 against a server (`spinfc score --server`) and against a plain client posting /v1/score, in one run.
 
-    python benchmarks/gpu_bulk.py --tokenizer DIR [--out benchmarks/results/gpu_bulk_h200.json]
-    python benchmarks/gpu_bulk.py --tokenizer DIR --small --device cpu     # checks the script (tiny model, rows)
+    python -m benchmarks.gpu_bulk --tokenizer DIR [--out benchmarks/results/gpu_bulk_h200.json]
+    python -m benchmarks.gpu_bulk --tokenizer DIR --small --device cpu     # checks the script (tiny model, rows)
 
-The model is gpu_served.py's: random weights at the Llama-3-8B shape (seed 0, so the server child builds the same
-weights), SmolLM2's tokenizer from DIR, the precision `spinfc serve` defaults to (bf16, mixed). Two jobs, each a
+The model is a random-weight snapshot at the Llama-3-8B shape (harness/models.py; every path loads the same
+files), SmolLM2's tokenizer from DIR, the precision `spinfc serve` defaults to (fp16-mixed on CUDA). Two jobs, each a
 Parquet file and a --queries file:
 
     support   fixtures/support-messages.parquet repeated to --support-rows (2,000) rows of short messages, asked the 16
               questions of packs/support-triage.toml as queries (21 with its placeholders; packs are enabled per
               model, and this model has no name the bundled packs list)
-    news      --news-rows (480) news-length contents (~470 tokens, benchmarks/job.py), asked benchmarks/job.py's 56
+    news      --news-rows (480) news-length contents (~470 tokens, harness/jobs.py), asked its 56
               yes/no questions: the seed's shape, as a file
 
 and three paths for each, with the CLI's defaults (--batch-size 32, --in-flight 4, a 16,384-token pass):
 
-    in-process      `spinfc score`'s own code (spinfc.bulk.command) with the engine in this process
-    --server        the `spinfc score --server URL` command (a subprocess) against the app `spinfc serve` runs,
-                    under uvicorn in a child process (default admission; 429s retried after Retry-After)
-    http client     benchmarks/bulk.py's plain httpx client: 32 rows per POST /v1/score, 4 in flight
+    in-process      the `spinfc score` command with the engine in its process
+    --server        the `spinfc score --server URL` command against `spinfc serve DIR` (harness/serving.py; default
+                    admission; 429s retried after Retry-After)
+    http client     a plain httpx client (harness/clients.py `batches`): 32 rows per POST /v1/score, 4 in flight
 
 A rate is rows (questions) over the job's wall time, model loading excluded (the command's own summary; the
 client's loop). Every logprob of the two served paths is compared with the in-process run's: on CUDA they are
@@ -31,71 +31,28 @@ the results go to --out.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import gc
 import json
-import multiprocessing as mp
 import os
 import shutil
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+from benchmarks.bulk import score_command
+from benchmarks.harness import models
+from benchmarks.harness.clients import batches
+from benchmarks.harness.serving import ROOT, served
+
 WORK = ROOT / "benchmarks" / "results" / ".gpu-bulk-work"
-os.environ.setdefault("TRITON_CACHE_DIR", str(WORK / "triton"))  # nothing outside benchmarks/results
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder (tokenizer.json, ...)")
 ARGS.add_argument("--device", default="cuda:0")
 ARGS.add_argument("--support-rows", type=int, default=2000)
 ARGS.add_argument("--news-rows", type=int, default=480)
-ARGS.add_argument("--port", type=int, default=8392)
 ARGS.add_argument("--small", action="store_true", help="a tiny model and few rows (checks the script, any device)")
 ARGS.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "gpu_bulk_h200.json")
 
 NEEDED = ("torch", "pyarrow", "httpx", "msgspec", "litestar", "lark", "uvicorn")
-
-
-def random_loader(small: bool):
-    """A `load_model(name, dtype, device)` for `create_app` and the in-process transport: gpu_served.py's
-    random-weight model (same seed: the same weights in every process), placed by the precision it is given."""
-
-    def load(name: str, precision, device: str):
-        import torch
-        from gpu_job import random_state_dict
-        from gpu_served import config
-
-        from spinfc.backend import reference, triton_ops
-        from spinfc.registry import load_tokenizer
-        from spinfc.runtime.models import build_model
-        from spinfc.runtime.precision import Precision
-
-        c = config(len(load_tokenizer(name)), small)
-        state = random_state_dict(c, device, 0)
-        precision = precision if isinstance(precision, Precision) else Precision.of(precision)
-        model = build_model(c, state, ops=triton_ops if device.startswith("cuda") else reference, name=name,
-                            weights_hash="random-llama3-8b-shape", precision=precision, device=device)
-        del state
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
-        return model
-
-    return load
-
-
-def serve_child(name: str, small: bool, device: str, port: int) -> None:
-    import uvicorn
-
-    from spinfc.config import EngineSettings, ServerSettings, Settings
-    from spinfc.server.app import create_app
-
-    settings = Settings(engine=EngineSettings(model=name, device=device, warmup="short"),
-                        server=ServerSettings(port=port))
-    uvicorn.run(create_app(settings, load_model=random_loader(small)), host="127.0.0.1", port=port,
-                log_level="warning", access_log=False)
 
 
 # ---- the jobs ----------------------------------------------------------------------------------------------------
@@ -110,7 +67,7 @@ def pack_queries(path: Path) -> list[dict]:
 def write_jobs(name: str, o) -> dict[str, dict]:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from job import content, request_body
+    from benchmarks.harness.jobs import content, request_body
 
     from spinfc.registry import load_tokenizer
 
@@ -140,37 +97,12 @@ def write_jobs(name: str, o) -> dict[str, dict]:
 # ---- the three paths -----------------------------------------------------------------------------------------------
 
 
-def in_process(name: str, job: dict, out: Path, o) -> dict:
-    """`spinfc score INPUT -o OUT --queries Q` through the command's own code, the engine in this process."""
-    from spinfc.bulk.command import _run, configure_parser
-    from spinfc.bulk.engine_transport import EngineTransport
-
-    parser = argparse.ArgumentParser()
-    configure_parser(parser)
-    args = parser.parse_args([str(job["input"]), "-o", str(out), "--queries", str(job["queries"]), "--model", name,
-                              "--device", o.device, "--quiet"])
-    load = random_loader(o.small)
-    summary = asyncio.run(_run(args, make=lambda a, questions: EngineTransport(
-        questions, device=a.device, dtype=a.dtype, token_budget=a.token_budget, load_model=load)))
-    return rate(summary.rows, summary.questions, summary.seconds)
-
-
-def over_server(name: str, job: dict, out: Path, url: str) -> dict:
-    """The `spinfc score --server URL` command, as a user runs it."""
-    from bulk import SUMMARY
-
-    command = [sys.executable, "-m", "spinfc.cli", "score", str(job["input"]), "-o", str(out), "--queries",
-               str(job["queries"]), "--model", name, "--server", url, "--progress-interval", "1000"]
-    try:
-        done = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}, capture_output=True,
-                              text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError("spinfc score --server took over 300 s") from None
-    if done.returncode != 0:
-        raise RuntimeError(f"spinfc score --server failed: {done.stderr[-2000:]}")
-    rows, errors, seconds, _, _ = SUMMARY.search(done.stderr).groups()
-    rows = int(rows.replace(",", ""))
-    return rate(rows, (rows - int(errors)) * questions_per_row(job), float(seconds))
+def command_path(name: str, job: dict, out: Path, o, *flags: str) -> dict:
+    """`spinfc score INPUT -o OUT --queries Q --model DIR` as a user runs it: the engine in its process, or
+    `--server URL`'s."""
+    r = score_command(job["input"], out, "--queries", str(job["queries"]), "--model", name, "--device", o.device,
+                      "--progress-interval", "1000", *flags)
+    return rate(r["rows"], (r["rows"] - r["errors"]) * questions_per_row(job), r["seconds"])
 
 
 def questions_per_row(job: dict) -> int:
@@ -210,21 +142,20 @@ def compare(want: list[list[float]], got: list[list[float]]) -> dict:
     return {"bit_identical": want == got, "max_gap": gap}
 
 
-def main() -> None:
-    o = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    o = ARGS.parse_args(argv)
     missing = [m for m in NEEDED if not _importable(m)]
     if missing:
         raise SystemExit(f"gpu_bulk.py needs {', '.join(missing)}: pip install {' '.join(missing)} (on a machine "
                          "without the network, from wheels)")
     import torch
 
-    from bulk import http_client
-    from gpu_served import model_folder, wait_ready
-
+    os.environ.setdefault("TRITON_CACHE_DIR", str(WORK / "triton"))  # nothing outside benchmarks/results
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
     try:
-        name = str(model_folder(o.tokenizer, WORK / "model"))
+        name = str(WORK / "model")
+        models.snapshot("llama-3-8b", WORK / "model", o.tokenizer, 2 if o.small else None, o.small, o.device)
         jobs = write_jobs(name, o)
         device = torch.cuda.get_device_name(0) if o.device.startswith("cuda") else o.device
         results: dict = {"device": device, "torch": torch.__version__, "shape": "tiny" if o.small else "llama3-8b",
@@ -232,36 +163,25 @@ def main() -> None:
                                   for k, j in jobs.items()}, "paths": {}}
         want = {}
         for job, spec in jobs.items():
-            results["paths"][f"{job}: in-process"] = r = in_process(name, spec, WORK / job / "in-process", o)
+            results["paths"][f"{job}: in-process"] = r = command_path(name, spec, WORK / job / "in-process", o)
             want[job] = logprobs_of_output(WORK / job / "in-process")
             print(job, "in-process", json.dumps(r), flush=True)
-            gc.collect()  # this engine's model and graphs, before the next one (or the server) builds its own
-            if o.device.startswith("cuda"):
-                torch.cuda.empty_cache()
-        child = mp.get_context("spawn").Process(target=serve_child, args=(name, o.small, o.device, o.port),
-                                                daemon=True)
-        child.start()
-        url = f"http://127.0.0.1:{o.port}"
-        try:
-            results["server_ready_seconds"] = round(wait_ready(url, child, limit=600), 1)
+        with served(name, o.device, WORK / "server.log", timeout=600) as server:
+            results["server_ready_seconds"] = round(server.ready_after, 1)
             for job, spec in jobs.items():
+                label = f"{job}: spinfc score --server"
                 try:  # a failure (e.g. more 429s than the command retries) is recorded; the client still runs
-                    r = over_server(name, spec, WORK / job / "server", url)
+                    r = command_path(name, spec, WORK / job / "server", o, "--server", server.url)
                     r.update(compare(want[job], logprobs_of_output(WORK / job / "server")))
-                    results["paths"][f"{job}: spinfc score --server"] = r
+                    results["paths"][label] = r
                 except RuntimeError as error:
-                    results.setdefault("failed", {})[f"{job}: spinfc score --server"] = str(error)
-                print(job, "--server", json.dumps(results["paths"].get(f"{job}: spinfc score --server")
-                                                  or results["failed"]), flush=True)
-                question_part = {"scoring": {"queries": spec["query_list"]}}
-                r, items = asyncio.run(http_client(url, spec["texts"], question_part, 32, 4))
+                    results.setdefault("failed", {})[label] = str(error)
+                print(job, "--server", json.dumps(results["paths"].get(label) or results["failed"]), flush=True)
+                r, answers = batches(server.url, spec["texts"], {"scoring": {"queries": spec["query_list"]}}, 32, 4)
                 r = rate(r["rows"], r["rows"] * questions_per_row(spec), r["seconds"])
-                r.update(compare(want[job], logprobs_of_answers(items)))
+                r.update(compare(want[job], logprobs_of_answers([i for a in answers for i in a["inputs"]])))
                 results["paths"][f"{job}: http client"] = r
                 print(job, "http client", json.dumps(r), flush=True)
-        finally:
-            child.terminate()
-            child.join(30)
     finally:
         shutil.rmtree(WORK, ignore_errors=True)
     print(f"\n{results['device']}, {results['shape']} shape, random weights, bf16-mixed on CUDA")

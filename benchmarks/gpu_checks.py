@@ -7,7 +7,8 @@ import random
 
 import torch
 
-from gpu_job import SMALL_CONFIGS, Job, compile_job, make_program, random_state_dict, random_tokens, small_job
+from benchmarks.harness.stacks import SMALL_CONFIGS, random_state_dict
+from benchmarks.harness.launches import Job, compile_job, make_program, random_tokens, small_job
 from spinfc.backend import reference, triton_ops
 from spinfc.backend.graphs import GraphedModel
 from spinfc.backend.launch import lower

@@ -1,8 +1,8 @@
 """The content cache on one GPU: a pass whose content comes from the cache against the same pass read anew, on small
 random-weight models with the Triton ops (Llama, and Gemma 3 with sliding-window layers), bit for bit.
 
-    python benchmarks/gpu_content_cache.py [--device cuda] [--dtype bfloat16]     # the check (exits 1 on a failure)
-    python benchmarks/gpu_content_cache.py --device cpu --dtype float32           # the script, on the reference ops
+    python -m benchmarks.gpu_content_cache [--device cuda] [--dtype bfloat16]     # the check (exits 1 on a failure)
+    python -m benchmarks.gpu_content_cache --device cpu --dtype float32           # the script, on the reference ops
 
 Per family, two contents with questions (`tests/runtime/tree_launch.py`) are read in one pass (A) and the
 keys and values of the second are kept (`cached_rows.PassCache`'s slicing). Then:
@@ -20,22 +20,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
+from benchmarks.harness.stacks import SMALL_CONFIGS, random_state_dict
 
-from gpu_job import SMALL_CONFIGS, random_state_dict  # noqa: E402
-
-from spinfc.runtime.cached_rows import reading  # noqa: E402
-from spinfc.runtime.content_cache import CachedContent  # noqa: E402
-from spinfc.runtime.extract.kv import forward_keeping_kv  # noqa: E402
-from spinfc.runtime.models import build_model  # noqa: E402
-from tests.runtime.tree_launch import Case, Question, build_launch  # noqa: E402
+from spinfc.runtime.launch.cached_rows import reading
+from spinfc.runtime.launch.content_cache import CachedContent
+from spinfc.runtime.extract.kv import forward_keeping_kv
+from spinfc.runtime.models import build_model
+from tests.runtime.tree_launch import Case, Question, build_launch
 
 
 def case(g: torch.Generator, vocab: int, content: int, questions: int) -> Case:
@@ -101,11 +96,11 @@ def check_family(family: str, device: str, dtype: torch.dtype, exact: bool) -> d
     return results
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     exact = args.device.startswith("cuda")
     failed = False
     for family in ("llama", "gemma3"):

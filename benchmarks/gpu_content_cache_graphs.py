@@ -1,11 +1,11 @@
 """The content cache on by default on CUDA (issue 36, item 4), on one GPU: the Llama-3-8B shape (random weights,
-few layers), the seed-shaped job (24 contents x 56 yes/no questions, benchmarks/job.py) served by the app
+few layers), the seed-shaped job (24 contents x 56 yes/no questions, benchmarks/harness/jobs.py) served by the app
 `spinfc serve` runs at default settings (its ASGI app in this process through Litestar's TestClient: the server's
 request path without a socket), and the same app with `--content-cache-tokens 0` as the reference.
 
-    python benchmarks/gpu_content_cache_graphs.py              # < 3 min on an H200 (8 layers)
-    python benchmarks/gpu_content_cache_graphs.py --layers 32  # the whole 8B
-    python benchmarks/gpu_content_cache_graphs.py --smoke      # the CPU: a tiny model, the same checks
+    python -m benchmarks.gpu_content_cache_graphs              # < 3 min on an H200 (8 layers)
+    python -m benchmarks.gpu_content_cache_graphs --layers 32  # the whole 8B
+    python -m benchmarks.gpu_content_cache_graphs --smoke      # the CPU: a tiny model, the same checks
 
 It shows, and exits 1 where one does not hold:
     on by default      the default budget is not 0 and (CUDA) the filling passes replay recording graphs
@@ -28,10 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import torch
 
-import torch  # noqa: E402
+from benchmarks.harness import models
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--layers", type=int, default=8, help="layers of the Llama-3-8B shape (32: the whole model)")
@@ -44,21 +43,15 @@ TOKENIZER = "smollm2-135m"  # the issue's client's tokenizer (49,152 tokens)
 
 def folder() -> str:
     """A folder with the tokenizer and a config naming a llama (no weights: the app's loader makes them)."""
-    from spinfc.registry import load_tokenizer
-
-    path = Path("/tmp/spinfc-cache-graphs-model")
-    path.mkdir(parents=True, exist_ok=True)
-    load_tokenizer(TOKENIZER).save_pretrained(str(path))
-    (path / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
-    return str(path)
+    return str(models.config_folder(Path("/tmp/spinfc-cache-graphs-model"),
+                                    {"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, TOKENIZER))
 
 
 def loader(o):
     """The app's `load_model`: the random 8B-shape stack in the precision the settings give (the CUDA default,
     fp16 around a float32 residual stream), the same weights in every app (one seed)."""
     import attrs
-    from gpu_job import LLAMA3_8B, random_state_dict
-    from gpu_run import TINY
+    from benchmarks.harness.stacks import LLAMA3_8B, TINY, random_state_dict
 
     from spinfc.backend import reference, triton_ops
     from spinfc.registry import load_tokenizer
@@ -133,12 +126,12 @@ def picked(texts: list[str]) -> int:
     return min(5, len(texts) - 1)
 
 
-def main() -> int:
-    from job import content, request_body
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.harness.jobs import content, request_body
 
     from spinfc.registry import load_tokenizer
 
-    o = ARGS.parse_args()
+    o = ARGS.parse_args(argv)
     device = "cpu" if o.smoke else "cuda:0"
     exact = not o.smoke
     name = folder()

@@ -5,8 +5,8 @@ transformers' float32 softmax on the same prefixes, in float32 and in the CUDA d
 invariance: a content's code logprobs alone and packed with 23 others, bit for bit on CUDA (within 1e-5 on the CPU,
 whose passes are trimmed to their length). Exits non-zero on a failed check.
 
-    python benchmarks/gpu_decider.py [--out results/decider.json]     # on the GPU
-    python benchmarks/gpu_decider.py --smoke                          # the same checks on the CPU (float32)
+    python -m benchmarks.gpu_decider [--out results/decider.json]     # on the GPU
+    python -m benchmarks.gpu_decider --smoke                          # the same checks on the CPU (float32)
 
 What it must show: every `float32` gap below 1e-4 (the CPU parity test's bound), every `fp16-mixed` gap below 2e-3
 (p, a stated bound for half matmuls around a float32 residual stream and head), and `invariant: true` everywhere.
@@ -21,15 +21,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import torch
 
-import torch  # noqa: E402
-
-from spinfc.config import EngineSettings  # noqa: E402
-from spinfc.runtime.results import query_results  # noqa: E402
-from spinfc.runtime.start import start_engine  # noqa: E402
-from tests.decider.random_decider import FAMILIES, random_decider  # noqa: E402
+from spinfc.config import EngineSettings
+from spinfc.runtime.deliver.results import query_results
+from spinfc.runtime.start import start_engine
+from tests.decider.random_decider import FAMILIES, random_decider
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--smoke", action="store_true", help="the CPU in float32 (checks the script)")
@@ -100,8 +97,8 @@ def check(directory: Path, device: str, dtype: str | None) -> dict:
             "reads_per_content": sum(len(q.slot.options) for q in program.questions)}
 
 
-def main() -> int:
-    args = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    args = ARGS.parse_args(argv)
     device = "cpu" if args.smoke else "cuda:0"
     schemes = [("float32", "float32")] if args.smoke else [("float32", "float32"), ("fp16-mixed", None)]
     results, failed = {}, []

@@ -1,9 +1,9 @@
 """The extraction decode on one GPU: its attention kernel against the reference, batch invariance from the kernel up
 to whole extraction results, CUDA-graph replay against eager, and the GEMMs at the decode's fixed row count.
 
-    python benchmarks/gpu_decode_checks.py [--json results.json]
+    python -m benchmarks.gpu_decode_checks [--json results.json]
 
-Run from the repository root (it imports `spinfc`, `benchmarks/gpu_job.py` and `tests/runtime/tree_launch.py`;
+Run from the repository root (it imports `spinfc`, `benchmarks/harness` and `tests/runtime/tree_launch.py`;
 nothing else beyond torch, triton and xgrammar). Prints one line per check:
 
     kernel vs reference    decode_attention (bf16, and float32) against `reference.decode_attention` in float32
@@ -23,26 +23,22 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
+from benchmarks.harness.stacks import SMALL_CONFIGS, random_state_dict
 
-from gpu_job import SMALL_CONFIGS, random_state_dict  # noqa: E402
-
-from spinfc.backend import reference, triton_ops  # noqa: E402
-from spinfc.backend.kernels import decode_attention as kernel  # noqa: E402
-from spinfc.runtime.extract import step as step_module  # noqa: E402
-from spinfc.runtime.extract.beams import Forced, Sample  # noqa: E402
-from spinfc.runtime.extract.decode import Start, walk  # noqa: E402
-from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, visible_rows  # noqa: E402
-from spinfc.runtime.extract.fixed import CUDA_ROWS, launch_rows, pool_storage  # noqa: E402
-from spinfc.runtime.generate import Sampling  # noqa: E402
-from spinfc.runtime.models import build_model  # noqa: E402
-from tests.runtime.tree_launch import Case, Question, build_launch  # noqa: E402
+from spinfc.backend import reference, triton_ops
+from spinfc.backend.kernels import decode_attention as kernel
+from spinfc.runtime.extract import step as step_module
+from spinfc.runtime.extract.beams import Forced, Sample
+from spinfc.runtime.extract.decode import Start, walk
+from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, visible_rows
+from spinfc.runtime.extract.fixed import CUDA_ROWS, launch_rows, pool_storage
+from spinfc.runtime.launch.generate import Sampling
+from spinfc.runtime.models import build_model
+from tests.runtime.tree_launch import Case, Question, build_launch
 
 DEVICE = "cuda"
 
@@ -186,10 +182,10 @@ def gemm_checks(results: dict) -> None:
         results[f"gemm rows {name} M={M}"] = f"others changed {others_changed}, moved {moved}; same as M=512 {cross}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     results: dict = {}
     for check in (kernel_checks, extraction_checks, gemm_checks):
         try:

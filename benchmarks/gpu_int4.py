@@ -14,8 +14,8 @@ their values):
 The w4a16 weights are GPTQ's (`weight_only.gptq_state`, groups of 128) on Hessians from a few random sequences
 through the float model; the fp8-static ones use calibrated maxima of the same run. Exits non-zero on a failed check.
 
-    python benchmarks/gpu_int4.py [--layers 8] [--out results.json]     # on the GPU (about 3 minutes)
-    python benchmarks/gpu_int4.py --smoke                               # a tiny model on the CPU (checks the script)
+    python -m benchmarks.gpu_int4 [--layers 8] [--out results.json]     # on the GPU (about 3 minutes)
+    python -m benchmarks.gpu_int4 --smoke                               # a tiny model on the CPU (checks the script)
 
 Needs, beyond torch and triton: compressed-tensors (packing), flash-linear-attention (Qwen3.5 on CUDA, as
 gpu_qwen3_5.py); gemlite is measured where installed.
@@ -29,13 +29,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import attrs
+import torch
 
-import attrs  # noqa: E402
-import torch  # noqa: E402
-
-import gpu_qwen3_5 as qwen  # noqa: E402
+from benchmarks import gpu_qwen3_5 as qwen
+from benchmarks.harness import stacks
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--layers", type=int, default=8, help="the 27B's widths with this many layers (3 linear : 1 full; at "
@@ -116,15 +114,15 @@ def with_transient(found: dict, transient: int, budget: int) -> dict:
 def build(c, state: dict, scheme: str | None, device: str):
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.precision import Precision
+    from spinfc.runtime.load.precision import Precision
 
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     return build_model(c, state, ops=triton_ops if device.startswith("cuda") else reference, device=device,
                        precision=Precision.uniform(dtype), weights_hash=f"random-{scheme}", quant_scheme=scheme)
 
 
-def main() -> int:
-    args = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    args = ARGS.parse_args(argv)
     failures: list[str] = []
     device = "cpu" if args.smoke else "cuda:0"
     if not args.smoke and args.layers < 8:
@@ -132,13 +130,13 @@ def main() -> int:
     if args.smoke:
         qwen.DEVICE, args.budget = "cpu", 512
         qwen.JOB.update(qwen.SMALL_SEED)
-    full = attrs.evolve(qwen.QWEN3_5_27B)
+    full = attrs.evolve(stacks.QWEN3_5_27B)
     c = qwen.tiny(512) if args.smoke else qwen.shape(args.layers, 32768)
     results: dict = {"torch": torch.__version__, "layers": c.layers,
                      "device": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"}
     began = time.perf_counter()
     print(f"random float weights, {c.layers} layers; calibrating and quantizing (GPTQ, fp8-static) ...", flush=True)
-    states = quantized_states(c, qwen.random_state(c, device, dtype=torch.float32), device)
+    states = quantized_states(c, stacks.qwen3_5_state(c, device, dtype=torch.float32), device)
     results["quantize_s"] = time.perf_counter() - began
     results["memory"] = memory(c, full, states["w4a16"], args.budget)
     scale = 64 / c.layers
@@ -171,7 +169,7 @@ def main() -> int:
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     if device.startswith("cuda"):
-        import int4_gemms
+        from benchmarks import int4_gemms
 
         results["gemms"] = int4_gemms.compare()
         for row in results["gemms"]:

@@ -8,9 +8,9 @@ few layers, random weights. Per content: seconds, questions/s, rows of the pass 
 parameters x processed tokens at the measured fp16 matmul rate; attention's own work grows with the square of the
 length and is not in that floor, so its share is reported beside it).
 
-    python benchmarks/gpu_long_content.py                     # both families, 8k / 32k / 64k (< 3 min on an H200)
-    python benchmarks/gpu_long_content.py --families gemma4 --lengths 8000 32000
-    python benchmarks/gpu_long_content.py --smoke             # the CPU: tiny models, 3k / 5k-token contents over
+    python -m benchmarks.gpu_long_content                     # both families, 8k / 32k / 64k (< 3 min on an H200)
+    python -m benchmarks.gpu_long_content --families gemma4 --lengths 8000 32000
+    python -m benchmarks.gpu_long_content --smoke             # the CPU: tiny models, 3k / 5k-token contents over
                                                               # the CPU's 2,048-row budget (a lone pass each)
 
 Exits 1 when a content is refused, a score is not finite, or a long content shared its pass with another content.
@@ -27,10 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import torch
 
-import torch  # noqa: E402
+from benchmarks.harness import models, stacks
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--families", nargs="+", default=["gemma4", "qwen3_5"], choices=["gemma4", "qwen3_5"])
@@ -67,9 +66,9 @@ def queries(count: int) -> list[dict]:
 
 def gemma4(o, device: str):
     """(config.json dict, load_model for the app, non-embedding parameters) of Gemma 4 at 31B widths."""
-    import gpu_gemma4 as g4
+    from benchmarks import gpu_gemma4 as g4
 
-    from spinfc.runtime.families import from_hf
+    from spinfc.runtime.models.families import from_hf
 
     hf = g4.published_31b(o.gemma4_layers)
     if o.smoke:
@@ -78,22 +77,23 @@ def gemma4(o, device: str):
 
     def load(name, _precision, device):
         return g4.build(from_hf(hf_of(name)), "fp16-mixed", device, name=name)
-    return hf, "Gemma4ForCausalLM", load, lambda hf: g4.non_embedding_params(from_hf(hf))
+    return hf, "Gemma4ForCausalLM", load, lambda hf: stacks.gemma4_params(from_hf(hf))
 
 
 def qwen3_5(o, device: str):
     """The same of Qwen3.5 at 27B widths (the server's default scheme: fp16 around a float32 residual stream)."""
-    import gpu_qwen3_5 as q
+    from benchmarks import gpu_qwen3_5 as q
 
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.families import from_hf
+    from spinfc.runtime.models.families import from_hf
 
     def load(name, precision, device):
         c = from_hf(hf_of(name))
         dtype = torch.float16 if device.startswith("cuda") else torch.float32
-        return build_model(c, q.random_state(c, device, dtype=dtype), ops=triton_ops if device.startswith("cuda")
-                           else reference, device=device, name=name, precision=precision,
+        return build_model(c, stacks.qwen3_5_state(c, device, dtype=dtype),
+                           ops=triton_ops if device.startswith("cuda") else reference, device=device, name=name,
+                           precision=precision,
                            weights_hash=f"random-qwen3_5-{c.layers}")
     c = q.tiny(1024) if o.smoke else q.shape(o.qwen3_5_layers, 1024)
     lin = c.linear
@@ -106,7 +106,7 @@ def qwen3_5(o, device: str):
           "linear_num_key_heads": lin.key_heads, "linear_num_value_heads": lin.value_heads,
           "linear_key_head_dim": lin.key_dim, "linear_value_head_dim": lin.value_dim,
           "linear_conv_kernel_dim": lin.conv_kernel}
-    return hf, "Qwen3_5ForCausalLM", load, lambda hf: q.non_embedding_params(from_hf(hf))
+    return hf, "Qwen3_5ForCausalLM", load, lambda hf: stacks.qwen3_5_params(from_hf(hf))
 
 
 _CONFIGS: dict[str, dict] = {}
@@ -120,12 +120,8 @@ def model_folder(family: str, hf: dict, architecture: str) -> tuple[str, dict]:
     """A folder with the packaged Gemma 3 tokenizer and the config (no weights: the app's loader makes them)."""
     from spinfc.registry import load_tokenizer
 
-    folder = Path(f"/tmp/spinfc-long-{family}")
-    folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = load_tokenizer("gemma3-270m")
-    tokenizer.save_pretrained(str(folder))
-    hf = {**hf, "vocab_size": len(tokenizer), "architectures": [architecture]}
-    (folder / "config.json").write_text(json.dumps(hf))
+    hf = {**hf, "vocab_size": len(load_tokenizer("gemma3-270m")), "architectures": [architecture]}
+    folder = models.config_folder(Path(f"/tmp/spinfc-long-{family}"), hf, "gemma3-270m")
     _CONFIGS[str(folder)] = hf
     return str(folder), hf
 
@@ -223,13 +219,13 @@ def attention_share(hf: dict, tokens: int, params: int) -> float:
     return work / (work + 2 * params * tokens)
 
 
-def main() -> int:
-    o = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    o = ARGS.parse_args(argv)
     o.lengths = o.lengths or ([3000, 5000] if o.smoke else [8000, 32000, 64000])
     device = "cpu" if o.smoke else "cuda:0"
     rate = None
     if not o.smoke:
-        import gpu_gemma4 as g4
+        from benchmarks import gpu_gemma4 as g4
 
         rate = g4.matmul_rates(device)["half"]
     began = time.perf_counter()

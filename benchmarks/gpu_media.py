@@ -6,9 +6,9 @@ media passes run eagerly (how they ran before). Prints questions/s, the
 tower's share of the time, and checks batch invariance (a content's scores alone and packed with text-only and
 image contents are bit-identical) and that the image reached the scores. Exits non-zero on a failed check.
 
-    python benchmarks/gpu_media.py                 # Gemma 4 31B-like text stack (60 layers) + the vision tower
-    python benchmarks/gpu_media.py --layers 12     # fewer layers (memory, time), same widths
-    python benchmarks/gpu_media.py --smoke         # tiny shapes on the CPU (what CI can run)
+    python -m benchmarks.gpu_media                 # Gemma 4 31B-like text stack (60 layers) + the vision tower
+    python -m benchmarks.gpu_media --layers 12     # fewer layers (memory, time), same widths
+    python -m benchmarks.gpu_media --smoke         # tiny shapes on the CPU (what CI can run)
 
 The 31B-like shape is Gemma 4 31B's published widths as this script assumes them (hidden 5376, 32 heads, 16 KV
 heads of 256 on sliding layers, 4 of 512 on full ones, k = v there, MLP 21504, window 1024, 5 sliding : 1 full);
@@ -28,21 +28,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from spinfc import compiler  # noqa: E402
-from spinfc.config import CUDA_TOKEN_BUDGET  # noqa: E402
-from spinfc.frontend import program_from_request  # noqa: E402
-from spinfc.media import MediaPolicy  # noqa: E402
-from spinfc.passes import PassContext  # noqa: E402
-from spinfc.passes.layout import used_rows  # noqa: E402
-from spinfc.runtime.models import build_model  # noqa: E402
-from spinfc.runtime.precision import Precision  # noqa: E402
-from spinfc.runtime.runner import Runner, SegmentArrays  # noqa: E402
-from spinfc.runtime.towers import TOWER_PREFIXES, MediaReader, towers_of  # noqa: E402
-from spinfc.runtime.families import from_hf  # noqa: E402
-from spinfc.shapes import Shapes  # noqa: E402
-from tests.media.snapshots import SPECIALS, byte_tokenizer  # noqa: E402
+from spinfc import compiler
+from spinfc.config import CUDA_TOKEN_BUDGET
+from spinfc.frontend import program_from_request
+from spinfc.media import MediaPolicy
+from spinfc.passes import PassContext
+from spinfc.passes.layout import used_rows
+from spinfc.runtime.models import build_model
+from spinfc.runtime.load.precision import Precision
+from spinfc.runtime.launch.runner import Runner, SegmentArrays
+from spinfc.runtime.models.families import from_hf
+from spinfc.runtime.towers import TOWER_PREFIXES, MediaReader, towers_of
+from spinfc.shapes import Shapes
+from tests.media.snapshots import SPECIALS, byte_tokenizer
 
 S, F = "sliding_attention", "full_attention"
 
@@ -150,7 +148,7 @@ def run(runner: Runner, arrays: list, shapes: Shapes) -> list[np.ndarray]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU")
     parser.add_argument("--layers", type=int, default=None, help="text layers (default 60; --smoke 6)")
@@ -160,7 +158,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--precision", choices=("fp16-mixed", "bf16", "float32"), default=None,
                         help="the text stack's (default: fp16-mixed, the served default on CUDA; --smoke float32)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.layers = args.layers or (6 if args.smoke else 60)
     device = "cpu" if args.smoke else "cuda:0"
     precision = {"fp16-mixed": Precision.mixed(torch.float16), "bf16": Precision.uniform(torch.bfloat16),

@@ -4,10 +4,10 @@ int8-static; (ii) the packaged SmolLM2 served on CUDA (the default scheme, and f
 `spinfc quantize` with and without smoothing) against float32 on the CPU of the same weights, on the parity
 fixture's requests (held out from the calibration texts).
 
-    python benchmarks/gpu_precision.py --gguf PATH/SmolLM2-135M-Instruct.Q4_1.gguf --tokenizer .carry/tok
-    python benchmarks/gpu_precision.py --smoke     # the job section's code on the CPU, tiny shapes (interpreter)
+    python -m benchmarks.gpu_precision --gguf PATH/SmolLM2-135M-Instruct.Q4_1.gguf --tokenizer .carry/tok
+    python -m benchmarks.gpu_precision --smoke     # the job section's code on the CPU, tiny shapes (interpreter)
     # issue 11's time bound: bf16 vs the default fp16-mixed job, and the default's served precision
-    python benchmarks/gpu_precision.py --skip rates --job-schemes bf16 fp16-mixed --served default
+    python -m benchmarks.gpu_precision --skip rates --job-schemes bf16 fp16-mixed --served default
 
 Sections (each runs on its own; one that fails prints its traceback and the others still run):
   rates      bf16 / fp8 / int8 TFLOP/s (the floors)
@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import traceback
@@ -34,7 +33,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--gguf", default=None, help="the packaged SmolLM2 GGUF file (default: the embedded model's)")
 ARGS.add_argument("--tokenizer", default=None, help="SmolLM2's tokenizer folder (else converted from the GGUF)")
@@ -47,11 +45,11 @@ ARGS.add_argument("--served", nargs="*", default=None,
                   choices=["default", "bf16-mixed", "fp8-static", "fp8-static-smoothed", "int8-static"],
                   help="the precision section's schemes (default: all)")
 ARGS.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the job section's code")
-OPTIONS = ARGS.parse_args()
-if OPTIONS.smoke:
-    os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+OPTIONS = ARGS.parse_args([])  # main() parses the command line
 
-import torch  # noqa: E402
+import torch
+
+from benchmarks.harness.smoke import interpreted
 
 RESULTS: dict = {"errors": {}, "sections": {}}
 STARTED = time.perf_counter()
@@ -115,7 +113,7 @@ def model_name() -> str:
 
 
 def job_section(device: str) -> None:
-    from quant_job import JobBench
+    from benchmarks.quant_job import JobBench
 
     bench = JobBench(device, OPTIONS.smoke)
     RESULTS["job"] = bench.info
@@ -130,7 +128,7 @@ def job_section(device: str) -> None:
 
 
 def precision_section(device: str) -> None:
-    from quant_gap import CALIBRATION, gap
+    from benchmarks.quant_gap import CALIBRATION, gap
 
     from spinfc.runtime.parity import read_json, run_fixture
     from spinfc.runtime.quant import quantize_model
@@ -198,10 +196,14 @@ def table() -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    from gpu_job import LLAMA3_8B
-    from quant_job import floors_of
-    from quant_parts import matmul_rates
+def main(argv: list[str] | None = None) -> None:
+    global OPTIONS
+    OPTIONS = ARGS.parse_args(argv)
+    if OPTIONS.smoke:
+        interpreted("benchmarks.gpu_precision", argv)
+    from benchmarks.harness.stacks import LLAMA3_8B
+    from benchmarks.quant_job import floors_of
+    from benchmarks.quant_parts import matmul_rates
 
     device = "cpu" if OPTIONS.smoke else "cuda"
     RESULTS["environment"] = {"torch": torch.__version__,

@@ -3,7 +3,7 @@ run them (bf16, fp16, fp8 with row-wise or per-tensor scales, with and without f
 products in float32, TF32 and half precision with a float32 output, and the seed-shaped job's kernels per scheme
 under the profiler (the job of `benchmarks/gpu_precision.py`).
 
-    python benchmarks/gpu_profile.py [--schemes bf16 fp16-mixed fp8-static] [--skip products head profile]
+    python -m benchmarks.gpu_profile [--schemes bf16 fp16-mixed fp8-static] [--skip products head profile]
 
 Each product is timed, and checked for row invariance as the start-up check does (a row unchanged when the other
 rows change, and the first m rows of M equal to the product of m rows for the launch sizes' m). Results: tables
@@ -15,24 +15,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import torch
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from spinfc.backend import split_product  # noqa: E402
+from benchmarks.harness.timing import device_ms
+from spinfc.backend import split_product
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--schemes", nargs="*", default=["bf16", "fp16-mixed", "fp8-static"])
 ARGS.add_argument("--skip", nargs="*", default=[], choices=["products", "head", "profile"])
 ARGS.add_argument("--rows", type=int, default=19200)
 ARGS.add_argument("--answer-rows", type=int, default=672)
-OPTIONS = ARGS.parse_args()
+OPTIONS = ARGS.parse_args([])  # main() parses the command line
 RESULTS: dict = {}
 FP8 = torch.float8_e4m3fn
 
@@ -40,17 +37,6 @@ FP8 = torch.float8_e4m3fn
 def save() -> None:
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_profile.json").write_text(json.dumps(RESULTS, indent=1, default=str))
-
-
-def ms(fn, reps: int = 10) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - began) / reps * 1000
 
 
 def invariant(fn, x: torch.Tensor, sizes: list[int]) -> str:
@@ -105,7 +91,7 @@ def products() -> None:
         flops = 2 * T * K * N / 1e9
         for name, (fn, inp) in variants.items():
             try:
-                t = ms(lambda: fn(inp))
+                t = device_ms(lambda: fn(inp))
                 table[f"{label} {name}"] = {"ms": round(t, 3), "tflops": round(flops / t, 1),
                                             "rows": invariant(fn, inp, sizes)}
             except Exception as error:  # a variant this torch lacks
@@ -153,7 +139,7 @@ def head() -> None:
         flops = 2 * R * K * N / 1e9
         for name, fn in variants.items():
             try:
-                t = ms(lambda: fn(x))
+                t = device_ms(lambda: fn(x))
                 error = float((fn(x).double() - exact).abs().max())
                 table[f"{label} {name}"] = {"ms": round(t, 3), "tflops": round(flops / t, 1),
                                             "max_abs_error": f"{error:.2e}", "rows": invariant(fn, x, [128, 256])}
@@ -169,8 +155,8 @@ def profile() -> None:
     """Each scheme's job (two passes of 19,200 rows) run eagerly under the profiler: the kernels by GPU time."""
     from torch.profiler import ProfilerActivity, profile as profiler
 
-    from quant_job import JobBench, run_job
-    from quant_parts import build
+    from benchmarks.quant_job import JobBench, run_job
+    from benchmarks.quant_parts import build
 
     bench = JobBench("cuda", False)
     out = RESULTS["profile"] = {}
@@ -205,7 +191,9 @@ def profile() -> None:
         save()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global OPTIONS
+    OPTIONS = ARGS.parse_args(argv)
     RESULTS["environment"] = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     for section, fn in (("products", products), ("head", head), ("profile", profile)):
         if section in OPTIONS.skip:

@@ -1,8 +1,8 @@
 """W8A8 schemes on one H200: the seed-shaped job at Llama-3-8B shape in bf16, bf16-mixed, fp8-static and
 int8-static; each scheme's floor, its logprob gap to float32 on the same weights, and its batch invariance.
 
-    python benchmarks/gpu_quant.py            # from the repository root; about 3 to 5 minutes on one H200
-    python benchmarks/gpu_quant.py --smoke    # the same code on the CPU, tiny shapes (Triton interpreter)
+    python -m benchmarks.gpu_quant            # from the repository root; about 3 to 5 minutes on one H200
+    python -m benchmarks.gpu_quant --smoke    # the same code on the CPU, tiny shapes (Triton interpreter)
 
 Sections (each runs on its own; one that fails prints its traceback and the others still run):
   rates        bf16 / fp8 (`_scaled_mm`) / int8 (`_int_mm`) TFLOP/s of an 8192^3 product and of one layer's products
@@ -21,29 +21,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the script, measures nothing")
 ARGS.add_argument("--reps", type=int, default=3, help="timed repetitions of the packed job (median)")
 ARGS.add_argument("--schemes", nargs="+", default=None, help="the job section's schemes (default: every one of "
                   "quant_parts.ALL: bf16, bf16-mixed, fp8-static[-mixed], int8-static[-mixed], fp8-dynamic[-mixed])")
-OPTIONS = ARGS.parse_args()
-if OPTIONS.smoke:
-    os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+OPTIONS = ARGS.parse_args([])  # main() parses the command line
 
-import torch  # noqa: E402
+import torch
 
-from gpu_checks import prepare  # noqa: E402
-from gpu_job import LLAMA3_8B, SMALL_CONFIGS, random_state_dict, seed_job, small_job  # noqa: E402
-from quant_job import JobBench, floors_of, run_job  # noqa: E402
-from quant_parts import ALL, build, gemm_shapes, matmul_rates, row_invariance  # noqa: E402
+from benchmarks.gpu_checks import prepare
+from benchmarks.harness.launches import seed_job, small_job
+from benchmarks.harness.stacks import LLAMA3_8B, SMALL_CONFIGS, random_state_dict
+from benchmarks.harness.smoke import interpreted
+from benchmarks.quant_job import JobBench, floors_of, run_job
+from benchmarks.quant_parts import ALL, build, gemm_shapes, matmul_rates, row_invariance
 
 RESULTS: dict = {"errors": {}, "sections": {}}
 STARTED = time.perf_counter()
@@ -136,7 +133,11 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global OPTIONS
+    OPTIONS = ARGS.parse_args(argv)
+    if OPTIONS.smoke:
+        interpreted("benchmarks.gpu_quant", argv)
     smoke = OPTIONS.smoke
     device = "cpu" if smoke else "cuda"
     RESULTS["environment"] = {"torch": torch.__version__,

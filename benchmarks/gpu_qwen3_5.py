@@ -1,11 +1,13 @@
-"""Qwen3.5 on one GPU, in one run: the gated delta rule on flash-linear-attention against its PyTorch reference,
-the stack against transformers (small random model, float32), batch invariance at the Qwen3.5-27B shape (random
-bf16 weights), and the seed-shaped job's speed: in-process (pre-lowered passes, and the engine) and over HTTP
-(`spinfc serve`'s app under uvicorn in a child process, default settings), the fraction of the floor, the state
-memory per content, and the re-reading baseline (every question as its own sequence, content + question, through
-the same stack: what a server without branching off a state computes). Exits non-zero on a failed check.
+"""Qwen3.5 on one GPU, in one run: the gated delta rule on flash-linear-attention against its PyTorch reference, the
+stack against transformers (small random model, float32), batch invariance at the Qwen3.5-27B shape (random bf16
+weights), and the seed-shaped job's speed: in-process (pre-lowered passes, and the engine) and over HTTP (`spinfc
+serve` in a child process, the model made there by this script's loader: harness/serve_app.py), the fraction of the
+floor, the state memory per content, and the re-reading baseline (every question as its own sequence, content +
+question, through the same stack: what a server without branching off a state computes). Exits non-zero on a failed
+check.
 
-    python benchmarks/gpu_qwen3_5.py --tokenizer DIR [--layers 64] [--out results.json]
+    python -m benchmarks.gpu_qwen3_5 --tokenizer DIR [--layers 64] [--out results.json]
+    python -m benchmarks.gpu_qwen3_5 --tokenizer DIR --small      # checks the script on the CPU
 
 `--layers N` keeps the 27B's widths with fewer layers (3 linear : 1 full kept); times then scale by 64 / N.
 """
@@ -15,37 +17,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing as mp
 import random
-import shutil
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import attrs
+import torch
 
-import attrs  # noqa: E402
-import torch  # noqa: E402
-
-from spinfc.runtime.models.qwen3_5 import LinearAttention, Qwen3_5Config  # noqa: E402
+from benchmarks.harness import clients, jobs, models, serving, timing
+from benchmarks.harness.stacks import QWEN3_5_27B, qwen3_5_params, qwen3_5_state
+from spinfc.runtime.models.qwen3_5 import LinearAttention, Qwen3_5Config
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder (tokenizer.json, ...)")
 ARGS.add_argument("--layers", type=int, default=64)
 ARGS.add_argument("--budget", type=int, default=19200)
-ARGS.add_argument("--port", type=int, default=8393)
 ARGS.add_argument("--skip-http", action="store_true")
 ARGS.add_argument("--out", type=Path, default=None)
 ARGS.add_argument("--small", action="store_true", help="a tiny model and job on the CPU (checks the script)")
 
-# Qwen3.5-27B's text config (hidden 5120, 64 layers: 48 Gated DeltaNet, 16 gated attention of 24 heads of 256 over
-# 4 kv heads; linear attention 16 key heads and 48 value heads of 128, conv kernel 4; partial rotary 0.25).
-QWEN3_5_27B = Qwen3_5Config(
-    family="qwen3_5", hidden=5120, layers=64, heads=24, kv_heads=4, head_dim=256, intermediate=17408, vocab=248320,
-    rope_theta=10_000_000.0, norm_eps=1e-6, tie_embeddings=False, rotary_dim=64,
-    linear=LinearAttention(layers=tuple((i + 1) % 4 != 0 for i in range(64)), key_heads=16, value_heads=48,
-                           key_dim=128, value_dim=128, conv_kernel=4))
 DEVICE = "cuda:0"
 SEED = dict(contents=24, content_tokens=470, questions=56, question_tokens=20)
 SMALL_SEED = dict(contents=4, content_tokens=40, questions=4, question_tokens=5)
@@ -76,66 +66,15 @@ def shape(layers: int, vocab: int) -> Qwen3_5Config:
     return attrs.evolve(c, layers=layers, vocab=vocab, linear=attrs.evolve(c.linear, layers=c.linear.layers[:layers]))
 
 
-def random_state(c: Qwen3_5Config, device, seed: int = 0, dtype=torch.bfloat16) -> dict[str, torch.Tensor]:
-    """Random weights in Hugging Face naming; output projections scaled down (each block a small update)."""
-    g = torch.Generator(device=device).manual_seed(seed)
-    lin = c.linear
-
-    def normal(*size, std=1.0):
-        return (torch.randn(*size, generator=g, device=device) * std).to(dtype)
-
-    def linear(n_out, n_in, scale=1.0):
-        return normal(n_out, n_in, std=scale * n_in**-0.5)
-
-    state = {"model.embed_tokens.weight": normal(c.vocab, c.hidden), "model.norm.weight": normal(c.hidden, std=0.1),
-             "lm_head.weight": linear(c.vocab, c.hidden, 0.5)}
-    for i in range(c.layers):
-        p = f"model.layers.{i}."
-        state[p + "input_layernorm.weight"] = normal(c.hidden, std=0.1)
-        state[p + "post_attention_layernorm.weight"] = normal(c.hidden, std=0.1)
-        state[p + "mlp.gate_proj.weight"] = linear(c.intermediate, c.hidden)
-        state[p + "mlp.up_proj.weight"] = linear(c.intermediate, c.hidden)
-        state[p + "mlp.down_proj.weight"] = linear(c.hidden, c.intermediate, 0.2)
-        if lin.layers[i]:
-            a = p + "linear_attn."
-            state[a + "in_proj_qkv.weight"] = linear(lin.conv_channels, c.hidden)
-            state[a + "in_proj_z.weight"] = linear(lin.value_heads * lin.value_dim, c.hidden)
-            state[a + "in_proj_b.weight"] = linear(lin.value_heads, c.hidden)
-            state[a + "in_proj_a.weight"] = linear(lin.value_heads, c.hidden)
-            state[a + "conv1d.weight"] = normal(lin.conv_channels, 1, lin.conv_kernel, std=0.5)
-            state[a + "A_log"] = torch.empty(lin.value_heads, device=device).uniform_(0.01, 16, generator=g).log()
-            state[a + "dt_bias"] = torch.ones(lin.value_heads, device=device)
-            state[a + "norm.weight"] = (1 + normal(lin.value_dim, std=0.1).float()).to(dtype)
-            state[a + "out_proj.weight"] = linear(c.hidden, lin.value_heads * lin.value_dim, 0.2)
-        else:
-            s = p + "self_attn."
-            state[s + "q_proj.weight"] = linear(2 * c.heads * c.head_dim, c.hidden)
-            state[s + "k_proj.weight"] = linear(c.kv_heads * c.head_dim, c.hidden)
-            state[s + "v_proj.weight"] = linear(c.kv_heads * c.head_dim, c.hidden)
-            state[s + "o_proj.weight"] = linear(c.hidden, c.heads * c.head_dim, 0.2)
-            state[s + "q_norm.weight"] = normal(c.head_dim, std=0.1)
-            state[s + "k_norm.weight"] = normal(c.head_dim, std=0.1)
-    return state
-
-
 def build(c: Qwen3_5Config, name: str | None = None):
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.precision import Precision
+    from spinfc.runtime.load.precision import Precision
 
     dtype = torch.bfloat16 if on_cuda() else torch.float32
-    return build_model(c, random_state(c, DEVICE, dtype=dtype), ops=triton_ops if on_cuda() else reference,
+    return build_model(c, qwen3_5_state(c, DEVICE, dtype=dtype), ops=triton_ops if on_cuda() else reference,
                        device=DEVICE, name=name, precision=Precision.uniform(dtype),
                        weights_hash=f"random-qwen3_5-{c.layers}")
-
-
-def non_embedding_params(c: Qwen3_5Config) -> int:
-    lin, per_full, per_linear = c.linear, 0, 0
-    mlp = 3 * c.hidden * c.intermediate
-    per_full = c.hidden * (2 * c.heads + 2 * c.kv_heads) * c.head_dim + c.heads * c.head_dim * c.hidden + mlp
-    per_linear = c.hidden * (lin.conv_channels + lin.value_heads * lin.value_dim + 2 * lin.value_heads)
-    per_linear += lin.value_heads * lin.value_dim * c.hidden + mlp
-    return sum(per_linear if linear else per_full for linear in lin.layers)
 
 
 def state_bytes_per_content(c: Qwen3_5Config, dtype_bytes: int = 2) -> int:
@@ -152,14 +91,8 @@ def sync():
 
 
 def timed(fn, reps: int = 3) -> float:
-    best = float("inf")
-    for _ in range(reps):
-        sync()
-        began = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - began)
-    return best
+    """The best of `reps` runs (no warm-up run: the callers warm up themselves)."""
+    return timing.best_of(fn, reps, warm=False, sync=sync).best
 
 
 # ---- checks ------------------------------------------------------------------------------------------------------
@@ -215,7 +148,7 @@ def check_parity(failures: list) -> dict:
 
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.families import from_hf
+    from spinfc.runtime.models.families import from_hf
     from tests.runtime.tree_launch import Case, Question, build_launch, transformers_logprobs
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -268,7 +201,7 @@ def content_scores(job, outputs, content: str) -> dict:
 def check_invariance(model, c: Qwen3_5Config, budget: int, failures: list) -> dict:
     """Content c0's reads bit-identical: in the job, in the job in reverse order (another offset, pass and
     neighbours), alone, and packed beside contents asked other questions."""
-    from gpu_job import compile_job, make_program, seed_job, seed_questions
+    from benchmarks.harness.launches import compile_job, make_program, seed_job, seed_questions
     from spinfc.backend.launch import lower
     from spinfc.passes.layout import assemble
     from spinfc.shapes import Shapes
@@ -331,7 +264,7 @@ def matmul_rate() -> float:
 
 
 def speed_prelowered(model, c: Qwen3_5Config, budget: int) -> dict:
-    from gpu_job import seed_job
+    from benchmarks.harness.launches import seed_job
 
     job = seed_job(c.vocab, max_budget=budget, **JOB)
     launches = [launch.to(DEVICE) for launch in job.launches]
@@ -345,7 +278,7 @@ def speed_prelowered(model, c: Qwen3_5Config, budget: int) -> dict:
 def speed_rereading(model, c: Qwen3_5Config, budget: int, sample: int = 2) -> dict:
     """Every question as its own sequence (content + question, then its options): `sample` contents' questions
     packed in passes of the same budget, timed and extrapolated to the 24 contents."""
-    from gpu_job import compile_job, make_program, seed_job
+    from benchmarks.harness.launches import compile_job, make_program, seed_job
     from spinfc.ir.nodes import Content
 
     job = seed_job(c.vocab, max_budget=budget, **JOB)
@@ -362,98 +295,55 @@ def speed_rereading(model, c: Qwen3_5Config, budget: int, sample: int = 2) -> di
             "passes_sampled": len(launches)}
 
 
-def engine_and_http(c: Qwen3_5Config, tokenizer_dir: Path, budget: int, port: int, skip_http: bool) -> dict:
-    from job import content, request_body
+def loader(config: str, name: str, device: str):
+    """The `load_model` of the in-process engine and of the server (harness/serve_app.py builds it in the server's
+    process): the random-weight stack of `config` (a Qwen3_5Config's JSON) on `device`, the same in both."""
+    global DEVICE
+    DEVICE = device
+    c = Qwen3_5Config.from_json(config)
+    return lambda _name, _precision, _device: build(c, name)
+
+
+def engine_and_http(c: Qwen3_5Config, tokenizer_dir: Path, skip_http: bool) -> dict:
+    """The job through `start_engine` in this process and over HTTP through `spinfc serve` (the same model made by
+    `loader` in the server), default settings (a small budget on the CPU)."""
+    from spinfc.config import EngineSettings
     from spinfc.registry import load_tokenizer
+    from spinfc.runtime.start import start_engine
 
-    folder = Path("/tmp/spinfc-qwen3_5-model")
-    folder.mkdir(parents=True, exist_ok=True)
-    for file in tokenizer_dir.iterdir():
-        shutil.copy(file, folder / file.name)
-    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5_text"}))
-    tokenizer = load_tokenizer(str(folder))
-    body = request_body([content(i, tokenizer, JOB["content_tokens"]) for i in range(JOB["contents"])])
-    body["scoring"]["queries"] = body["scoring"]["queries"][:JOB["questions"]]
-    questions = JOB["contents"] * len(body["scoring"]["queries"])
-    out = {"questions": questions}
-    out["engine"] = in_process_engine(c, str(folder), body, questions)
+    folder = models.config_folder(Path("/tmp/spinfc-qwen3_5-model"), {"model_type": "qwen3_5_text"}, tokenizer_dir)
+    job = jobs.text_job(load_tokenizer(str(folder)), JOB["contents"], JOB["content_tokens"], JOB["questions"])
+    budget = () if on_cuda() else ("--token-budget", "1024")
+    out = {"questions": job.questions}
+    running = start_engine(EngineSettings(model=str(folder), device=DEVICE, **({} if on_cuda() else
+                                                                                 {"token_budget": 1024})),
+                           load_model=loader(c.to_json(), str(folder), DEVICE))
+    engine = running.engine
+
+    async def score():
+        return await engine.score(await engine.compile_async(job.whole))
+
+    try:
+        timed = timing.best_of(lambda: asyncio.run(score()), 2)
+        out["engine"] = {"seconds": timed.best, "questions_per_s": timed.rate(job.questions)}
+    finally:
+        running.stop()
+        del running, engine
+        if on_cuda():
+            torch.cuda.empty_cache()
     if not skip_http:
-        ctx = mp.get_context("spawn")
-        child = ctx.Process(target=serve_child, args=(c, str(folder), port, DEVICE), daemon=True)
-        child.start()
-        try:
-            from gpu_served import wait_ready
-
-            wait_ready(f"http://127.0.0.1:{port}", child, limit=600)
-            out["http"] = asyncio.run(http_job(f"http://127.0.0.1:{port}", body, questions))
-        finally:
-            child.terminate()
-            child.join(30)
+        spec = ("benchmarks.gpu_qwen3_5:loader", {"config": c.to_json(), "name": str(folder), "device": DEVICE})
+        with serving.served(folder, DEVICE, folder / "server.log", args=budget, loader=spec) as server:
+            clients.pattern(server.url, [job.whole], 1, job.questions)  # warm (and the floor cached)
+            best = min((clients.pattern(server.url, [job.whole], 1, job.questions) for _ in range(2)),
+                       key=lambda r: r["seconds"])
+            out["http"] = {"seconds": best["seconds"], "questions_per_s": best["questions_per_s"]}
     return out
 
 
-def in_process_engine(c: Qwen3_5Config, name: str, body: dict, questions: int) -> dict:
-    from spinfc.backend import serving
-    from spinfc.registry import load_tokenizer
-    from spinfc.runtime.engine import Engine
-    from spinfc.shapes import Shapes
-
-    model = build(c, name)
-    shapes = Shapes.for_device(DEVICE, 16384 if on_cuda() else 1024, 64, 4)  # the server's defaults on CUDA
-    if on_cuda():
-        model, shapes = serving.graph_model(model, shapes)
-    engine = Engine(model, shapes, device=DEVICE, tokenizer=load_tokenizer(name)).start()
-
-    async def score():
-        return await engine.score(await engine.compile_async(body))
-
-    try:
-        asyncio.run(score())
-        times = []
-        for _ in range(2):
-            began = time.perf_counter()
-            asyncio.run(score())
-            times.append(time.perf_counter() - began)
-        return {"seconds": min(times), "questions_per_s": questions / min(times)}
-    finally:
-        engine.close()
-        del engine, model
-        if on_cuda():
-            torch.cuda.empty_cache()
-
-
-def serve_child(c: Qwen3_5Config, name: str, port: int, device: str) -> None:
-    import uvicorn
-
-    from spinfc.config import EngineSettings, ServerSettings, Settings
-    from spinfc.server.app import create_app
-
+def main(argv: list[str] | None = None) -> None:
     global DEVICE
-    DEVICE = device
-    settings = Settings(engine=EngineSettings(model=name, device=device, warmup="short"),
-                        server=ServerSettings(port=port))
-    app = create_app(settings, load_model=lambda n, dtype, d: build(c, name))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-async def http_job(base: str, body: dict, questions: int) -> dict:
-    import httpx
-
-    async with httpx.AsyncClient(base_url=base, timeout=900) as client:
-        warm = await client.post("/v1/score", json=body)
-        if warm.status_code != 200:
-            return {"status": warm.status_code, "error": warm.text[:300]}
-        times = []
-        for _ in range(2):
-            began = time.perf_counter()
-            response = await client.post("/v1/score", json=body)
-            times.append(time.perf_counter() - began)
-        return {"status": response.status_code, "seconds": min(times), "questions_per_s": questions / min(times)}
-
-
-def main() -> None:
-    global DEVICE
-    args = ARGS.parse_args()
+    args = ARGS.parse_args(argv)
     failures: list[str] = []
     if args.small:
         DEVICE, args.budget, args.layers = "cpu", 512, 4
@@ -477,7 +367,7 @@ def main() -> None:
     results["invariance"] = check_invariance(model, c, args.budget, failures)
     print(results["invariance"], flush=True)
     rate = matmul_rate()
-    floor = 2 * non_embedding_params(c) * job_tokens() / rate
+    floor = 2 * qwen3_5_params(c) * job_tokens() / rate
     results["floor"] = {"seconds": floor, "tflops": rate / 1e12, "questions_per_s": job_questions() / floor}
     from spinfc.runtime.models import state_flow
 
@@ -502,7 +392,7 @@ def main() -> None:
     if on_cuda():
         torch.cuda.empty_cache()
     print("engine and HTTP ...", flush=True)
-    results["served"] = engine_and_http(c, args.tokenizer, args.budget, args.port, args.skip_http)
+    results["served"] = engine_and_http(c, args.tokenizer, args.skip_http)
     results["state_bytes_per_content"] = state_bytes_per_content(c)
     scale = 64 / args.layers
     n = job_questions()

@@ -4,22 +4,20 @@ its vision tower (tests/media/snapshots.py) on CUDA with the Triton ops: its tow
 and packed, an image content's scores the same bits alone and packed with text and other image contents, and within
 1e-4 of transformers' Qwen3_5ForConditionalGeneration (float32). Exits non-zero on a failed check.
 
-    python benchmarks/gpu_qwen3_5_media.py            # on a CUDA machine
-    python benchmarks/gpu_qwen3_5_media.py --smoke    # the model checks on the CPU (the reference ops)
+    python -m benchmarks.gpu_qwen3_5_media            # on a CUDA machine
+    python -m benchmarks.gpu_qwen3_5_media --smoke    # the model checks on the CPU (the reference ops)
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 FAILED: list[str] = []
 
@@ -64,8 +62,8 @@ def model_checks(device: str) -> None:
     import dataclasses
 
     from spinfc.backend import triton_ops
-    from spinfc.runtime.loader import load_model
-    from spinfc.runtime.runner import Runner, SegmentArrays
+    from spinfc.runtime.launch.runner import Runner, SegmentArrays
+    from spinfc.runtime.load.loader import load_model
     from spinfc.shapes import Shapes
     from tests.media import test_qwen3_5_parity as parity
     from tests.media.snapshots import qwen3_5_snapshot
@@ -117,10 +115,10 @@ def model_checks(device: str) -> None:
           "the bits of the plain rope path")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="the model checks on the CPU")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not args.smoke:
         rope_kernel()
     model_checks("cpu" if args.smoke else "cuda")

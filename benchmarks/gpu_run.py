@@ -5,20 +5,18 @@ transformers with and without the content's KV cache reused; plus the matmul rat
 from __future__ import annotations
 
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
-from gpu_baselines import FlexTreeAttention, flex_ops, hf_kv_reuse, hf_llama, hf_one_per_question
-from gpu_checks import prepare
-from gpu_job import LLAMA3_8B, compile_job, make_program, non_embedding_params, seed_job
+from benchmarks.gpu_baselines import FlexTreeAttention, flex_ops, hf_kv_reuse, hf_llama, hf_one_per_question
+from benchmarks.gpu_checks import prepare
+from benchmarks.harness import timing
+from benchmarks.harness.stacks import LLAMA3_8B, TINY, non_embedding_params
+from benchmarks.harness.launches import compile_job, make_program, seed_job
 from spinfc.backend import triton_ops
 from spinfc.runtime.models import build_model
-from spinfc.runtime.weights.config import ModelConfig
 
-TINY = ModelConfig(family="llama", hidden=128, layers=2, heads=4, kv_heads=2, head_dim=32, intermediate=256,
-                   vocab=512, rope_theta=500000.0, norm_eps=1e-5, tie_embeddings=False)
 SEED_JOB = dict(contents=24, content_tokens=470, questions=56, question_tokens=20)
 TINY_JOB = dict(contents=3, content_tokens=40, questions=4, question_tokens=5, max_budget=256)
 
@@ -41,17 +39,10 @@ class Bench:
             torch.cuda.synchronize()
 
     def timed(self, fn):
-        self.sync()
-        began = time.perf_counter()
-        out = fn()
-        self.sync()
-        return time.perf_counter() - began, out
+        return timing.once(fn, self.sync)
 
     def bench_ms(self, fn, warmup: int = 3, reps: int = 10) -> float:
-        for _ in range(warmup):
-            fn()
-        seconds, _ = self.timed(lambda: [fn() for _ in range(reps)])
-        return seconds / reps * 1000
+        return timing.device_ms(fn, self.device, warmup, reps)
 
     def run(self, model, job) -> list[torch.Tensor]:
         """Every pass of `job` through `model` (launch tensors copied to the device inside), in order."""

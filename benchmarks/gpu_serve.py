@@ -1,12 +1,14 @@
-"""The server's CUDA start-up, end to end, on a small random-weight model: `Service` loads it (Triton ops, bf16),
-captures the pass's CUDA graph, warms up, and scores real requests through the engine; the scores are compared
-with the CPU server's (float32 reference) on the same weights, and with the same contents in another request.
+"""The server's CUDA start-up, end to end, on a small random-weight model: `start_engine` (what `spinfc serve` runs)
+loads it (Triton ops, the default precision), captures every launch size's CUDA graph, and scores real requests
+through the engine; the scores are compared with the CPU engine's (float32 reference) on the same weights, and with
+the same contents in another request.
 
-    python benchmarks/gpu_serve.py --tokenizer DIR     # DIR: a tokenizer folder (tokenizer.json, ...)
+    python -m benchmarks.gpu_serve --tokenizer DIR     # DIR: a tokenizer folder (tokenizer.json, ...)
+    python -m benchmarks.gpu_serve --tokenizer DIR --device cpu     # checks the script
 
-The model is a transformers LlamaForCausalLM of small size with the tokenizer's vocabulary, random weights, saved
-as a snapshot folder (config.json, model.safetensors, the tokenizer files) under a temporary directory.
-Needs spinfc's server dependencies (litestar, msgspec, lark; on the GPU machine they travel as wheels).
+The model is a four-layer Llama of tiny widths with the tokenizer's vocabulary, random weights, written as a
+snapshot folder by harness/models.py under a temporary directory. (The acceptance run serves every family this way
+over HTTP; this is the quick check of one.)
 """
 
 from __future__ import annotations
@@ -14,16 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
-
-import torch  # noqa: E402
+from benchmarks.harness import models
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder to serve the model with")
@@ -42,65 +40,51 @@ BODY = {
 }
 
 
-def snapshot(tokenizer: Path, folder: Path) -> Path:
-    """A small Llama with random weights and `tokenizer`'s vocabulary, saved as a snapshot folder."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    vocab = len(AutoTokenizer.from_pretrained(str(tokenizer)))
-    config = LlamaConfig(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
-                         num_key_value_heads=2, head_dim=64, vocab_size=vocab, tie_word_embeddings=True,
-                         max_position_embeddings=8192, rope_theta=10000.0, initializer_range=0.05)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(str(folder), safe_serialization=True)
-    for file in tokenizer.iterdir():
-        shutil.copy(file, folder / file.name)
-    return folder
-
-
 def by_content(scored) -> list:
     """[input][query][option] logprobs of a Scored request, in request order."""
     return [scored.scores[c] for c in scored.compiled.inputs]
 
 
-async def serve(model: str, device: str, body: dict, reordered: dict) -> dict:
-    from spinfc.config import EngineSettings, Settings
-    from spinfc.server.service import Service
+def serve(model: str, device: str, body: dict, reordered: dict) -> dict:
+    from spinfc.config import EngineSettings
+    from spinfc.runtime.start import start_engine
 
-    service = Service(Settings(engine=EngineSettings(model=model, device=device)))
     began = time.perf_counter()
-    await service._start()
+    running = start_engine(EngineSettings(model=model, device=device))
     start_seconds = time.perf_counter() - began
-    if service.status != "ready":
-        raise RuntimeError(f"the service did not become ready: {service.status}: {service.error}")
-    engine = service.engine
+    engine = running.engine
+
+    async def score(request: dict):
+        return await engine.score(await engine.compile_async(request))
+
     try:
-        scored = await engine.score(await engine.compile_async(body))
+        scored = asyncio.run(score(body))
         began = time.perf_counter()
-        again = await engine.score(await engine.compile_async(reordered))
+        again = asyncio.run(score(reordered))
         request_seconds = time.perf_counter() - began
-        return {"scores": by_content(scored), "reordered": by_content(again), "fingerprint": service.fingerprint,
-                "shapes": str(engine.shapes), "start_seconds": round(start_seconds, 1),
+        return {"scores": by_content(scored), "reordered": by_content(again), "fingerprint": running.fingerprint,
+                "shapes": str(running.shapes), "start_seconds": round(start_seconds, 1),
                 "request_seconds": round(request_seconds, 3), "passes": engine.stats.passes,
-                "model": type(engine.model.model).__name__}
+                "model": type(running.model).__name__}
     finally:
-        service.generator.close()
-        await asyncio.to_thread(engine.close)
+        running.stop()
 
 
 def flat(scores) -> list[float]:
     return [value for content in scores for query in content for value in query]
 
 
-def main() -> None:
-    options = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    options = ARGS.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        model = str(snapshot(options.tokenizer, Path(tmp)))
+        model = tmp
+        models.snapshot("llama-3-8b", Path(tmp), options.tokenizer, layers=4, tiny=True, device=options.device)
         # The same three contents, in another order and behind a fourth: each lands at another offset of the pass.
         reordered = json.loads(json.dumps(BODY))
         reordered["inputs"] = [{"messages": [{"role": "user", "content": "Where is my order? It is a week late."}]}] \
             + BODY["inputs"][::-1]
-        got = asyncio.run(serve(model, options.device, BODY, reordered))
-        want = asyncio.run(serve(model, "cpu", BODY, reordered))
+        got = serve(model, options.device, BODY, reordered)
+        want = serve(model, "cpu", BODY, reordered)
     same_elsewhere = flat(got["scores"]) == flat(got["reordered"][1:][::-1])
     gap = max(abs(a - b) for a, b in zip(flat(got["scores"]), flat(want["scores"])))
     report = {

@@ -1,6 +1,6 @@
 """Where the packed Triton path's time goes at Llama-3-8B shape, and which choices move it (one H200):
 
-    python benchmarks/gpu_tune.py     # from the repository root; about 2 minutes
+    python -m benchmarks.gpu_tune     # from the repository root; about 2 minutes
 
   1. each of a layer's matmuls at the pass's row count (and a few others), cuBLAS against cuBLASLt, separate
      projections against fused ones; each checked for row invariance (a row's output bit-identical when the rows
@@ -20,23 +20,20 @@ import gc
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import torch
+import torch.nn.functional as F
+import triton
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
-
-from gpu_checks import rel_error  # noqa: E402
-from gpu_job import LLAMA3_8B, compile_job, make_program, random_state_dict, seed_job  # noqa: E402
-from spinfc.backend import reference, triton_ops  # noqa: E402
-from spinfc.backend.graphs import GraphedModel  # noqa: E402
-from spinfc.backend.kernels import rms_norm as rms_kernel, tree_attention as attention_kernel  # noqa: E402
-from spinfc.runtime.models import build_model  # noqa: E402
+from benchmarks.gpu_checks import rel_error
+from benchmarks.harness.stacks import LLAMA3_8B, random_state_dict
+from benchmarks.harness.launches import compile_job, make_program, seed_job
+from spinfc.backend import reference, triton_ops
+from spinfc.backend.graphs import GraphedModel
+from spinfc.backend.kernels import rms_norm as rms_kernel, tree_attention as attention_kernel
+from spinfc.runtime.models import build_model
 
 C = LLAMA3_8B
 T = 19200
@@ -423,14 +420,14 @@ def whole_job(state, attention_blocks, rms_warps) -> None:
               f"{row['invariant_alone']} | {row['max_gap_to_attempt_1']:.3g} |")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="ops,matmuls,sustained,job",
                         help="comma-separated: ops, matmuls, sustained, job (run 1); residual, ab (run 2)")
     parser.add_argument("--attention", default="wide", choices=sorted(ATTENTION), help="attention variants to time")
-    options = parser.parse_args()
+    options = parser.parse_args(argv)
     parts = options.parts.split(",")
     RESULTS["environment"] = {"torch": torch.__version__, "triton": triton.__version__,
                               "device": torch.cuda.get_device_name(), "parts": parts}

@@ -1,6 +1,6 @@
 """Per-step token-mask cost of the structured-generation libraries on the embedded tokenizers (CPU).
 
-    python benchmarks/grammar_masks.py [--repeats 50]
+    python -m benchmarks.grammar_masks [--repeats 50]
 
 For each tokenizer (gemma3-270m: 262,144 tokens; smollm2-135m: 49,152) and each slot grammar of
 spinfc/ir/decode_plan.py, with xgrammar and llguidance: the time to build the tokenizer's table once, to
@@ -12,11 +12,11 @@ step (the same allowed set, or the run says where they differ).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 
+from benchmarks.harness import timing
 from spinfc.ir.decode_plan import slot_regex
 from spinfc.registry import load_tokenizer
 
@@ -28,12 +28,7 @@ def bits(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
 
 
 def timed(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return timing.best_of(fn, repeats, warm=False).median
 
 
 def run(name: str, repeats: int) -> list[str]:
@@ -104,10 +99,10 @@ def run(name: str, repeats: int) -> list[str]:
     return lines
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=50)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     for name in ("gemma3-270m", "smollm2-135m"):
         print("\n".join(run(name, args.repeats)))

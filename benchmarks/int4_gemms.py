@@ -6,18 +6,15 @@ product, and row invariance (a row's bits the same when the other rows change an
     torch-tinygemm   torch's `_weight_int4pack_mm` (the int4 kernel torchao's Int4WeightOnly config calls on CUDA)
     gemlite          gemlite's GemLiteLinear (Triton; autotuned by launch size), where the wheel is installed
 
-Used by gpu_int4.py (`compare`); `python benchmarks/int4_gemms.py` runs it alone on a GPU."""
+Used by gpu_int4.py (`compare`); `python -m benchmarks.int4_gemms` runs it alone on a GPU."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from spinfc.backend.kernels.int4_reference import dequantize  # noqa: E402
+from spinfc.backend.kernels.int4_reference import dequantize
 
 GROUP = 128
 # (name, K, N) of the 27B's row products (q with its gate is 2 x 24 x 256; the DeltaNet input projections fused)
@@ -118,8 +115,14 @@ def compare(M: int = 16384, products=PRODUCTS) -> list[dict]:
     return rows
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> None:
+    import argparse
     import json
 
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     for row in compare():
         print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,26 +1,28 @@
-"""Resident memory of a server over a stream of varied requests (issue 38): one server in-process, N requests over
-HTTP (scores with a question set of their own, extraction slots, chat and completions), the resident set size after
-every 100, and its growth from the end of the warm-up (the first `--warm`) to the end. Every cache the server keeps
-between requests is bounded; the content cache, the largest, is reported beside (its budget is
---content-cache-tokens: unset, a tenth of the memory, at most 4 GiB, on the CPU).
+"""Resident memory of a server over a stream of varied requests (issue 38): `spinfc serve` in a child process
+(harness/serving.py), N requests over HTTP (scores with a question set of their own, extraction slots, chat and
+completions), the server process's resident set size after every 100, and its growth from the end of the warm-up
+(the first `--warm`) to the end. Every cache the server keeps between requests is bounded; the content cache, the
+largest, is reported beside from /metrics (its budget is --content-cache-tokens: unset, a tenth of the memory, at
+most 4 GiB, on the CPU).
 
-    python benchmarks/memory_soak.py --smoke                       # a random-weight llama, 120 requests
-    python benchmarks/memory_soak.py --model smollm2-135m -n 1000  # what BENCHMARKS.md reports
+    python -m benchmarks.memory_soak --smoke                       # a random-weight llama, 120 requests
+    python -m benchmarks.memory_soak --model smollm2-135m -n 1000  # what BENCHMARKS.md reports
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import random
 import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import psutil
 
-from spinfc.config import EngineSettings, Settings
-from spinfc.server.app import create_app
+from benchmarks.harness import models
+from benchmarks.harness.clients import metric
+from benchmarks.harness.serving import served
 
 WORDS = "refund invoice delivery broken screen password account late parcel charge twice cancel order".split()
 
@@ -51,42 +53,29 @@ def request(i: int) -> tuple[str, dict]:
     return "/v1/completions", {"prompt": [text, f"Story {i}:"], "max_tokens": 3, "echo": i % 2 == 0, "logprobs": 1}
 
 
-def random_llama(folder: str) -> str:
-    """A two-layer llama of random weights with SmolLM2's tokenizer, written by transformers."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from spinfc.registry import load_tokenizer
-
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
-                     ).save_pretrained(folder)
-    load_tokenizer("smollm2-135m").save_pretrained(folder)
-    return folder
-
-
-def main() -> None:
-    from tests.server.live import live_server
-
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("-n", type=int, default=1000, help="requests (default 1000)")
     parser.add_argument("--warm", type=int, default=300, help="requests before the reference reading (default 300)")
     parser.add_argument("--smoke", action="store_true", help="a random-weight llama, 120 requests, 40 to warm up")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="spinfc-soak-"))
     model = args.model
-    if args.smoke:
-        model, args.n, args.warm = random_llama(tempfile.mkdtemp()), 120, 40
-    app = create_app(Settings(engine=EngineSettings(model=model, device="cpu", warmup="none")))
-    process = psutil.Process()
+    if args.smoke:  # a two-layer llama of tiny widths with SmolLM2's tokenizer
+        model, args.n, args.warm = str(work / "model"), 120, 40
+        models.snapshot("llama-3-8b", work / "model", models.tokenizer_folder("smollm2-135m", work / "tokenizer"),
+                        layers=2, tiny=True)
+    with served(model, "cpu", work / "server.log", args=("--warmup", "none")) as server, \
+            httpx.Client(base_url=server.url, timeout=600) as client:
+        process = psutil.Process(server.process.pid)
 
-    def resident() -> float:
-        gc.collect()
-        return process.memory_info().rss / 2**20
+        def reading() -> str:
+            page = client.get("/metrics").text
+            return (f"resident {process.memory_info().rss / 2**20:8.1f} MB  content cache "
+                    f"{metric(page, 'spinfc_content_cache_tokens'):,.0f} of "
+                    f"{metric(page, 'spinfc_content_cache_budget_tokens'):,.0f} tokens")
 
-    with live_server(app) as url, httpx.Client(base_url=url, timeout=600) as client:
-        cache = app.state.service.engine.contents.cache
         started, reference = time.perf_counter(), None
         for i in range(args.n):
             path, body = request(i)
@@ -94,11 +83,10 @@ def main() -> None:
             if answer.status_code != 200:
                 raise SystemExit(f"request {i} ({path}): {answer.status_code} {answer.text[:300]}")
             if i + 1 == args.warm:
-                reference = resident()
+                reference = process.memory_info().rss / 2**20
             if (i + 1) % 100 == 0 or i + 1 == args.n or i + 1 == args.warm:
-                print(f"{i + 1:5d} requests  {time.perf_counter() - started:7.1f} s  resident {resident():8.1f} MB  "
-                      f"content cache {cache.stats.tokens:,} of {cache.budget:,} tokens", flush=True)
-        end = resident()
+                print(f"{i + 1:5d} requests  {time.perf_counter() - started:7.1f} s  {reading()}", flush=True)
+        end = process.memory_info().rss / 2**20
     print(f"growth from request {args.warm} to {args.n}: {end - reference:+.1f} MB resident")
 
 

@@ -2,8 +2,8 @@
 CPU float32 reference, on a random-weight Llama of a real shape; and the time of one packed read of a batch of
 prompts as lm-evaluation-harness sends it.
 
-    python benchmarks/prompt_logprobs_gpu.py [--device cuda:0] [--prompts 32] [--tokens 512]
-    TRITON_INTERPRET=1 python benchmarks/prompt_logprobs_gpu.py --device cpu --dtype float32 --prompts 2 \
+    python -m benchmarks.prompt_logprobs_gpu [--device cuda:0] [--prompts 32] [--tokens 512]
+    TRITON_INTERPRET=1 python -m benchmarks.prompt_logprobs_gpu --device cpu --dtype float32 --prompts 2 \
         --tokens 64 --budget 256        # checks the script itself without a GPU (slowly: Triton's interpreter)
 
 Checks (exit 1 when one fails): every prompt token's logprob within 0.05 of the reference (bf16 activations), the
@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
-from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+import torch
 
-import torch  # noqa: E402
-
-from spinfc.runtime.models import build_model  # noqa: E402
-from spinfc.runtime.prompt_logprobs import prompt_program, score_prompts  # noqa: E402
-from spinfc.runtime.weights.config import ModelConfig  # noqa: E402
+from benchmarks.harness import timing
+from benchmarks.harness.stacks import random_state_dict
+from spinfc.runtime.models import build_model
+from spinfc.runtime.launch.prompt_logprobs import prompt_program, score_prompts
+from spinfc.runtime.weights.config import ModelConfig
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--device", default="cuda:0")
@@ -38,44 +35,18 @@ CONFIG = ModelConfig(family="llama", hidden=1024, layers=8, heads=16, kv_heads=4
                      vocab=32000, rope_theta=500000.0, norm_eps=1e-5, tie_embeddings=False)
 
 
-def random_state(config: ModelConfig) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    c = config
-    shapes = {"model.embed_tokens.weight": (c.vocab, c.hidden), "model.norm.weight": (c.hidden,),
-              "lm_head.weight": (c.vocab, c.hidden)}
-    layer = {"self_attn.q_proj.weight": (c.heads * c.head_dim, c.hidden),
-             "self_attn.k_proj.weight": (c.kv_heads * c.head_dim, c.hidden),
-             "self_attn.v_proj.weight": (c.kv_heads * c.head_dim, c.hidden),
-             "self_attn.o_proj.weight": (c.hidden, c.heads * c.head_dim),
-             "mlp.gate_proj.weight": (c.intermediate, c.hidden), "mlp.up_proj.weight": (c.intermediate, c.hidden),
-             "mlp.down_proj.weight": (c.hidden, c.intermediate), "input_layernorm.weight": (c.hidden,),
-             "post_attention_layernorm.weight": (c.hidden,)}
-    for i in range(c.layers):
-        shapes.update({f"model.layers.{i}.{name}": shape for name, shape in layer.items()})
-    return {name: torch.randn(*shape, generator=g) * (shape[-1] ** -0.5 if len(shape) == 2 else 0.1) + (len(shape) == 1)
-            for name, shape in shapes.items()}
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def main() -> int:
-    args = ARGS.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    args = ARGS.parse_args(argv)
     from spinfc.backend import triton_ops
 
-    state = random_state(CONFIG)
+    state = random_state_dict(CONFIG, "cpu", 0)
     g = torch.Generator().manual_seed(1)
     prompts = [tuple(torch.randint(1, CONFIG.vocab, (args.tokens,), generator=g).tolist()) for _ in range(args.prompts)]
     program = prompt_program(prompts, "random", budget=args.budget, block=128)
     gpu = build_model(CONFIG, state, ops=triton_ops, weights_hash="r", dtype=getattr(torch, args.dtype), device=args.device)
     score_prompts(gpu, program, top=1)  # compiles the kernels
-    sync(args.device)
-    started = time.perf_counter()
-    got = score_prompts(gpu, program, top=1)
-    sync(args.device)
-    seconds = time.perf_counter() - started
+    seconds, got = timing.once(lambda: score_prompts(gpu, program, top=1),
+                               torch.cuda.synchronize if args.device.startswith("cuda") else None)
     cpu = build_model(CONFIG, state, weights_hash="r")
     check = prompt_program(prompts[:2], "random", budget=2 * -(-args.tokens // 128) * 128, block=128)
     want = score_prompts(cpu, check, top=1)

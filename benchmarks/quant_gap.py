@@ -1,8 +1,8 @@
 """Max |difference| to float32 of W8A8 checkpoints written by `spinfc quantize`, with and without smoothing, on
 the parity fixture's requests (held out: not in fixtures/calibration.jsonl).
 
-    python benchmarks/quant_gap.py                                 # both embedded models, CPU, every combination
-    python benchmarks/quant_gap.py --models smollm2-135m --schemes fp8-static --smoothing 0 0.5
+    python -m benchmarks.quant_gap                                 # both embedded models, CPU, every combination
+    python -m benchmarks.quant_gap --models smollm2-135m --schemes fp8-static --smoothing 0 0.5
 
 Per model and smoothing strength one calibration (on the CPU, float32: `quant.calibrated`, what `spinfc quantize`
 runs); each scheme's checkpoint written into a temporary directory, then the fixture
@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 FIXTURE = ROOT / "fixtures" / "parity" / "support-and-news.json"
 CALIBRATION = ROOT / "fixtures" / "calibration.jsonl"
 
@@ -70,7 +68,7 @@ def quantized_gaps(model: str, schemes, strengths, reference: dict, device: str 
                                                  "calibration_gap": chosen.get("gap")}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     parser.add_argument("--schemes", nargs="+", default=["fp8-static", "int8-static"])
@@ -79,7 +77,7 @@ def main() -> None:
                         help="gap budgets (`spinfc quantize --max-gap`; default: every layer quantized)")
     parser.add_argument("--calibration", type=Path, default=CALIBRATION, help="JSONL texts (default: the fixture's)")
     parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     results = []
     print("| model | scheme | smoothing | max gap | layers kept | logprob | p | floor_p |\n"
           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |", flush=True)

@@ -8,9 +8,10 @@ import time
 
 import torch
 
-from gpu_checks import prepare
-from gpu_job import LLAMA3_8B, compile_job, make_program, non_embedding_params, random_state_dict, seed_job
-from quant_parts import build
+from benchmarks.gpu_checks import prepare
+from benchmarks.harness.stacks import LLAMA3_8B, non_embedding_params, random_state_dict
+from benchmarks.harness.launches import compile_job, make_program, seed_job
+from benchmarks.quant_parts import build
 
 from spinfc.backend import split_product
 
@@ -30,7 +31,8 @@ class JobBench:
     """The seed-shaped job at Llama-3-8B shape (TINY on --smoke), one model per scheme on the same weights."""
 
     def __init__(self, device: str, smoke: bool):
-        from gpu_run import SEED_JOB, TINY, TINY_JOB
+        from benchmarks.harness.stacks import TINY
+        from benchmarks.gpu_run import SEED_JOB, TINY_JOB
 
         self.device, self.smoke = device, smoke
         self.config = TINY if smoke else LLAMA3_8B

@@ -3,18 +3,18 @@ the matmul rates behind each scheme's floor, and the row-invariance check of eve
 
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.nn.functional as F
 
+from benchmarks.harness.timing import device_ms
 from spinfc.backend import split_product, triton_ops
+from spinfc.runtime.load.precision import Precision
 from spinfc.runtime.models import build_model
-from spinfc.runtime.precision import Precision
 from spinfc.runtime.quant.calibrate import Calibration, input_maxima
 from spinfc.runtime.quant.checkpoint import quantize_state
 from spinfc.runtime.quant.linear import QuantizedLinear, fp8_mode
-from spinfc.runtime.quant.schemes import SCHEMES as QUANT, quantize_weight, scales_from_max
+from spinfc.runtime.quant.schemes import SCHEMES as QUANT
+from spinfc.runtime.quant.schemes import quantize_weight, scales_from_max
 
 # The quantized schemes measured, with a uniform bf16 stack around them and with the mixed precision policy.
 SCHEMES = ("fp8-static", "fp8-static-mixed", "int8-static", "int8-static-mixed", "fp8-dynamic", "fp8-dynamic-mixed")
@@ -51,17 +51,6 @@ def build(config, state: dict, name: str, device: str, *, ops=None, calibration=
                        weights_hash=f"random-{name}")
 
 
-def _ms(fn, device: str, warmup: int = 3, reps: int = 10) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize(device)
-    began = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize(device)
-    return (time.perf_counter() - began) / reps * 1000
-
-
 def matmul_rates(device: str, config, rows: int = 16384) -> dict:
     """TFLOP/s: an 8192^3 product in bf16, fp8 (`_scaled_mm`, per-tensor scales) and int8 (`_int_mm`); and one
     layer's four products at `rows` rows per scheme, through the path a stack runs (fp8/int8: the activation's
@@ -73,10 +62,10 @@ def matmul_rates(device: str, config, rows: int = 16384) -> dict:
     a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
     ai, bi = a.clamp(-127, 127).to(torch.int8), b.clamp(-127, 127).to(torch.int8)
     flops = 2 * n**3 / 1e9
-    rates = {"bf16_square": flops / _ms(lambda: a @ b, device),
-             "fp8_square": flops / _ms(lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
+    rates = {"bf16_square": flops / device_ms(lambda: a @ b, device),
+             "fp8_square": flops / device_ms(lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
                                                                 out_dtype=torch.bfloat16), device),
-             "int8_square": flops / _ms(lambda: torch._int_mm(ai, bi.t()), device),
+             "int8_square": flops / device_ms(lambda: torch._int_mm(ai, bi.t()), device),
              "fp8_scaling": fp8_mode(device)}
     del a, b, a8, b8, ai, bi
     c = config
@@ -86,11 +75,11 @@ def matmul_rates(device: str, config, rows: int = 16384) -> dict:
     weights = {name: torch.randn(n_out, k, device=device, dtype=torch.bfloat16) * k**-0.5
                for name, (k, n_out) in shapes.items()}
     layer_flops = sum(2 * rows * k * n_out for k, n_out in shapes.values()) / 1e9
-    rates["bf16_layer"] = layer_flops / _ms(lambda: [F.linear(inputs[w.shape[1]], w) for w in weights.values()],
+    rates["bf16_layer"] = layer_flops / device_ms(lambda: [F.linear(inputs[w.shape[1]], w) for w in weights.values()],
                                             device)
     for scheme in ("fp8-static", "int8-static", "fp8-dynamic"):
         layers = [_quantized(w, inputs[w.shape[1]], scheme) for w in weights.values()]
-        rates[f"{scheme.replace('-static', '').replace('-', '_')}_layer"] = layer_flops / _ms(
+        rates[f"{scheme.replace('-static', '').replace('-', '_')}_layer"] = layer_flops / device_ms(
             lambda: [layer(inputs[layer.shape[1]], torch.bfloat16) for layer in layers], device)
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in rates.items()}
 

@@ -17,14 +17,19 @@ OUT.json: {"seconds_new", "seconds_cached", "logprobs": [[[per option] per quest
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 import time
+from pathlib import Path
 
 
-def main() -> int:
-    job = json.loads(open(sys.argv[1]).read())
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("job", type=Path, help="JOB.json: the model, prompts, options, threads and cores")
+    parser.add_argument("out", type=Path, help="OUT.json: seconds and logprobs")
+    args = parser.parse_args(argv)
+    job = json.loads(args.job.read_text())
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core in this process: 2 cores
     threads = job.get("threads", 2)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
@@ -64,7 +69,7 @@ def main() -> int:
            "logprobs_new": [[logprobs(first[c])] + [logprobs(o) for o in rest[c * (per_question - 1):
                                                                                (c + 1) * (per_question - 1)]]
                             for c in range(len(prompts))]}
-    open(sys.argv[2], "w").write(json.dumps(out))
+    args.out.write_text(json.dumps(out))
     return 0
 
 

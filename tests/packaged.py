@@ -9,7 +9,7 @@ The session keeps what it loaded (about 3 GB with both stacks and both reference
 
 Shared means read-only: serving never changes a loaded stack (the engine and the generator wrap it, they do not
 mutate it), so servers started one after another, or side by side, can share one. A test that changes a model
-(its weights, its ops, an attribute set on it) loads its own with `spinfc.runtime.loader.load_model`.
+(its weights, its ops, an attribute set on it) loads its own with `spinfc.runtime.load.loader.load_model`.
 Only these names are shared: any other name (a random model written to a test's directory) loads fresh, since
 one path can hold different weights in different tests.
 """
@@ -20,8 +20,8 @@ import threading
 
 import torch
 
-from spinfc.runtime.loader import load_default
-from spinfc.runtime.precision import Precision
+from spinfc.runtime.load.loader import load_default
+from spinfc.runtime.load.precision import Precision
 
 PACKAGED = ("gemma3-270m", "smollm2-135m")
 

@@ -1,5 +1,7 @@
 """python -m benchmarks.acceptance [--smoke] [--out FILE]: see the package's docstring."""
 
+import sys
+
 from benchmarks.acceptance.run import main
 
-main()
+sys.exit(main())

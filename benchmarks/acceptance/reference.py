@@ -9,18 +9,15 @@ run its Qwen3.5 layers on fla's kernels, which take no CPU tensors; the referenc
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
+from pathlib import Path
 
-sys.modules["fla"] = None  # before transformers is imported: its Qwen3.5 code falls back to PyTorch
+import torch
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import torch  # noqa: E402
-
-from benchmarks.acceptance import kinds  # noqa: E402
-from benchmarks.acceptance.families import BY_NAME  # noqa: E402
+from benchmarks.acceptance import kinds
+from benchmarks.acceptance.families import BY_NAME
 
 FILE = "acceptance-reference.json"
 
@@ -42,12 +39,13 @@ def reference(model, tokenizer) -> dict:
     return {"options": options, "token_logprobs": logprobs_of(model, kinds.PROMPT_IDS)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("family", choices=sorted(BY_NAME))
     parser.add_argument("directory", type=Path)
     parser.add_argument("--gpu-widths", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    sys.modules.setdefault("fla", None)  # before transformers is imported: its Qwen3.5 code falls back to PyTorch
     from transformers import AutoTokenizer
 
     torch.set_num_threads(2)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -19,7 +18,8 @@ import attrs
 from benchmarks.acceptance import kinds, report, timed
 from benchmarks.acceptance.families import BY_NAME, FAMILIES
 from benchmarks.acceptance.reference import FILE
-from benchmarks.acceptance.servers import ROOT, Server
+from benchmarks.harness import models
+from benchmarks.harness.serving import ROOT, Server, env_for, spinfc_command
 
 STARTED = time.monotonic()
 
@@ -39,7 +39,7 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--ready-timeout", type=float, default=420.0, help="seconds a server may take to be ready")
     parser.add_argument("--work", type=Path, default=None, help="where snapshots and logs go (default: a temp dir)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
-    parser.add_argument("--timed", nargs="*", default=None, choices=sorted(timed.shapes(1)),
+    parser.add_argument("--timed", nargs="*", default=None, choices=sorted(models.SHAPES),
                         help="the large shapes to time (default: all on CUDA; llama-3-8b and qwen3_5-27b, tiny, with "
                              "--smoke); give none to skip")
     parser.add_argument("--timed-layers", type=int, default=None, help="layers of each large shape (default 8; 4 with "
@@ -49,7 +49,7 @@ def parse(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.device = args.device or ("cpu" if args.smoke else "cuda:0")
     if args.timed is None:
-        args.timed = ["llama-3-8b", "qwen3_5-27b"] if args.smoke else sorted(timed.shapes(1))
+        args.timed = ["llama-3-8b", "qwen3_5-27b"] if args.smoke else sorted(models.SHAPES)
     args.timed_layers = args.timed_layers or (4 if args.smoke else 8)  # Qwen3.5 keeps a full-attention layer
     return args
 
@@ -57,11 +57,7 @@ def parse(argv=None) -> argparse.Namespace:
 def tokenizer_folder(args, work: Path) -> Path:
     if args.tokenizer is not None:
         return args.tokenizer
-    from spinfc.registry import load_tokenizer
-
-    folder = work / "tokenizer"
-    load_tokenizer("smollm2-135m").save_pretrained(str(folder))
-    return folder
+    return models.tokenizer_folder("smollm2-135m", work / "tokenizer")
 
 
 def build_timed(args, work: Path) -> dict:
@@ -70,7 +66,8 @@ def build_timed(args, work: Path) -> dict:
     built = {}
     for name in args.timed:
         try:
-            params = timed.build(name, work / "timed" / name, tokenizer, args.timed_layers, args.smoke, args.device)
+            params = models.snapshot(name, work / "timed" / name, tokenizer, args.timed_layers, args.smoke,
+                                     args.device)
             built[name] = (work / "timed" / name, params)
             say(f"{name}: large shape built ({params / 1e9:.2f} B non-embedding parameters)")
         except Exception as error:  # noqa: BLE001: reported in the table
@@ -108,22 +105,16 @@ def serve_and_time(built: dict, args, work: Path) -> list[dict]:
     return rows
 
 
-def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-
-
 def build(name: str, directory: Path, gpu_widths: bool) -> str | None:
     """The family's snapshot and reference (reference.py in a child process); the error's tail, or None."""
     command = [sys.executable, "-m", "benchmarks.acceptance.reference", name, str(directory)]
     done = subprocess.run(command + (["--gpu-widths"] if gpu_widths else []), capture_output=True, text=True,
-                          env=_env(), cwd=ROOT)
+                          env=env_for(), cwd=ROOT)
     return None if done.returncode == 0 else (done.stderr or done.stdout)[-1500:]
 
 
 def quantize(directory: Path, out: Path, device: str) -> str | None:
-    command = [sys.executable, "-c", "import sys; from spinfc.cli import main; sys.exit(main())", "quantize",
-               str(directory), "--scheme", "fp8-static", "-o", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, env=_env(), cwd=ROOT)
+    done = spinfc_command("quantize", str(directory), "--scheme", "fp8-static", "-o", str(out), check=False)
     if done.returncode == 0:
         (out / FILE).write_text((directory / FILE).read_text())
     return None if done.returncode == 0 else (done.stderr or done.stdout)[-1500:]
@@ -195,3 +186,7 @@ def main(argv=None) -> int:
         args.out.write_text(json.dumps(results, indent=1))
     say(f"{'every family and kind passed' if results['passed'] else 'FAILED'} in {results['seconds']:.0f} s")
     return 0 if results["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

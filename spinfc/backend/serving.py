@@ -3,7 +3,7 @@ default, `CUDA_DTYPE`), a few fixed launch shapes, each pass replayed from a CUD
 
 The engine launches every pass at one of its `Shapes`' launch sizes (`Shapes.launch_sizes`: by default the budget's
 quarters, each with rows / 8 answer rows and as many reads as rows), the smallest that holds the pass, as its
-scheduler decides (runtime/scheduler.py); nothing here picks a size. `graph_model` checks every GEMM of every size
+scheduler decides (runtime/schedule/scheduler.py); nothing here picks a size. `graph_model` checks every GEMM of every size
 for row invariance, compiles every kernel of the sizes that pass and captures one graph per size before the server
 reports ready (the shapes it returns launch only those); nothing is compiled per request afterwards.
 """

@@ -2,7 +2,7 @@
 the bulk job touches the runtime's engine.
 
 A batch is one program (the texts as contents, the question set's queries and packs' queries, as the server's
-/v1/score builds it with `add_packs`), scored through the runtime's one scoring entry (runtime/scoring.py) under
+/v1/score builds it with `add_packs`), scored through the runtime's one scoring entry (runtime/admit/scoring.py) under
 the server's default limits, in the engine's shared passes. Several batches may be in flight at once: the engine packs their contents into the same passes. A row's
 media (bulk/media.py, read already) follow its text in its content and are read by the model's towers, checked
 against the media limits of `media_policy`, as the server reads a request's media.
@@ -21,7 +21,7 @@ from spinfc.config import Limits
 from spinfc.errors import CompileError
 from spinfc.frontend import program_from_request
 from spinfc.ir.nodes import Content, MediaPiece
-from spinfc.runtime.policy import Policy
+from spinfc.runtime.admit.policy import Policy
 
 
 class EngineTransport:
@@ -42,7 +42,7 @@ class EngineTransport:
     async def start(self) -> None:
         """Load the model and start the engine; score one short text, so the questions' floor is cached and a
         question the engine refuses stops the job before any work (BulkError)."""
-        from spinfc.runtime.request_packs import add_packs
+        from spinfc.runtime.admit.request_packs import add_packs
         from spinfc.runtime.start import start_engine
 
         loader = {"load_model": self.load_model} if self.load_model is not None else {}
@@ -58,9 +58,9 @@ class EngineTransport:
             raise BulkError(f"the engine refuses these questions: {error.code}: {error.message}") from None
 
     async def score(self, texts: list[str | RowContent]) -> list[ContentResult]:
+        from spinfc.runtime.admit.refused import Refused
+        from spinfc.runtime.admit.scoring import score
         from spinfc.runtime.engine import PassFailed
-        from spinfc.runtime.refused import Refused
-        from spinfc.runtime.scoring import score
 
         plan = attrs.evolve(self.plan, program=attrs.evolve(
             self.plan.program, contents=tuple(_content(i, item) for i, item in enumerate(texts))))

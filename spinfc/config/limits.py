@@ -82,7 +82,7 @@ class LimitExceeded(RequestError):
 
     def __init__(self, name: str, value: int, limit: int, param: str | None = None, *,
                  estimate: str | None = None) -> None:
-        """`estimate`: `value` is a lower bound found before counting (runtime/prechecks.py), and this says how."""
+        """`estimate`: `value` is a lower bound found before counting (runtime/admit/prechecks.py), and this says how."""
         what = attrs.fields_dict(Limits)[name].metadata["help"].removeprefix("most ")
         flag = "--" + name.replace("_", "-")
         where = f"{param}: " if param else ""

@@ -2,7 +2,7 @@
 
 A pack is one TOML file (format: docs/packs.md). `load_pack(path)` reads and checks it (pack_reader.py) and
 returns a frozen `Pack`; `program_from_pack(pack, contents, model)` is the IR program that asks every question
-of the pack about every content. `spinfc.runtime.pack_scores.score_pack` turns the answers into category scores
+of the pack about every content. `spinfc.runtime.deliver.pack_scores.score_pack` turns the answers into category scores
 and the decision.
 """
 

@@ -6,7 +6,7 @@ OpenAPI schema). Field order is the order the `unknown_field` hint lists them in
 
 from __future__ import annotations
 
-from typing import Literal, Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -71,7 +71,7 @@ class ScoreRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
     model: str | None = None  # the served model, one of its aliases, or omitted
     messages: list[Message] | None = None
     inputs: list[ScoreInput] | None = None
-    packs: list[PackRef] | None = None  # enabled packs whose questions are asked too (runtime/request_packs.py)
+    packs: list[PackRef] | None = None  # enabled packs whose questions are asked too (runtime/admit/request_packs.py)
     # trusted callers only: this call's limits (name -> positive integer; spinfc.config.Limits) and features
     # (name -> boolean); values are checked by the server (400 invalid_limits / invalid_features, naming the key)
     limits: dict[str, Any] | None = None

@@ -16,7 +16,7 @@ runner's launch returns at once, so pass k+1 is scheduled and staged while pass 
 delivered after pass k+1 is launched.
 
 The floor (the questions on empty content) is run once per question set and cached. A content read before comes
-from the content cache (its keys and values; runtime/content_cache.py, cached_rows.py): only its questions' rows
+from the content cache (its keys and values; runtime/launch/content_cache.py, cached_rows.py): only its questions' rows
 run. A pass that raises is retried with each of its segments alone, so only the request whose segment fails gets the
 error. A pass with extraction questions keeps its keys and values; its decode then runs a slice at a time, in turn
 with the other work (scheduler.py).
@@ -33,18 +33,29 @@ from collections.abc import Callable, Sequence
 
 from spinfc.ir.nodes import Program
 from spinfc.passes import PassContext
-from spinfc.runtime.cached_rows import PassCache
-from spinfc.runtime.compiled import Compiled, Scored
-from spinfc.runtime.content_cache import ContentCache
+from spinfc.runtime.admit.compiled import Compiled, Scored
+from spinfc.runtime.admit.intake import Intake
 from spinfc.runtime.extract.kv import stack_of
 from spinfc.runtime.extract.scheduling import decodes_at_once
-from spinfc.runtime.generate import Cancelled
-from spinfc.runtime.intake import Intake
-from spinfc.runtime.prompt_logprobs import PromptScores, prompt_program, score_prompts
-from spinfc.runtime.runner import Runner
-from spinfc.runtime.scheduler import FULL, EngineClosed, EngineStats, PassFailed, Scheduler  # noqa: F401 (re-exported)
-from spinfc.runtime.turns import Generating
-from spinfc.runtime.work import Collect, DecodeSlice, Failed, GenerateStep, Job, Launched, Pass, PromptPass, PromptRead
+from spinfc.runtime.launch.cached_rows import PassCache
+from spinfc.runtime.launch.content_cache import ContentCache
+from spinfc.runtime.launch.generate import Cancelled
+from spinfc.runtime.launch.prompt_logprobs import PromptScores, prompt_program, score_prompts
+from spinfc.runtime.launch.runner import Runner
+from spinfc.runtime.schedule.scheduler import (  # noqa: F401 (EngineClosed, PassFailed re-exported)
+    FULL, EngineClosed, EngineStats, PassFailed, Scheduler)
+from spinfc.runtime.schedule.turns import Generating
+from spinfc.runtime.schedule.work import (
+    Collect,
+    DecodeSlice,
+    Failed,
+    GenerateStep,
+    Job,
+    Launched,
+    Pass,
+    PromptPass,
+    PromptRead,
+)
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
@@ -89,7 +100,7 @@ class Engine:
                                    ran=lambda pending: self.runner.done(pending),
                                    expecting=lambda: self.intake.expecting, on_pass=on_pass,
                                    floor_cache_size=floor_cache_size)
-        # the compile side's entry points (runtime/intake.py), on the engine as every caller knows them
+        # the compile side's entry points (runtime/admit/intake.py), on the engine as every caller knows them
         self.compile, self.compile_program = self.intake.compile, self.intake.compile_program
         self.compile_async, self.compile_program_async = self.intake.compile_async, self.intake.compile_program_async
         self._worker = threading.Thread(target=self._loop, name="spinfc-engine", daemon=True)

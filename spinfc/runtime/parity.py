@@ -61,7 +61,7 @@ async def _score(engine, job: dict, model_name: str, where: str, base: Path):
     """The one adapter onto the engine: compile a job (request body or pack + contents) with no request limits (a
     fixture is the operator's own), score it through the scoring entry's form for compiled work, results."""
     from spinfc.compiler import load_source
-    from spinfc.runtime.scoring import score_compiled
+    from spinfc.runtime.admit.scoring import score_compiled
 
     if "request" in job:
         compiled = await engine.compile_async(job["request"])

@@ -21,9 +21,9 @@ import attrs
 
 from spinfc.config import EngineSettings
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.fingerprint import fingerprint
-from spinfc.runtime.loader import load_default
-from spinfc.runtime.precision import resolved_precision
+from spinfc.runtime.load.fingerprint import fingerprint
+from spinfc.runtime.load.loader import load_default
+from spinfc.runtime.load.precision import resolved_precision
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
@@ -35,7 +35,7 @@ class RunningEngine:
     model: object  # the stack the engine runs: a GraphedModel on CUDA
     shapes: Shapes  # the pass shapes, as captured
     device: str
-    fingerprint: str  # of the loaded model on `device` (runtime/fingerprint.py)
+    fingerprint: str  # of the loaded model on `device` (runtime/load/fingerprint.py)
     media: object  # towers.MediaReader: the model's towers under the media policy
     generator: object | None = None  # runtime.generator.Generator, when started with `generation`
 
@@ -91,7 +91,7 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
                     on_pass=on_pass, media=media, content_cache_tokens=settings.content_cache_tokens).start()
     generator = None
     if generation:  # generations are the engine's work too: they take turns with its passes
-        from spinfc.runtime.generator import Generator
+        from spinfc.runtime.admit.generator import Generator
 
         generator = Generator(engine)
     return RunningEngine(engine, model, shapes, device, engine_fingerprint,

@@ -18,7 +18,7 @@ from spinfc import __version__
 from spinfc.config import Settings
 from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry, registry_from_settings
-from spinfc.runtime.loader import load_default
+from spinfc.runtime.load.loader import load_default
 from spinfc.server import docs_page
 from spinfc.server.announce import AnnounceScoring
 from spinfc.server.auth import require_token
@@ -26,10 +26,11 @@ from spinfc.server.body import BodyRequest
 from spinfc.server.errors import exception_handlers
 from spinfc.server.observe import RequestMetrics
 from spinfc.server.openapi import exclusive_fields, forbid_unknown_fields, one_value
-from spinfc.server.routes.completions import ONE_VALUE
 from spinfc.server.routes import ROUTES
+from spinfc.server.routes.completions import ONE_VALUE
 from spinfc.server.service import Service
-from spinfc.wire import decisions as decision_schemas, schemas
+from spinfc.wire import decisions as decision_schemas
+from spinfc.wire import schemas
 
 
 def create_app(settings: Settings | None = None, load_model: Callable = load_default,

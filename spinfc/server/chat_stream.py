@@ -7,7 +7,7 @@
     data: [DONE]
 
 The pieces joined are the answer a non-streamed request gets. Text that could still begin a stop string is held
-back until it cannot (runtime/generate.py `settled`). An error after the first event (the status is already 200)
+back until it cannot (runtime/launch/generate.py `settled`). An error after the first event (the status is already 200)
 is sent as one event holding OpenAI's error envelope, which the SDKs raise, and the stream ends without [DONE]; so
 is the end of a stream cut by the shutdown deadline (code `shutting_down`, server/shutdown.py). A client that hangs
 up ends the stream (Litestar stops the iterator), which stops the generation and frees the admission place.
@@ -23,13 +23,18 @@ from collections.abc import AsyncIterator
 import msgspec
 from litestar.response import ServerSentEvent
 
-from spinfc.runtime.chat_format import ChatPrompt
-from spinfc.runtime.generate import Generation, Sampling
-from spinfc.runtime.generator import Generator
+from spinfc.runtime.admit.chat_format import ChatPrompt
+from spinfc.runtime.admit.generator import Generator
+from spinfc.runtime.launch.generate import Generation, Sampling
 from spinfc.server.errors import to_api_error
 from spinfc.server.hangup import before_deadline
 from spinfc.wire.schemas import (
-    ChatChunkChoice, ChatCompletionChunk, ChatDelta, ChatUsage, ErrorBody, ErrorResponse,
+    ChatChunkChoice,
+    ChatCompletionChunk,
+    ChatDelta,
+    ChatUsage,
+    ErrorBody,
+    ErrorResponse,
 )
 
 

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from spinfc.runtime.chat_format import ChatPrompt, end_tokens
-from spinfc.runtime.generate import Generation, Sampling, StepLogprobs, first_stop
-from spinfc.runtime.prompt_logprobs import PromptScores
+from spinfc.runtime.admit.chat_format import ChatPrompt, end_tokens
+from spinfc.runtime.launch.generate import Generation, Sampling, StepLogprobs, first_stop
+from spinfc.runtime.launch.prompt_logprobs import PromptScores
 
 
 @attrs.frozen

@@ -16,7 +16,7 @@ from litestar import Request
 
 from spinfc.config import FeatureSettings, Limits
 from spinfc.errors import RequestError
-from spinfc.runtime.policy import Policy
+from spinfc.runtime.admit.policy import Policy
 from spinfc.server.auth import is_trusted, require_trusted
 
 FEATURES = tuple(f.name for f in attrs.fields(FeatureSettings) if f.metadata["kind"] == "bool"
@@ -31,7 +31,7 @@ class CallContext:
     debug: bool
 
     def policy(self, longest_token: int | None) -> Policy:
-        """The call's limits and features as the runtime checks a request against them (runtime/policy.py);
+        """The call's limits and features as the runtime checks a request against them (runtime/admit/policy.py);
         `longest_token`: characters one token of the served model covers at most (None: no character bound)."""
         return Policy(self.limits, self.features, longest_token)
 

@@ -13,10 +13,10 @@ pass beside this input's content is said of the content (`inputs[2].state`), sin
 from __future__ import annotations
 
 from spinfc.errors import CompileError, ContentTooLong
+from spinfc.runtime.admit.refused import Refused
+from spinfc.runtime.admit.scoring import score_compiled
 from spinfc.runtime.decisions import decision_queries
 from spinfc.runtime.decisions.rounds import check_decisions, compile_rounds, content_field
-from spinfc.runtime.refused import Refused
-from spinfc.runtime.scoring import score_compiled
 from spinfc.server.errors import ApiError, to_api_error
 from spinfc.server.per_input import answering
 

@@ -15,8 +15,8 @@ import logging
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
+from spinfc.runtime.admit.refused import Refused
 from spinfc.runtime.engine import EngineClosed, PassFailed
-from spinfc.runtime.refused import Refused
 from spinfc.wire.schemas import ErrorBody, ErrorResponse
 
 log = logging.getLogger("spinfc.server")

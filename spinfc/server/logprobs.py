@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from spinfc.runtime.generate import StepLogprobs
-from spinfc.runtime.prompt_logprobs import PromptScores
+from spinfc.runtime.launch.generate import StepLogprobs
+from spinfc.runtime.launch.prompt_logprobs import PromptScores
 from spinfc.wire.completions import ChatLogprobs, CompletionLogprobs, TokenLogprob, TopLogprob
 
 

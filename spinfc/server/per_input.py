@@ -19,7 +19,7 @@ from typing import TypeVar
 import msgspec
 
 from spinfc.errors import CompileError, ContentTooLong
-from spinfc.runtime.refused import Refused
+from spinfc.runtime.admit.refused import Refused
 from spinfc.server.errors import ApiError, to_api_error
 
 T = TypeVar("T")

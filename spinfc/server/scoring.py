@@ -1,5 +1,5 @@
 """A scoring request over HTTP, shared by /v1/score and the `scoring` block of /v1/chat/completions: the runtime's
-one scoring entry (runtime/scoring.py: checks, packs, compile, shared passes, results) under the call's policy,
+one scoring entry (runtime/admit/scoring.py: checks, packs, compile, shared passes, results) under the call's policy,
 with what is the server's around it:
 
     admission   the runtime holds the server's admission place while the request is compiled and run (429
@@ -16,8 +16,8 @@ from __future__ import annotations
 import attrs
 
 from spinfc.frontend.request_schema import ScoreRequest
+from spinfc.runtime.admit.scoring import score
 from spinfc.runtime.engine import Scored
-from spinfc.runtime.scoring import score
 from spinfc.server.context import CallContext
 from spinfc.server.debug import plan_summary
 from spinfc.server.per_input import answering

@@ -33,13 +33,13 @@ from spinfc.metrics import Metrics
 from spinfc.packsrc import PackRegistry
 from spinfc.packsrc.calibrated import stale_calibrations
 from spinfc.registry import ModelNotFound, ModelSource, resolve
+from spinfc.runtime.admit.generator import Generator
+from spinfc.runtime.admit.limits import limits_that_hold
+from spinfc.runtime.admit.prechecks import model_longest_token
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.generator import Generator
-from spinfc.runtime.limits import limits_that_hold
-from spinfc.runtime.loader import load_default
-from spinfc.runtime.prechecks import model_longest_token
-from spinfc.runtime.precision import resolved_precision
-from spinfc.runtime.scheduler import DECODE_ROW_COST
+from spinfc.runtime.load.loader import load_default
+from spinfc.runtime.load.precision import resolved_precision
+from spinfc.runtime.schedule.scheduler import DECODE_ROW_COST
 from spinfc.runtime.start import start_engine
 from spinfc.runtime.weights.config import UnsupportedModel
 from spinfc.server.admission import Admission
@@ -76,7 +76,7 @@ class Service:
         self.source: ModelSource | None = None
         self.created = int(time.time())
         self.fingerprint = ""
-        self.longest_token: int | None = None  # characters one token covers at most (runtime/prechecks.py)
+        self.longest_token: int | None = None  # characters one token covers at most (runtime/admit/prechecks.py)
         self._load_model = load_model
         self.media = None  # towers.MediaReader, once the model is loaded
         self._task: asyncio.Task | None = None
@@ -158,7 +158,7 @@ class Service:
 
     def _hold_limits(self, shapes: Shapes) -> None:
         """Serve a content limit a content can meet: lowered (with a warning saying what to raise) where a content
-        at `max_content_tokens` and one question would not fit the largest pass (runtime/limits.py)."""
+        at `max_content_tokens` and one question would not fit the largest pass (runtime/admit/limits.py)."""
         limits = self.settings.limits
         held = limits_that_hold(limits, shapes.largest)
         if held != limits:

@@ -1,4 +1,4 @@
-"""What a scored content answers, per query, as it goes on the wire: the seed's result shape (`runtime/results.py`
+"""What a scored content answers, per query, as it goes on the wire: the seed's result shape (`runtime/deliver/results.py`
 assembles it from a pass's logprobs).
 
     QueryResult   a query's id and its combinations, one per placeholder combination, in the order of expansion

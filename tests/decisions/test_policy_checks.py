@@ -1,4 +1,4 @@
-"""A /v1/decisions request is checked against the call's policy (runtime/policy.py) before anything is tokenized,
+"""A /v1/decisions request is checked against the call's policy (runtime/admit/policy.py) before anything is tokenized,
 by `check_decisions`, the one function the route and each attempt with `inputs` call: the questions counted, then
 the sizes of what is read and of each piece of a question the client wrote, each refusal naming where."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from spinfc.config import Limits, LimitExceeded
+from spinfc.config import LimitExceeded, Limits
+from spinfc.runtime.admit.policy import Policy
 from spinfc.runtime.decisions import decision_queries
 from spinfc.runtime.decisions.rounds import check_decisions
-from spinfc.runtime.policy import Policy
 
 STATE = "Customer message: the parcel never arrived and I want my money back."
 BODY = {"state": STATE, "questions": {

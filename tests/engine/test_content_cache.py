@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from spinfc.registry import load_tokenizer
-from spinfc.runtime.content_cache import CachedContent, ContentCache
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.launch.content_cache import CachedContent, ContentCache
+from spinfc.runtime.load.loader import load_model
 from spinfc.shapes import Shapes
 
 TOLERANCE = 1e-5  # CPU rounding: a computed row's matmuls run over fewer rows when its content comes from the cache
@@ -250,7 +250,7 @@ def test_a_recording_pass_fills_the_cache_with_the_eager_passs_bits(model, seed)
 def test_cuda_keeps_the_cache_off_where_no_graph_records(model) -> None:
     """On CUDA the default budget comes from free device memory only where the filling passes replay graphs; on the
     CPU it is what fits a tenth of the memory, as before."""
-    from spinfc.runtime.content_cache import default_tokens
+    from spinfc.runtime.launch.content_cache import default_tokens
 
     assert default_tokens(model, "cuda:0", records=False) == 0
     assert default_tokens(model, "cpu") > 0

@@ -16,7 +16,7 @@ import torch
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.extract.budget import DecodeMemory
 from spinfc.runtime.extract.kv import PromptContext
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.load.loader import load_model
 from spinfc.shapes import Shapes
 
 pytestmark = pytest.mark.slow  # loads a packaged model

@@ -10,7 +10,7 @@ import torch
 
 from spinfc.registry import load_tokenizer
 from spinfc.runtime.engine import Engine, PassFailed
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.load.loader import load_model
 from spinfc.shapes import Shapes
 
 pytestmark = pytest.mark.slow  # loads a packaged model
@@ -168,7 +168,7 @@ def test_a_failing_pass_observer_does_not_fail_the_pass(model) -> None:
 
 
 def test_a_request_that_cannot_be_admitted_fails_alone_and_does_not_hang(model, monkeypatch) -> None:
-    import spinfc.runtime.queues as engine_module
+    import spinfc.runtime.schedule.queues as engine_module
 
     real = engine_module.floor_first  # the worker asks it of every job it admits
     calls = []

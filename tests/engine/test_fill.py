@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.sizing import FULL, PassSizing
+from spinfc.runtime.schedule.sizing import FULL, PassSizing
 from spinfc.shapes import Shapes
 
 
@@ -52,7 +52,7 @@ def test_the_wait_is_half_a_pass_of_the_launch_size_it_would_take():
 
 
 def test_a_request_counts_as_arriving_from_its_announcement_until_submitted_or_a_second(monkeypatch):
-    from spinfc.runtime import intake as module
+    from spinfc.runtime.admit import intake as module
 
     engine = _engine(Shapes.for_device("cuda:0", 16384))
     intake = engine.intake

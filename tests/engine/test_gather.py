@@ -1,4 +1,4 @@
-"""The idle GPU's wait rule (runtime/gather.py): a pass waits for requests on their way only while one more content
+"""The idle GPU's wait rule (runtime/schedule/gather.py): a pass waits for requests on their way only while one more content
 would still run in its launch size, and its launch size is the scheduler's."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from spinfc.passes.layout import used_rows
 from spinfc.passes.plan_packing import fill
-from spinfc.runtime.gather import launch_size, room_for_one_more
+from spinfc.runtime.schedule.gather import launch_size, room_for_one_more
 from spinfc.shapes import Shapes
 
 CUDA = Shapes.for_device("cuda:0", 19200, 64, 4)  # the served benchmark's: launched at 4,864 / 9,600 / 14,464 / 19,200

@@ -12,11 +12,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from spinfc.runtime.chat_format import ChatPrompt
+from spinfc.runtime.admit.chat_format import ChatPrompt
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.generate import Cancelled, Sampling, generate, generating
+from spinfc.runtime.launch.generate import Cancelled, Sampling, generate, generating
 from spinfc.shapes import Shapes
-
 from tests.runtime.test_parity_random import random_pair
 
 SHAPES = Shapes.for_device("cpu", 1024, 16)

@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 
 from spinfc.config import EngineSettings
 from spinfc.passes.layout import pass_shape
-from spinfc.runtime.sizing import PassSizing
+from spinfc.runtime.schedule.sizing import PassSizing
 from spinfc.shapes import Shapes
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spinfc"
 # who calls what decides a launch: `for_device`, the shapes themselves (`for_settings`); `launch_for`, the
-# scheduler's rule for a pass of queued units (runtime/gather.py), a laid-out pass (passes/layout.py `pass_shape`:
+# scheduler's rule for a pass of queued units (runtime/schedule/gather.py), a laid-out pass (passes/layout.py `pass_shape`:
 # the runner's staging and `assemble`) and `spinfc compile --emit launches` (compiler.py)
 CALLERS = {"for_device": {"shapes.py"},
-           "launch_for": {"runtime/gather.py", "passes/layout.py", "compiler.py"}}
+           "launch_for": {"runtime/schedule/gather.py", "passes/layout.py", "compiler.py"}}
 DEFAULT_BUDGETS = {"CUDA_TOKEN_BUDGET", "CPU_TOKEN_BUDGET"}
 
 
@@ -53,7 +53,7 @@ def test_the_default_budget_is_the_settings_alone() -> None:
 
 
 def test_the_engine_asks_its_scheduler_and_the_scheduler_its_sizing() -> None:
-    engine, scheduler = SOURCES["runtime/engine.py"][0], SOURCES["runtime/scheduler.py"][0]
+    engine, scheduler = SOURCES["runtime/engine.py"][0], SOURCES["runtime/schedule/scheduler.py"][0]
     assert {"schedule", "deliver"} <= engine and not engine & {"next_pass", "full", "waits_for_more"}
     assert {"next_pass", "full", "waits_for_more", "longest_wait", "holds_rows"} <= scheduler
     assert not (engine | scheduler) & {"launch_for", "launch_size", "used_rows", "round_up", "fill",

@@ -16,7 +16,7 @@ import torch
 
 from spinfc.registry import load_tokenizer
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.runner import Runner
+from spinfc.runtime.launch.runner import Runner
 from spinfc.shapes import Shapes
 
 SHAPES = Shapes(budget=1024, block=64, answer_rows=128, reads=1024, sizes=(256, 512, 768, 1024))
@@ -107,7 +107,7 @@ def test_arrivals_that_fill_a_pass_are_launched_behind_the_one_running():
 
 def burst(monkeypatch, linger: float) -> list:
     """Two one-content requests 30 ms apart on a quiet engine; the passes launched (sets of arrays)."""
-    from spinfc.runtime import scheduler as module
+    from spinfc.runtime.schedule import scheduler as module
 
     monkeypatch.setattr(module, "LINGER", linger)
     engine, events = stand_in_engine()

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.prompt_logprobs import prompt_program, score_prompts
+from spinfc.runtime.launch.prompt_logprobs import prompt_program, score_prompts
 from spinfc.shapes import Shapes
-
 from tests.runtime.test_parity_random import random_pair
+
 
 class Held:
     """The model as the engine sees it, each forward under `lock` (which the test holds to stall a pass)."""

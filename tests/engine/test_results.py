@@ -22,7 +22,7 @@ from spinfc.ir.nodes import (
     Template,
     Text,
 )
-from spinfc.runtime.results import content_scores, contents_results, query_results, residual, softmax
+from spinfc.runtime.deliver.results import content_scores, contents_results, query_results, residual, softmax
 from spinfc.wire.results import Combination, OptionScore, QueryResult
 
 LOC = SourceLoc("<test>")

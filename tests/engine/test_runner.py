@@ -13,7 +13,7 @@ from spinfc.compiler import compile, lower_program
 from spinfc.frontend import program_from_request
 from spinfc.passes import PassContext
 from spinfc.registry import load_tokenizer
-from spinfc.runtime.runner import Runner, SegmentArrays
+from spinfc.runtime.launch.runner import Runner, SegmentArrays
 from spinfc.shapes import Shapes
 
 BODY = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "multi-input.json").read_text())

@@ -13,7 +13,7 @@ import asyncio
 import pytest
 import torch
 
-from spinfc.runtime.chat_format import end_tokens
+from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.extract.amounts import parse_amount
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex
 
@@ -44,7 +44,7 @@ def _body(content: str, template: str = QUESTION) -> dict:
 
 @pytest.fixture(scope="module", params=MODELS)
 def model(request):
-    from spinfc.runtime.loader import load_model
+    from spinfc.runtime.load.loader import load_model
 
     return load_model(request.param, dtype=torch.float32, device="cpu")
 

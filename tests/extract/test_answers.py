@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from spinfc.ir.decode_plan import CURRENCY, NUMBER, slot_regex, terminator
 from spinfc.ir.nodes import GenerateSlot, NumberSlot, Program, Question, TextSlot
+from spinfc.runtime.deliver.results import query_results
 from spinfc.runtime.extract.answers import Answer, Generated, Searched, make_answer
-from spinfc.runtime.results import query_results
 
 
 @settings(max_examples=200, deadline=None)

@@ -11,9 +11,8 @@ import torch
 from spinfc.runtime.extract.beams import Forced, Sample
 from spinfc.runtime.extract.decode import Start, walk
 from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, gather_context, states_at, visible_rows
-from spinfc.runtime.generate import Sampling
-from spinfc.runtime.loader import load_model
-
+from spinfc.runtime.launch.generate import Sampling
+from spinfc.runtime.load.loader import load_model
 from tests.extract.test_decode_random import _cases, _prompt_rows
 from tests.runtime.qwen3_5_random import random_qwen3_5
 from tests.runtime.tree_launch import build_launch

@@ -12,7 +12,6 @@ import torch
 from spinfc.runtime.extract.beams import Forced
 from spinfc.runtime.extract.decode import Start, walk
 from spinfc.runtime.extract.kv import KeyPool, forward_keeping_kv, gather_context, visible_rows
-
 from tests.runtime.gemma4_shapes import GEMMA4_FAMILIES
 from tests.runtime.test_parity_random import random_pair
 from tests.runtime.tree_launch import Case, Question, build_launch
@@ -113,7 +112,7 @@ def test_greedy_steps_equal_the_models_own_decode(model, rows):
     log-probabilities are the one-sequence decode's. `rows=2` runs the fixed-shape path eagerly (launches of two
     rows, padding, the walkers in two groups)."""
     from spinfc.runtime.extract.beams import Sample
-    from spinfc.runtime.generate import Sampling
+    from spinfc.runtime.launch.generate import Sampling
 
     cases = _cases()
     placed = [(0, cases[0]), (64, cases[1])]

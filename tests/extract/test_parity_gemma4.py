@@ -11,9 +11,13 @@ import pytest
 import torch
 
 from spinfc.runtime.extract.answers import Generated, Searched
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.load.loader import load_model
 from tests.extract.test_parity_packaged import (  # noqa: F401 (the fixture and the test run here on Gemma 4)
-    TOLERANCE, _entries, hf_logprob, scored, test_gen_is_transformers_greedy,
+    TOLERANCE,
+    _entries,
+    hf_logprob,
+    scored,
+    test_gen_is_transformers_greedy,
 )
 from tests.runtime.gemma4_shapes import GEMMA4_FAMILIES, write_snapshot
 

@@ -10,13 +10,13 @@ import asyncio
 import pytest
 import torch
 
-from spinfc.shapes import Shapes
 from spinfc.ir.nodes import GenerateSlot, NumberSlot, TextSlot
+from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.extract import _TOKENIZERS
 from spinfc.runtime.extract.answers import Generated, Searched
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
-from spinfc.runtime.chat_format import end_tokens
+from spinfc.shapes import Shapes
 
 pytestmark = pytest.mark.slow
 TOLERANCE = 1e-4

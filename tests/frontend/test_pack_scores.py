@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from spinfc.frontend import load_pack
-from spinfc.runtime.pack_scores import combine, lift, score_pack
+from spinfc.runtime.deliver.pack_scores import combine, lift, score_pack
 
 PACK = """
 id = "acme/scores"

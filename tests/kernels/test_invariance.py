@@ -8,8 +8,8 @@ import torch
 
 from spinfc.backend import split_product
 from spinfc.backend.invariance import NotRowInvariant, invariant_sizes
+from spinfc.runtime.load.precision import Precision
 from spinfc.runtime.models import build_model
-from spinfc.runtime.precision import Precision
 from spinfc.runtime.weights.config import ModelConfig
 
 CONFIG = ModelConfig(family="llama", hidden=32, layers=2, heads=2, kv_heads=1, head_dim=16, intermediate=48,

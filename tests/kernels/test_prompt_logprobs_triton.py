@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from spinfc.backend import reference, triton_ops
+from spinfc.runtime.launch.prompt_logprobs import prompt_program, score_prompts
 from spinfc.runtime.models import build_model
-from spinfc.runtime.prompt_logprobs import prompt_program, score_prompts
 
 from .test_fused_model import CONFIGS, _state
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import attrs
 import pytest
 
-from spinfc.runtime import families
-from spinfc.runtime.families import FAMILIES, config_from_json, from_hf
+from spinfc.runtime.models import families
+from spinfc.runtime.models.families import FAMILIES, config_from_json, from_hf
 from spinfc.runtime.weights.config import ModelConfig
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spinfc"
 MODELS = PACKAGE / "runtime" / "models"
-TABLE = PACKAGE / "runtime" / "families.py"
+TABLE = MODELS / "families.py"
 
 
 def home_files(family) -> set[Path]:
@@ -63,7 +63,7 @@ def test_only_the_table_and_its_home_name_a_family():
         for word in _named_strings(path) & set(named):
             if path not in home_files(named[word]):
                 found.append(f"{path.relative_to(PACKAGE.parent)} names {word!r}")
-    assert not found, "ask the family table (runtime/families.py) instead: " + "; ".join(sorted(found))
+    assert not found, "ask the family table (runtime/models/families.py) instead: " + "; ".join(sorted(found))
 
 
 def test_a_llama_shaped_family_is_one_file_and_one_line():

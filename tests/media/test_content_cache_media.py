@@ -1,7 +1,7 @@
 """A pass holding a content read from the content cache beside a content with an image (random-weight Gemma 3 and
 Gemma 4 with their towers, on the CPU): the image content is computed (media are never cached), so its tower
 embeddings, its image blocks' both-ways attention and its scores are what it gets with the cache off, and the cached
-text content's are what it gets read anew (runtime/cached_rows.py)."""
+text content's are what it gets read anew (runtime/launch/cached_rows.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import torch
 
 from spinfc.backend.launch import Launch, MediaRows
 from spinfc.media import MediaPolicy
-from spinfc.runtime.cached_rows import reading
-from spinfc.runtime.content_cache import CachedContent
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.launch.cached_rows import reading
+from spinfc.runtime.launch.content_cache import CachedContent
+from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 

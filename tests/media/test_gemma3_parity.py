@@ -5,7 +5,6 @@ per question and option. A text-only content shares the pass."""
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
@@ -13,8 +12,8 @@ from spinfc import compiler
 from spinfc.frontend import program_from_request
 from spinfc.media import MediaPolicy
 from spinfc.passes import PassContext
-from spinfc.runtime.loader import load_model
-from spinfc.runtime.runner import Runner, SegmentArrays
+from spinfc.runtime.launch.runner import Runner, SegmentArrays
+from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 

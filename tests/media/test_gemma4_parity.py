@@ -13,8 +13,8 @@ from spinfc import compiler
 from spinfc.frontend import program_from_request
 from spinfc.media import MediaPolicy
 from spinfc.passes import PassContext
-from spinfc.runtime.loader import load_model
-from spinfc.runtime.runner import Runner, SegmentArrays
+from spinfc.runtime.launch.runner import Runner, SegmentArrays
+from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 

@@ -14,7 +14,7 @@ import torch
 from spinfc.backend.graphs import GraphedPass, LaunchShape, MediaInputs
 from spinfc.media import MediaPolicy
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 

@@ -7,7 +7,6 @@ pixels and grids given as `pixel_values_videos` and `video_grid_thw`."""
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
@@ -15,8 +14,8 @@ from spinfc import compiler
 from spinfc.frontend import program_from_request
 from spinfc.media import MediaPolicy
 from spinfc.passes import PassContext
-from spinfc.runtime.loader import load_model
-from spinfc.runtime.runner import Runner, SegmentArrays
+from spinfc.runtime.launch.runner import Runner, SegmentArrays
+from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 
@@ -156,7 +155,7 @@ def check_rope_positions(program, theirs):
 
 
 def segment_depths(segment):
-    from spinfc.runtime.segment_arrays import TreeArrays
+    from spinfc.runtime.admit.segment_arrays import TreeArrays
 
     return TreeArrays.of(segment.tree).depths
 

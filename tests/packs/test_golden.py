@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from spinfc.frontend import load_pack
 from spinfc.bulk.golden import score_golden
+from spinfc.frontend import load_pack
 from spinfc.packsrc.golden import mismatches, read_golden
 
 PACKS = Path(__file__).resolve().parents[2] / "packs"
@@ -29,7 +29,7 @@ def test_every_pack_has_golden_fixtures():
 
 @pytest.fixture(scope="module")
 def shared_model():
-    from spinfc.runtime.loader import load_default
+    from spinfc.runtime.load.loader import load_default
 
     loaded = {}
 

@@ -12,7 +12,7 @@ from spinfc.errors import CompileError
 from spinfc.ir import verify
 from spinfc.passes import layout, plan_packing
 from spinfc.passes.context import PassContext
-from spinfc.runtime.runner import Runner, SegmentArrays
+from spinfc.runtime.launch.runner import Runner, SegmentArrays
 from spinfc.shapes import LONE_PASS_ROWS, Shapes
 
 from .programs import segmented, tokenized
@@ -75,7 +75,7 @@ def test_the_lm_head_over_many_answer_rows_runs_in_slices_with_the_same_numbers(
 
 def test_a_content_limit_is_lowered_only_where_no_pass_holds_it_with_a_question():
     from spinfc.config import Limits
-    from spinfc.runtime.limits import limits_that_hold
+    from spinfc.runtime.admit.limits import limits_that_hold
 
     assert limits_that_hold(Limits(), LONE_PASS_ROWS) == Limits()  # the defaults hold on the CPU
     assert limits_that_hold(Limits(), 16384) == Limits()  # and at CUDA's default budget

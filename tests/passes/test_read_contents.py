@@ -8,7 +8,7 @@ import attrs
 from spinfc.backend.launch import lower
 from spinfc.ir.printer import print_ir
 from spinfc.ir.verifier import IRVerifyError, verify
-from spinfc.runtime.prompt_logprobs import prompt_program, trimmed_rows
+from spinfc.runtime.launch.prompt_logprobs import prompt_program, trimmed_rows
 
 PROMPTS = [(2, 10, 11, 12, 13), tuple(range(20, 150)), (2, 7)]
 

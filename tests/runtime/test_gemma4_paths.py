@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spinfc.runtime.fingerprint import fingerprint
-from spinfc.runtime.loader import load_model
-from spinfc.runtime.families import from_hf
+from spinfc.runtime.load.fingerprint import fingerprint
+from spinfc.runtime.load.loader import load_model
+from spinfc.runtime.models.families import from_hf
 from spinfc.runtime.weights.config import UnsupportedModel
-
 from tests.runtime.test_quant import test_checkpoint_round_trip  # noqa: F401 (runs here on each Gemma 4)
 from tests.runtime.test_quant import test_mixed_precision_keeps_the_residual_stream_in_float32 as mixed_check
+
 from .gemma4_shapes import GEMMA4_FAMILIES, gemma4_config, randomize
 from .test_parity_random import random_pair
 from .tree_launch import Case, Question, build_launch

@@ -21,7 +21,7 @@ from spinfc.cli import main
 from spinfc.config import Settings
 from spinfc.errors import BadModelFiles
 from spinfc.registry import load_tokenizer
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.load.loader import load_model
 
 REPO = Path(__file__).resolve().parents[2]
 RESTORE = "restore it from the model's original config.json"

@@ -10,9 +10,9 @@ import torch
 
 from spinfc.backend.chains import chains_of
 from spinfc.backend.gated_delta import recurrent_reference, reference
-from spinfc.runtime.chat_format import ChatPrompt
-from spinfc.runtime.generate import Sampling, generate
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.admit.chat_format import ChatPrompt
+from spinfc.runtime.launch.generate import Sampling, generate
+from spinfc.runtime.load.loader import load_model
 
 from .qwen3_5_random import random_qwen3_5
 from .tree_launch import Case, Question, build_launch, transformers_logprobs
@@ -135,7 +135,7 @@ def test_the_half_schemes_run_close_to_float32(pair, tmp_path, scheme):
     """The CUDA schemes' roundings on the CPU reference (the delta rule's float32 output written into the half
     stream) stay near float32 on the random model: measured fp16-mixed 8.6e-5 (dense) / 3.3e-4 (MoE), bf16 up to
     1.3e-2 (bf16-mixed MoE: bf16's 8-bit mantissa); bounds 0.005 and 0.03."""
-    from spinfc.runtime.precision import Precision
+    from spinfc.runtime.load.precision import Precision
 
     ours, theirs = pair
     theirs.save_pretrained(tmp_path)

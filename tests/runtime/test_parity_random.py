@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.load.loader import load_model
 
 from .gemma4_shapes import GEMMA4_FAMILIES, gemma4_config, randomize
 from .tree_launch import Case, Question, build_launch, transformers_logprobs

@@ -37,8 +37,8 @@ def _gap(loaded, model: str) -> dict:
 
 def test_default_scheme_gap():
     """Both packaged models (issue 36: confirm Gemma 3 270M beside SmolLM2), one test so one module-level cost."""
-    from spinfc.runtime.loader import load_model
-    from spinfc.runtime.precision import Precision
+    from spinfc.runtime.load.loader import load_model
+    from spinfc.runtime.load.precision import Precision
 
     for model in ("smollm2-135m", "gemma3-270m"):
         found = _gap(load_model(model, precision=Precision.mixed(torch.float16)), model)
@@ -47,7 +47,7 @@ def test_default_scheme_gap():
 
 
 def test_fp8_with_a_gap_budget(tmp_path):
-    from spinfc.runtime.loader import load_model
+    from spinfc.runtime.load.loader import load_model
     from spinfc.runtime.quant import quantize_model
 
     texts = (ROOT / "fixtures" / "calibration.jsonl").read_text().splitlines()[:24]

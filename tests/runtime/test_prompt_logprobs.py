@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spinfc.runtime.prompt_logprobs import prompt_program, score_prompts
+from spinfc.runtime.launch.prompt_logprobs import prompt_program, score_prompts
 
 from .test_parity_random import _configs
 
@@ -17,7 +17,7 @@ TOLERANCE = 1e-5
 def pair(request, tmp_path_factory):
     from transformers import AutoModelForCausalLM
 
-    from spinfc.runtime.loader import load_model
+    from spinfc.runtime.load.loader import load_model
 
     torch.manual_seed(0)
     config = _configs()[request.param]

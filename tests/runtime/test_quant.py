@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.load.loader import load_model
+from spinfc.runtime.load.precision import Precision
 from spinfc.runtime.models import build_model
-from spinfc.runtime.precision import Precision
 from spinfc.runtime.quant import SCHEMES, QuantizedLinear, quantize_state, write_checkpoint
 from spinfc.runtime.quant.calibrate import Calibration, input_maxima, sequence_launch
 from spinfc.runtime.quant.schemes import W8A8, quantize_weight, scales_from_max

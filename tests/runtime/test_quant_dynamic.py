@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from spinfc.backend.kernels.quantize_reference import quantize_tokens_reference as quantize_tokens
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.models import build_model
 from spinfc.runtime.quant import SCHEMES, QuantizedLinear, quantize_state
 from spinfc.runtime.quant.calibrate import Calibration

@@ -72,7 +72,7 @@ def test_budget_keeps_the_fewest_groups(setup):
 
 
 def test_checkpoint_records_and_loads_the_kept_layers(setup, tmp_path):
-    from spinfc.runtime.loader import load_model
+    from spinfc.runtime.load.loader import load_model
 
     directory, config, state, sequences, model, found, quantized = setup
     all_quantized = choose(model, quantized, sequences, max_gap=1e9).gap_all_quantized

@@ -10,13 +10,13 @@ import json
 import pytest
 import torch
 
-from spinfc.runtime.loader import load_model
+from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.models import build_model
-from spinfc.runtime.quant.schemes import W8A8
 from spinfc.runtime.quant import SCHEMES, QuantizedLinear, quantize_state, write_checkpoint
 from spinfc.runtime.quant.calibrate import Calibration, channel_maxima, input_maxima, sequence_launch
 from spinfc.runtime.quant.checkpoint import is_quantized_linear
 from spinfc.runtime.quant.linear import QuantizedInput
+from spinfc.runtime.quant.schemes import W8A8
 from spinfc.runtime.quant.smooth import smooth_state
 from spinfc.runtime.weights import read_snapshot
 
@@ -140,7 +140,7 @@ def test_a_gemma_config_written_for_a_checkpoint_reads_back_in_transformers():
     tokenizer loads through it) refuses a float query_pre_attn_scalar."""
     from transformers import AutoConfig
 
-    from spinfc.runtime.families import from_hf
+    from spinfc.runtime.models.families import from_hf
     from spinfc.runtime.models.gemma3 import Gemma3Config
     from spinfc.runtime.weights.hf_config import to_hf
 

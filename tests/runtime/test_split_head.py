@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from spinfc.runtime.load.precision import Precision
 from spinfc.runtime.models import build_model
-from spinfc.runtime.precision import Precision
 from spinfc.runtime.quant.calibrate import sequence_launch
 from spinfc.runtime.models.gemma3 import Gemma3Config
 from spinfc.runtime.weights.config import ModelConfig

@@ -11,8 +11,8 @@ import torch
 
 from spinfc.backend.launch import Launch
 from spinfc.registry import load_tokenizer
-from spinfc.runtime.chat_format import ChatPrompt, chat_prompt, plain_transcript
-from spinfc.runtime.generate import Sampling, first_stop, generate, pick, settled
+from spinfc.runtime.admit.chat_format import ChatPrompt, chat_prompt, plain_transcript
+from spinfc.runtime.launch.generate import Sampling, first_stop, generate, pick, settled
 from spinfc.runtime.models.decode import KVCache
 
 pytestmark = pytest.mark.slow  # loads a packaged model

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from litestar.testing import TestClient
 
-from spinfc.runtime.prompt_logprobs import PromptScores
+from spinfc.runtime.launch.prompt_logprobs import PromptScores
 from spinfc.server.app import create_app
 from spinfc.server.logprobs import completion_logprobs, offsets
 from spinfc.server.routes.completions import prompt_forms

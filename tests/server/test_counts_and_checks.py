@@ -13,7 +13,7 @@ from litestar.testing import TestClient
 
 from spinfc.cli import main
 from spinfc.config import Settings
-from spinfc.runtime.generate import Sampling, pick
+from spinfc.runtime.launch.generate import Sampling, pick
 from spinfc.server.app import create_app
 
 from .unready import no_model

@@ -15,9 +15,9 @@ DOC = (ROOT / "docs" / "api.md").read_text()
 REQUEST_PATH = ["spinfc/server", "spinfc/frontend/request.py", "spinfc/frontend/query.py",
                 "spinfc/frontend/fields.py", "spinfc/frontend/template.py", "spinfc/frontend/syntax.py",
                 "spinfc/frontend/json_body.py", "spinfc/runtime/decisions", "spinfc/runtime/engine.py",
-                "spinfc/runtime/generate.py", "spinfc/passes", "spinfc/config/limits.py", "spinfc/media",
-                "spinfc/runtime/towers", "spinfc/frontend/content_parts.py", "spinfc/runtime/request_packs.py",
-                "spinfc/runtime/limits.py", "spinfc/runtime/intake.py", "spinfc/errors.py"]
+                "spinfc/runtime/launch/generate.py", "spinfc/passes", "spinfc/config/limits.py", "spinfc/media",
+                "spinfc/runtime/towers", "spinfc/frontend/content_parts.py", "spinfc/runtime/admit/request_packs.py",
+                "spinfc/runtime/admit/limits.py", "spinfc/runtime/admit/intake.py", "spinfc/errors.py"]
 RAISED = re.compile(r'code="([a-z_]+)"|ApiError\(\s*\d+,\s*"([a-z_]+)"|Refused\(\s*"([a-z_]+)"|CODE = "([a-z_]+)"')
 DECISION = re.compile(r'"((?:missing|wrong|invalid|unknown|duplicate|state|unsupported)_[a-z_]+)"')
 

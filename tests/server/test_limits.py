@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 from litestar.testing import TestClient
+from packaged import load_shared
 
 from spinfc.config import EngineSettings, Limits, ServerSettings, Settings
 from spinfc.config.limits import LIMIT_NAMES
 from spinfc.server.app import create_app
 
-from packaged import load_shared
 from .live import wait_ready
 
 pytestmark = pytest.mark.slow  # loads a packaged model
@@ -193,7 +193,7 @@ def test_max_decode_tokens(client) -> None:
     refused(client, "max_decode_tokens", body, "scoring.queries", max_decode_tokens=100)
 
 
-# Bodies /v1/score refuses, each for what one of the checks counts (runtime/policy.py: the decoded request, the
+# Bodies /v1/score refuses, each for what one of the checks counts (runtime/admit/policy.py: the decoded request, the
 # frontend's program, the compiled program; a feature; the packs; the strict decoding): /v1/plan, which compiles a
 # /v1/score body without scoring it, must answer each with the same bytes
 EXTRACT = {"id": "when", "template": "\n\nWhen?\nAnswer:<*>", "beam_width": 4, "max_tokens": 16}

@@ -69,7 +69,7 @@ def resident_mb() -> float:
 
 def test_resident_memory_is_flat_over_varied_requests(model, monkeypatch) -> None:
     from spinfc.passes import context
-    from spinfc.runtime import intake
+    from spinfc.runtime.admit import intake
 
     monkeypatch.setattr(context, "SETS_REMEMBERED", 8)  # the compile memo's question sets
     monkeypatch.setattr(intake, "SETS_REMEMBERED", 8)  # the intake's score maps and trees

@@ -1,5 +1,5 @@
 """The seam of issue 26: a scoring request is decoded once, checked against its policy in one place
-(runtime/policy.py) and scored through one entry (runtime/scoring.py) by every caller: `score` for the /v1/score
+(runtime/admit/policy.py) and scored through one entry (runtime/admit/scoring.py) by every caller: `score` for the /v1/score
 route, chat's scoring mode and the bulk job's in-process transport; `plan` for /v1/plan; `score_compiled` for the
 decision rounds and `spinfc parity`. Read from the source, so a caller that orchestrates compile + submit + results
 itself again, or a new place raising a feature's code or checking a limit, fails here."""
@@ -16,7 +16,7 @@ from spinfc.config import Limits
 from spinfc.errors import RequestError
 from spinfc.frontend import program_from_request
 from spinfc.frontend.request_schema import ScoreRequest
-from spinfc.runtime.policy import Policy
+from spinfc.runtime.admit.policy import Policy
 from spinfc.server.errors import to_api_error
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spinfc"
@@ -30,16 +30,17 @@ ORCHESTRATION = {"compile_and_score", "compile_program_async", "compile_async", 
 # what runs compiled work in the engine's passes, by the files that call it: the scoring entry; the engine itself
 # (its warm-up); the server's extraction warm-up, before it reports ready
 RUNS = {"submit", "compile_and_score"}
-RUN_CALLERS = {"runtime/scoring.py", "runtime/engine.py", "server/service.py"}
+RUN_CALLERS = {"runtime/admit/scoring.py", "runtime/engine.py", "server/service.py"}
 # the checks against a request's limits, by the files that call them: the policy alone
-CHECK_CALLERS = {"runtime/policy.py"}
+CHECK_CALLERS = {"runtime/admit/policy.py"}
 # a limit checked by name (`limits.check("max_...")`): the checks themselves (limits.py, prechecks.py) and the
 # policy; generation, not scoring: /v1/completions' prompts (token ids) and chat's generated answer's prompt
-LIMIT_CALLERS = {"runtime/limits.py", "runtime/prechecks.py", "runtime/policy.py", "server/routes/completions.py",
+LIMIT_CALLERS = {"runtime/admit/limits.py", "runtime/admit/prechecks.py", "runtime/admit/policy.py",
+                 "server/routes/completions.py",
                  "server/routes/chat.py"}
-FEATURE_CODES = {"extraction_disabled": {"runtime/policy.py"},
+FEATURE_CODES = {"extraction_disabled": {"runtime/admit/policy.py"},
                  # /v1/completions refuses generation for a model that cannot generate too, in its own words
-                 "generation_disabled": {"runtime/policy.py", "server/routes/completions.py"}}
+                 "generation_disabled": {"runtime/admit/policy.py", "server/routes/completions.py"}}
 
 
 def called(path: Path) -> set[str]:
@@ -72,9 +73,9 @@ def imported(path: Path, module: str) -> set[str]:
 def test_the_limit_checks_are_called_from_the_policy_alone() -> None:
     checks = {"check_limits", "check_prompts", "check_extractions"}
     callers = {name for name, path in sources().items()
-               if imported(path, "spinfc.runtime.limits") & checks and called(path) & checks}
+               if imported(path, "spinfc.runtime.admit.limits") & checks and called(path) & checks}
     assert callers == CHECK_CALLERS
-    assert {name for name, path in sources().items() if "check_features" in called(path)} == {"runtime/policy.py"}
+    assert {name for name, path in sources().items() if "check_features" in called(path)} == {"runtime/admit/policy.py"}
     # nor is a request's limit checked by name (`limits.check("max_...")`) or its sizes prechecked anywhere else
     checked_by_name = {name for name, path in sources().items()
                        if any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -82,7 +83,7 @@ def test_the_limit_checks_are_called_from_the_policy_alone() -> None:
                               for node in ast.walk(ast.parse(path.read_text())))}
     assert checked_by_name == LIMIT_CALLERS
     prechecking = {name for name, path in sources().items() if "Prechecks" in called(path)}
-    assert prechecking == {"runtime/policy.py", "server/routes/completions.py"}
+    assert prechecking == {"runtime/admit/policy.py", "server/routes/completions.py"}
 
 
 def limits_of(node: ast.AST) -> bool:

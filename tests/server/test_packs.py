@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 from litestar.testing import TestClient
+from packaged import load_shared
 
 from spinfc.config import EngineSettings, FeatureSettings, Settings
 from spinfc.frontend import load_pack
 from spinfc.packsrc import PackSourceError
-from spinfc.runtime.pack_scores import score_pack
+from spinfc.runtime.deliver.pack_scores import score_pack
 from spinfc.server.app import create_app
 
-from packaged import load_shared
 from .live import wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]

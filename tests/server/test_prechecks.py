@@ -1,17 +1,16 @@
-"""The cheap checks of a body's queries (runtime/prechecks.py): the one-walk test of the usual body agrees with the
+"""The cheap checks of a body's queries (runtime/admit/prechecks.py): the one-walk test of the usual body agrees with the
 checks made one by one, so taking it never lets through what they refuse nor refuses what they pass."""
 
 from __future__ import annotations
 
 import random
 
-import pytest
-
 import msgspec
+import pytest
 
 from spinfc.config import LimitExceeded, Limits
 from spinfc.frontend.request_schema import ScoringQuery
-from spinfc.runtime.prechecks import Prechecks
+from spinfc.runtime.admit.prechecks import Prechecks
 
 LIMITS = Limits(max_query_tokens=4, max_option_tokens=2, max_options=3, max_prompts_per_input=6)
 LONGEST = 5  # characters a token covers at most: templates up to 20 characters pass, options up to 10

@@ -12,12 +12,11 @@ import pytest
 from litestar.testing import TestClient
 
 from spinfc.config import EngineSettings, Settings
-from spinfc.ir.nodes import Content, Option, OptionSlot, Program, Query, Question, SlotRef, SourceLoc
-from spinfc.ir.nodes import Template, Text
-from spinfc.runtime.results import query_results
+from spinfc.ir.nodes import Content, Option, OptionSlot, Program, Query, Question, SlotRef, SourceLoc, Template, Text
+from spinfc.runtime.deliver.results import query_results
 from spinfc.server.app import create_app
-from spinfc.wire.schemas import PackResult
 from spinfc.server.scoring import ScoringOutcome
+from spinfc.wire.schemas import PackResult
 
 RECORDED = Path(__file__).with_name("response_bytes.txt")  # one answer a line: messages, inputs, messages + packs
 LOC = SourceLoc("<test>")

@@ -1,12 +1,12 @@
 """A /v1/decisions question set -> compiled rounds, and the rounds scored: the runtime's side of /v1/decisions; the
 server's route keeps the HTTP.
 
-    check_decisions   the request before anything is tokenized, against its policy (runtime/policy.py)
+    check_decisions   the request before anything is tokenized, against its policy (runtime/admit/policy.py)
     compile_rounds    the rounds that answer its questions, each checked by `Policy.check_round`, all of them
                       together by `Policy.check_processed`
 
 and the rounds are scored through the one scoring entry's form for work checked and compiled already
-(runtime/scoring.py `score_compiled`).
+(runtime/admit/scoring.py `score_compiled`).
 
 The rounds: each round is one read of the state with a group of questions as its branches, small enough for one
 pass; a large set becomes several rounds, never a rejection.
@@ -17,7 +17,7 @@ shared passes (each reads the state once more). A single question that does not 
 alone in a longer pass where passes are trimmed (the CPU: `Shapes.largest`, e.g. a choice of 255 options at the
 default budget); only one that does not fit that either is refused (400 content_too_long, naming the question).
 
-Every limit is the policy's (runtime/policy.py), as for /v1/score; for decision questions: the assembled template
+Every limit is the policy's (runtime/admit/policy.py), as for /v1/score; for decision questions: the assembled template
 of a choice or score lists every option or level, so `max_query_tokens` does not apply to it; it applies instead
 to each piece the client wrote (the instructions, the noul criteria, each option's key and description, each
 level's description). `max_prompts_per_input` counts the
@@ -32,10 +32,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from spinfc.errors import ContentTooLong
 from spinfc.ir.nodes import Program
 from spinfc.passes.tokenize import encode_text
-from spinfc.runtime.compiled import Compiled
+from spinfc.runtime.admit.compiled import Compiled
+from spinfc.runtime.admit.policy import Policy
 from spinfc.runtime.decisions import decision_messages
 from spinfc.runtime.decisions.validate import _path
-from spinfc.runtime.policy import Policy
 
 
 def question_param(question_id: str) -> str:

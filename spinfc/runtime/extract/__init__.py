@@ -24,15 +24,22 @@ import attrs
 import torch
 
 from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, GenerateSlot, PromptRow, Question
-from spinfc.runtime.chat_format import end_tokens
+from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.extract.answers import Generated, Searched, answer_text, generated_text, make_answer, merged
 from spinfc.runtime.extract.beams import Forced, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, decode_threads, walking
-from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
-from spinfc.runtime.extract.kv import (KeyPool, PromptContext, forward_keeping_kv, gather_context, stack_of,
-                                       states_at, visible_rows)
 from spinfc.runtime.extract.fixed import pool_storage
-from spinfc.runtime.generate import Sampling
+from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
+from spinfc.runtime.extract.kv import (
+    KeyPool,
+    PromptContext,
+    forward_keeping_kv,
+    gather_context,
+    stack_of,
+    states_at,
+    visible_rows,
+)
+from spinfc.runtime.launch.generate import Sampling
 
 KIND = {"TextSlot": "text", "NumberSlot": "number", "AmountSlot": "amount"}
 SYNTAX = {"TextSlot": "<*>", "NumberSlot": "<n>", "AmountSlot": "<$>"}

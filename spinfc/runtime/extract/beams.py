@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from spinfc.runtime.extract.grammars import Grammars
-from spinfc.runtime.generate import Sampling, pick
+from spinfc.runtime.launch.generate import Sampling, pick
 
 
 @attrs.define

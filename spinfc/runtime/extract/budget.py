@@ -19,9 +19,9 @@ from __future__ import annotations
 import threading
 
 from spinfc.ir.nodes import EXTRACTION_SLOTS, GenerateSlot, Program
+from spinfc.runtime.admit.refused import Refused
 from spinfc.runtime.extract.fixed import slot_tokens
 from spinfc.runtime.extract.kv import stack_of
-from spinfc.runtime.refused import Refused
 
 DECODE_MEMORY_BYTES = 1 << 30  # a CPU decode batch's own keys and values at most (CUDA's are fixed buffers)
 

@@ -32,8 +32,8 @@ import xgrammar
 
 from spinfc.runtime.extract import budget
 from spinfc.runtime.extract.beams import Forced, Part, Search
-from spinfc.runtime.extract.kv import KeyPool
 from spinfc.runtime.extract.fixed import launch_rows, slot_tokens
+from spinfc.runtime.extract.kv import KeyPool
 from spinfc.runtime.extract.recurrent import batch_class, is_recurrent
 
 # Candidates per row copied back each step (a search of width w reads about 2w of them; more are fetched whole
@@ -59,7 +59,7 @@ class WalkStats:
     beam_rows: int = 0  # rows fed over all launches (beams, or answer tokens read): the decode's cost in rows
 
 
-# torch threads on the CPU while decoding (as for chat generation, runtime/generate.py): a step is a few hundred
+# torch threads on the CPU while decoding (as for chat generation, runtime/launch/generate.py): a step is a few hundred
 # small ops, and waking a thread pool for each costs more than it saves, far more on busy cores.
 DECODE_THREADS = 1
 

@@ -54,7 +54,7 @@ def stack_of(model):
 
 def is_recurrent(model) -> bool:
     """Whether the model's stack has recurrent (linear-attention) layers: its family says (`FamilySpec.recurrent`)."""
-    from spinfc.runtime.families import family_of
+    from spinfc.runtime.models.families import family_of
 
     stack, _ = stack_of(model)
     family = getattr(stack.config, "family", None)  # (a stand-in's config may name none: not recurrent)

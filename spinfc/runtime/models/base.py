@@ -6,7 +6,7 @@ backend with the same function names), and its linear layers through `self.linea
 (a plain torch matmul in the weight's dtype), a `quant.QuantizedLinear` (a W8A8 GEMM) or a `quant.Int4Linear` (a
 W4A16 GEMM: int4 weights dequantized inside it), chosen at load time. A
 family subclass says how a layer is wired (`layer`), which per-layer weights it has (`LAYER_WEIGHTS`), and how
-tokens are embedded (`embed`). Which dtype each part computes in is the model's `Precision` (runtime/precision.py).
+tokens are embedded (`embed`). Which dtype each part computes in is the model's `Precision` (runtime/load/precision.py).
 
 Where a linear layer is quantized with a static input scale, the kernel that produces its input (the norm before
 q/k/v and gate/up, attention before o, the gated activation before down) writes that input in 8 bits itself
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from spinfc.backend import split_product
 from spinfc.backend.launch import Launch
-from spinfc.runtime.precision import Precision, role
+from spinfc.runtime.load.precision import Precision, role
 from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.linear import QuantizedInput, QuantizedLinear
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch
@@ -414,7 +414,7 @@ class Model:
     def hidden(self, launch: Launch) -> torch.Tensor:
         """The final-normed hidden states of the answer rows `launch.rows`: [R, D]. The last layer keeps only the
         answer rows after its attention (its o_proj and MLP run on R rows, not T: no other row's output is read)."""
-        if launch.cached is not None:  # some contents' rows come from the content cache (runtime/cached_rows.py)
+        if launch.cached is not None:  # some contents' rows come from the content cache (runtime/launch/cached_rows.py)
             return launch.cached.hidden(self)
         if launch.media is None:
             x = self.embed(launch.tokens)  # [T, D]

@@ -1,6 +1,6 @@
 """Mistral: Llama's layer, every layer attending within the last `sliding_window` positions where config.json sets
 one (Mistral 7B v0.1: 4096; null in later checkpoints: the whole sequence). A Llama-shaped family is this much: a
-config, a stack, a reader and its `FAMILY`, plus its line in `runtime/families.py`."""
+config, a stack, a reader and its `FAMILY`, plus its line in `runtime/models/families.py`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from spinfc.runtime.families import FamilySpec
+from spinfc.runtime.models.families import FamilySpec
 from spinfc.runtime.models.llama import LlamaModel, llama_fields
 from spinfc.runtime.weights.config import ModelConfig, rope_theta
 

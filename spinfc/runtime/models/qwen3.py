@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spinfc.runtime.families import FamilySpec
+from spinfc.runtime.models.families import FamilySpec
 from spinfc.runtime.models.llama import LlamaModel, llama_fields, llama_hf_keys
 from spinfc.runtime.weights.config import ModelConfig, require, rope_theta
 from spinfc.runtime.weights.gguf_file import GgufReading

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import torch
 
-from spinfc.runtime.precision import role
+from spinfc.runtime.load.precision import role
 from spinfc.runtime.quant.calibrate import Calibration
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import Scheme, quantize_weight, scales_from_max
-from spinfc.runtime.families import is_recurrent
+from spinfc.runtime.models.families import is_recurrent
 from spinfc.runtime.weights.config import ModelConfig
 
 LINEAR_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "gate_proj.weight",

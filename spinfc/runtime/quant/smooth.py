@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from spinfc.runtime.families import spec_of
+from spinfc.runtime.models.families import spec_of
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 
 DEFAULT_ALPHA = 0.5

@@ -2,7 +2,7 @@
 `MediaReader` the read-media pass reads a content's media with.
 
     towers_of(hf_config, state, directory) -> Towers | None   pops the towers' weights out of `state` (each
-                                                              family's own towers: runtime/families.py)
+                                                              family's own towers: runtime/models/families.py)
     MediaReader(towers, policy, tokenizer).read(source)   -> MediaRead (decoded, checked, processed)
 """
 
@@ -19,7 +19,7 @@ from spinfc.media.errors import MediaError
 from spinfc.media.fetch import fetched
 from spinfc.media.parts import MediaSource
 from spinfc.media.policy import MediaPolicy
-from spinfc.runtime.families import towers_of
+from spinfc.runtime.models.families import towers_of
 from spinfc.runtime.towers.base import MediaRead, Tower
 
 # which models read each kind: what a refusal tells the user to serve instead

@@ -1,7 +1,7 @@
 """Weights and model configs from GGUF files (dequantized, cached as safetensors) and Hugging Face snapshots.
 
 The names below are looked up when first asked for: the readers go through the family table
-(`runtime/families.py`), which itself reads `weights.config`, so importing this package imports neither."""
+(`runtime/models/families.py`), which itself reads `weights.config`, so importing this package imports neither."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from spinfc import registry
-from spinfc.runtime.families import config_from_json
+from spinfc.runtime.models.families import config_from_json
 from spinfc.runtime.weights.config import ModelConfig
 from spinfc.runtime.weights.gguf_file import read_gguf
 from spinfc.runtime.weights.snapshot import file_digest

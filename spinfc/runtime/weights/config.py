@@ -1,7 +1,7 @@
 """`ModelConfig`: the shape every family's stack has, whichever file it came from, and the readers of a Hugging Face
 `config.json` that families share. What only one family has is in that family's own config, a subclass declared in
 its folder (`Gemma3Config`: sliding windows; `Gemma4Config`; `Qwen3_5Config`: Gated DeltaNet layers, experts);
-`runtime/families.py` says which class and which reader each `model_type` gets.
+`runtime/models/families.py` says which class and which reader each `model_type` gets.
 
 A config names only what the stacks need. Features the stacks do not implement (rope scaling, logit soft-capping,
 attention biases, other activations) are refused by the readers with a message, never silently ignored.
@@ -28,7 +28,7 @@ class WeightMismatch(UnsupportedModel):
 
 @attrs.frozen
 class ModelConfig:
-    family: str  # a name in `runtime/families.py`'s table
+    family: str  # a name in `runtime/models/families.py`'s table
     hidden: int
     layers: int
     heads: int

@@ -9,7 +9,7 @@ question text up to the slot).
     codes_of(hf, ...)   the codes (labels, in head order) of a config.json dictionary, or None for a model that
                         reads its vocabulary; refuses what spinfc cannot read as a code distribution
 
-Which families have a decision head is the family table's to say (`runtime/families.py`: `decision_codes`, and
+Which families have a decision head is the family table's to say (`runtime/models/families.py`: `decision_codes`, and
 `codes_of_model` for a model name).
 """
 

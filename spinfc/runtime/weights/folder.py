@@ -22,7 +22,7 @@ from pathlib import Path
 
 from spinfc.errors import BadModelFiles
 from spinfc.registry import TOKENIZER_FILES, check_tokenizer  # noqa: F401 (re-exported)
-from spinfc.runtime.families import from_hf
+from spinfc.runtime.models.families import from_hf
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch
 
 # Keys of a config.json (or of its text_config) that must be positive integers where present, and numbers

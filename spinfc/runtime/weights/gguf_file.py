@@ -58,14 +58,14 @@ class GgufReading:
 
 def readings() -> dict[str, tuple[str, GgufReading]]:
     """(family, reading) of the families that read GGUF files, by the architecture name a file gives."""
-    from spinfc.runtime.families import FAMILIES
+    from spinfc.runtime.models.families import FAMILIES
 
     return {f.spec.gguf.architecture: (f.name, f.spec.gguf) for f in FAMILIES if f.spec.gguf is not None}
 
 
 def reading_of(family: str) -> GgufReading:
     """The GGUF reading of a family (one that has none: UnsupportedModel)."""
-    from spinfc.runtime.families import family_of
+    from spinfc.runtime.models.families import family_of
 
     reading = family_of(family).spec.gguf
     if reading is None:

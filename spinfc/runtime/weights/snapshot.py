@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from spinfc.errors import BadModelFiles
-from spinfc.runtime.families import spec_of
+from spinfc.runtime.models.families import spec_of
 from spinfc.runtime.weights.config import ModelConfig
 from spinfc.runtime.weights.folder import hf_config, model_config
 from spinfc.runtime.weights.whole import check_safetensors

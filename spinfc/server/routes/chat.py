@@ -5,7 +5,7 @@
                        (the shape of /v1/score's `results`) and `packs` beside an empty assistant message: nothing
                        is generated
     without either     an answer is generated from the model's chat template (or the plain transcript of
-                       spinfc.runtime.chat_format), greedy or sampled, on the generation thread (runtime/generate.py);
+                       spinfc.runtime.admit.chat_format), greedy or sampled, on the generation thread (runtime/launch/generate.py);
                        with `stream: true` it is sent as server-sent events as it is generated
 """
 
@@ -20,18 +20,25 @@ from litestar import Request, post
 from litestar.params import Body
 from litestar.response import ServerSentEvent
 
-from spinfc.runtime.generate import Sampling
+from spinfc.runtime.launch.generate import Sampling
 from spinfc.server.announce import withdraw
 from spinfc.server.chat_stream import stream_answer
 from spinfc.server.context import CallContext, call_context
-from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.errors import ApiError
 from spinfc.server.hangup import while_connected
 from spinfc.server.logprobs import Pieces, chat_logprobs, ids_in
-from spinfc.wire.schemas import ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChatUsage, ScoreRequest
-from spinfc.wire.schemas import StreamOptions
+from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.scoring import score_request
 from spinfc.server.service import ServiceDep
+from spinfc.wire.schemas import (
+    ChatChoice,
+    ChatCompletion,
+    ChatMessage,
+    ChatRequest,
+    ChatUsage,
+    ScoreRequest,
+    StreamOptions,
+)
 
 DEFAULT_MAX_TOKENS = 256
 MAX_COMPLETION_TOKENS = 2048  # a CPU generates a few dozen tokens a second with the embedded models

@@ -20,19 +20,22 @@ from litestar.params import Body
 
 from spinfc.errors import ContentTooLong
 from spinfc.passes.tokenize import encode_text
-from spinfc.runtime.generate import Sampling
+from spinfc.runtime.admit.prechecks import Prechecks
+from spinfc.runtime.launch.generate import Sampling
 from spinfc.server.completing import Completed, complete
-from spinfc.wire.completions import (
-    Completion, CompletionChoice, CompletionRequest, CompletionUsage,
-)
 from spinfc.server.context import call_context
 from spinfc.server.errors import ApiError
 from spinfc.server.hangup import while_connected
-from spinfc.runtime.prechecks import Prechecks
 from spinfc.server.logprobs import Pieces, completion_logprobs, ids_in
+from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS, stop_strings
 from spinfc.server.service import ServiceDep
-from spinfc.server.openapi import BODY_ROUTE, errors
+from spinfc.wire.completions import (
+    Completion,
+    CompletionChoice,
+    CompletionRequest,
+    CompletionUsage,
+)
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's
 MAX_PROMPTS = 4096  # prompts in one request (each is one choice)

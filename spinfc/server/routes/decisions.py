@@ -3,7 +3,7 @@
 The body is checked (spinfc/wire/decisions.py, then `validate_decision_request`), each question becomes one option-slot
 query (`decision_queries`), the request is checked against the call's policy and the queries are compiled into rounds
 (runtime/decisions/rounds.py: one read of the state per round, usually one round), run in the engine's shared passes
-(runtime/scoring.py `score_compiled`), and the label probabilities become answers (`decision_answers`). Nothing is
+(runtime/admit/scoring.py `score_compiled`), and the label probabilities become answers (`decision_answers`). Nothing is
 generated: usage.output_tokens is 0. With `inputs`, every question is asked of each input and each is answered on
 its own, an input that alone is wrong with its error (decision_inputs.py).
 """
@@ -20,9 +20,9 @@ from litestar import Request, post
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
+from spinfc.runtime.admit.scoring import score_compiled
 from spinfc.runtime.decisions import decision_answers, decision_queries
 from spinfc.runtime.decisions.rounds import check_decisions, compile_rounds
-from spinfc.runtime.scoring import score_compiled
 from spinfc.server.context import call_context
 from spinfc.server.debug import plan_summary
 from spinfc.server.decision_inputs import answer_inputs

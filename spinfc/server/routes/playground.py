@@ -19,7 +19,7 @@ from litestar import Request, Response, get, post
 from litestar.params import Body, PathParameter
 
 from spinfc.ir.printer import one_sequence_per_question
-from spinfc.runtime import scoring
+from spinfc.runtime.admit import scoring
 from spinfc.server.context import call_context
 from spinfc.server.errors import ApiError
 from spinfc.server.openapi import BODY_ROUTE, errors

@@ -1,6 +1,6 @@
 """Gemma 3: its config (config.py), its text stack (stack.py) and its vision tower (towers.py)."""
 
-from spinfc.runtime.families import FamilySpec
+from spinfc.runtime.models.families import FamilySpec
 from spinfc.runtime.models.gemma3.config import GGUF, Gemma3Config, read_config
 from spinfc.runtime.models.gemma3.stack import Gemma3Model
 from spinfc.runtime.models.gemma3.towers import gemma3_towers

@@ -2,7 +2,7 @@
 text stack of Gated DeltaNet and gated full-attention layers (stack.py), and its vision tower (towers.py, video.py).
 """
 
-from spinfc.runtime.families import FamilySpec
+from spinfc.runtime.models.families import FamilySpec
 from spinfc.runtime.models.qwen3_5.config import Experts, LinearAttention, Qwen3_5Config, read_config
 from spinfc.runtime.models.qwen3_5.stack import Qwen3_5Model
 from spinfc.runtime.models.qwen3_5.towers import qwen3_5_towers

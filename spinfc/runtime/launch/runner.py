@@ -25,7 +25,7 @@ import torch
 
 from spinfc.backend.launch import Launch, packed, packed_bytes
 from spinfc.passes.layout import pass_shape
-from spinfc.runtime.segment_arrays import SegmentArrays, TreeArrays  # noqa: F401  (the runner's inputs)
+from spinfc.runtime.admit.segment_arrays import SegmentArrays, TreeArrays  # noqa: F401  (the runner's inputs)
 from spinfc.shapes import Shapes, round_up
 
 
@@ -173,7 +173,7 @@ class Runner:
         (`Pending.recorded`); returns once it has run. `prompt_rows`: per segment, its extraction prompts' last rows
         (from the segment's start), where a recurrent stack keeps its states. `cached` as for `launch`."""
         from spinfc.runtime import extract
-        from spinfc.runtime.cached_rows import reading
+        from spinfc.runtime.launch.cached_rows import reading
 
         launch, pending = self.stage(arrays)
         if self.on_cuda:  # the plain stack reads its launch on the device

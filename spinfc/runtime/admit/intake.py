@@ -22,11 +22,11 @@ from spinfc.errors import ContentTooLong
 from spinfc.ir.nodes import Program
 from spinfc.passes import SCHEDULED_FROM, PassContext
 from spinfc.passes.plan_packing import admits
-from spinfc.runtime.compiled import Compiled
+from spinfc.runtime.admit.compiled import Compiled
+from spinfc.runtime.admit.score_map import ScoreMap
+from spinfc.runtime.admit.segment_arrays import SegmentArrays, TreeArrays
 from spinfc.runtime.extract import budget
-from spinfc.runtime.segment_arrays import SegmentArrays, TreeArrays
-from spinfc.runtime.scheduler import floor_key
-from spinfc.runtime.score_map import ScoreMap
+from spinfc.runtime.schedule.scheduler import floor_key
 
 PENDING_SECONDS = 1.0  # a compiled request not submitted within this long no longer counts as arriving
 SETS_REMEMBERED = 256  # question sets whose score map and floor key are kept

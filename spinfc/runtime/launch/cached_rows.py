@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import torch
 
-from spinfc.runtime.content_cache import MIN_TOKENS, CachedContent, ContentCache
+from spinfc.runtime.launch.content_cache import MIN_TOKENS, CachedContent, ContentCache
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,7 @@ hostile body costs microseconds rather than seconds of parsing, tokenizing and e
     counts       questions (queries x placeholder values) and options, counted on the JSON before any grid is built
 
 A template's source counts as its filled text (its markup is a few characters, so this refuses only a template
-that could not fit). What passes here is counted exactly later, on the tokenized program (runtime/limits.py).
+that could not fit). What passes here is counted exactly later, on the tokenized program (runtime/admit/limits.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 
-from spinfc.config import Limits, LimitExceeded
+from spinfc.config import LimitExceeded, Limits
 from spinfc.frontend.request_schema import ContentPart, Message, ScoreRequest, ScoringQuery
 
 

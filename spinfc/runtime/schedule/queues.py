@@ -20,9 +20,9 @@ import numpy as np
 from spinfc.passes.plan_packing import floor_first
 from spinfc.runtime.extract.budget import decode_work
 from spinfc.runtime.extract.scheduling import Decoding
-from spinfc.runtime.stats import EngineStats
-from spinfc.runtime.turns import Generating, Turns
-from spinfc.runtime.work import Job, PromptRead, Unit
+from spinfc.runtime.schedule.stats import EngineStats
+from spinfc.runtime.schedule.turns import Generating, Turns
+from spinfc.runtime.schedule.work import Job, PromptRead, Unit
 
 log = logging.getLogger("spinfc.engine")
 

@@ -10,7 +10,7 @@ the server answers 400 with its code and `param`; nothing here knows HTTP.
                       questions (max_prompts_per_input, counted before any grid is built)
     check_compiled    the compiled program: every limit on what was tokenized (limits.py `check_limits`)
 
-The three run in this order on every scoring request (runtime/scoring.py: `score`, and `plan` for /v1/plan), each
+The three run in this order on every scoring request (runtime/admit/scoring.py: `score`, and `plan` for /v1/plan), each
 at the first moment what it counts is known: a hostile body costs microseconds, not a compile.
 
 A /v1/decisions request (runtime/decisions/rounds.py) is checked by the same limits, counted where its templates
@@ -28,8 +28,8 @@ from spinfc.config import Limits
 from spinfc.errors import RequestError
 from spinfc.frontend.request_schema import ScoreRequest
 from spinfc.ir.nodes import GenerateSlot, OptionSlot, Program
-from spinfc.runtime.limits import check_extractions, check_limits, check_prompts, processed_tokens
-from spinfc.runtime.prechecks import Prechecks
+from spinfc.runtime.admit.limits import check_extractions, check_limits, check_prompts, processed_tokens
+from spinfc.runtime.admit.prechecks import Prechecks
 
 
 @attrs.frozen

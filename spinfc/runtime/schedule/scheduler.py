@@ -1,6 +1,6 @@
 """The engine's scheduler: it owns the queues and makes every decision. `schedule()` returns the next piece of work
-(work.py: a pass, a collect, a decode slice, a prompt pass, a generation step, a wait), the engine runs it, and `deliver(work,
-result)` takes its result back: scores to their requests, floors and decodes started, jobs finished.
+(work.py: a pass, a collect, a decode slice, a prompt pass, a generation step, a wait), the engine runs it, and
+`deliver(work, result)` takes its result back: scores to their requests, floors and decodes started, jobs finished.
 
     admit     jobs from the inbox (any thread puts them there): a request's contents become `Unit`s (a floor
               cached, or queued by another request, is shared); a completion's prompts a `PromptRead`
@@ -30,13 +30,13 @@ import numpy as np
 
 from spinfc.runtime.extract.budget import DecodeMemory
 from spinfc.runtime.extract.scheduling import Decoding, extraction_prompt_rows, extracts, floors_first, free_lane
-from spinfc.runtime.generate import Cancelled
-from spinfc.runtime.prompt_logprobs import prompt_program
-from spinfc.runtime.queues import EngineClosed, PassFailed, Queues  # noqa: F401 (re-exported)
-from spinfc.runtime.sizing import DECODE_ROW_COST, FULL, PassSizing  # noqa: F401 (re-exported)
-from spinfc.runtime.stats import EngineStats  # noqa: F401 (re-exported)
-from spinfc.runtime.work import (Collect, DecodeSlice, Failed, GenerateStep, Job, Launched, Pass, PromptPass,  # noqa: F401
-                                 PromptRead, Unit, Wait, floor_key)  # (floor_key re-exported)
+from spinfc.runtime.launch.generate import Cancelled
+from spinfc.runtime.launch.prompt_logprobs import prompt_program
+from spinfc.runtime.schedule.queues import EngineClosed, PassFailed, Queues  # noqa: F401 (re-exported)
+from spinfc.runtime.schedule.sizing import DECODE_ROW_COST, FULL, PassSizing  # noqa: F401 (re-exported)
+from spinfc.runtime.schedule.stats import EngineStats  # noqa: F401 (re-exported)
+from spinfc.runtime.schedule.work import (  # noqa: F401 (floor_key re-exported)
+    Collect, DecodeSlice, Failed, GenerateStep, Job, Launched, Pass, PromptPass, PromptRead, Unit, Wait, floor_key)
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")

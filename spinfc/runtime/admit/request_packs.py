@@ -23,7 +23,7 @@ import attrs
 from spinfc.errors import RequestError
 from spinfc.frontend import Pack
 from spinfc.ir.nodes import Program
-from spinfc.runtime.pack_scores import score_pack
+from spinfc.runtime.deliver.pack_scores import score_pack
 from spinfc.wire.results import QueryResult
 from spinfc.wire.schemas import PackResult
 

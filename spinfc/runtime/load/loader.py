@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from spinfc import registry
+from spinfc.runtime.load.precision import Precision
 from spinfc.runtime.models import Model, build_model
-from spinfc.runtime.precision import Precision
 from spinfc.runtime.towers import towers_of
 from spinfc.runtime.weights import load_gguf, read_snapshot, snapshot_hash
 from spinfc.runtime.weights.folder import hf_config, naming_files
@@ -23,7 +23,7 @@ def load_model(
     their W8A8 scheme.
 
     `precision` (default: `dtype` for everything, or `dtype` itself when it is a `Precision`) places each part
-    of the stack (runtime/precision.py). `ops` is the op backend (default: the PyTorch reference,
+    of the stack (runtime/load/precision.py). `ops` is the op backend (default: the PyTorch reference,
     `spinfc.backend.reference`). Raises `registry.ModelNotFound` for a name that resolves to nothing and
     `UnsupportedModel` for an architecture or feature the stacks do not implement, each saying what to do.
     A multimodal snapshot's towers load beside the stack (`model.towers`) unless `media` is False (--no-media)."""

@@ -19,7 +19,7 @@ import concurrent.futures
 import attrs
 import torch
 
-from spinfc.runtime.generate import GENERATION_THREADS
+from spinfc.runtime.launch.generate import GENERATION_THREADS
 
 ACTIVE = 8  # generations stepped in turn; each holds a KV cache of its prompt and answer (bounded memory)
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from spinfc.ir.nodes import AnswerRead, Question
-from spinfc.runtime.results import ContentScores, _options, content_scores
+from spinfc.runtime.deliver.results import ContentScores, _options, content_scores
 
 
 class ScoreMap:

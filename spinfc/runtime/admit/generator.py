@@ -15,10 +15,10 @@ import copy
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from spinfc.runtime.chat_format import ChatPrompt, chat_prompt
+from spinfc.runtime.admit.chat_format import ChatPrompt, chat_prompt
 from spinfc.runtime.extract.kv import stack_of
-from spinfc.runtime.generate import Cancelled, Generation, Sampling, generating
-from spinfc.runtime.turns import ACTIVE  # noqa: F401 (re-exported)
+from spinfc.runtime.launch.generate import Cancelled, Generation, Sampling, generating
+from spinfc.runtime.schedule.turns import ACTIVE  # noqa: F401 (re-exported)
 
 
 def _retrieve(future: asyncio.Future) -> None:
@@ -29,7 +29,7 @@ def _retrieve(future: asyncio.Future) -> None:
 
 
 class Generator:
-    """Generations on `engine`'s model (its stack: a decode reads one sequence with a KV cache, runtime/generate.py).
+    """Generations on `engine`'s model (its stack: a decode reads one sequence with a KV cache, runtime/launch/generate.py).
     A route's short jobs (`call`) run on one thread with its own copy of the tokenizer, the generations' text is
     decoded on the engine's thread with another (a tokenizer is not shared across threads)."""
 

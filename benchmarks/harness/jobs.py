@@ -3,9 +3,14 @@
 The seed's public set is 24 Wikinews articles; here each content is built from news-style paragraphs in a rotating
 order (throughput depends on token counts, not on which words they are), and the 56 questions are written out one by
 one, as a user would write them: no placeholders, so the baselines see exactly the same text.
+
+`text_job(tokenizer)` is the job as /v1/score bodies in each request pattern a served study sends: one request of
+every content, N requests sharing them, one request per content.
 """
 
 from __future__ import annotations
+
+import attrs
 
 PARAGRAPHS = (
     "The regional transport authority announced on Monday that the northern rail line will close for eleven weeks "
@@ -121,3 +126,40 @@ def request_body(contents: list[str]) -> dict:
             ]
         },
     }
+
+
+@attrs.frozen
+class TextJob:
+    texts: tuple[str, ...]
+    queries: tuple[dict, ...]  # the /v1/score queries every content is asked
+
+    @property
+    def questions(self) -> int:
+        return len(self.texts) * len(self.queries)
+
+    def body(self, texts) -> dict:
+        return {"inputs": [{"messages": [{"role": "user", "content": t}]} for t in texts],
+                "scoring": {"queries": list(self.queries)}}
+
+    @property
+    def whole(self) -> dict:
+        """One request of every content."""
+        return self.body(self.texts)
+
+    def split(self, requests: int) -> list[dict]:
+        """`requests` requests sharing the contents in order (the last may hold fewer)."""
+        step = -(-len(self.texts) // requests)
+        return [self.body(self.texts[i:i + step]) for i in range(0, len(self.texts), step)]
+
+    def one_each(self) -> list[dict]:
+        """One request per content."""
+        return [self.body([t]) for t in self.texts]
+
+
+def text_job(tokenizer, contents: int = 24, tokens: int = 470, questions: int = 56) -> TextJob:
+    """The seed-shaped job (`contents` of about `tokens` tokens, the first `questions` of QUESTIONS)."""
+    texts = tuple(content(i, tokenizer, tokens) for i in range(contents))
+    return TextJob(texts, tuple(request_body([])["scoring"]["queries"][:questions]))
+
+
+SMALL = dict(contents=3, tokens=40, questions=4)  # a --small/--smoke job: the same code in seconds on the CPU

@@ -30,10 +30,10 @@ from spinfc import compiler
 from spinfc.frontend import Pack, program_from_request
 from spinfc.frontend.request_schema import ScoreRequest
 from spinfc.ir.nodes import Program
-from spinfc.runtime.compiled import Compiled, Scored
+from spinfc.runtime.admit.compiled import Compiled, Scored
+from spinfc.runtime.admit.policy import Policy
+from spinfc.runtime.admit.request_packs import WithPacks, add_packs, resolve_packs, split_results
 from spinfc.runtime.extract.budget import decode_work
-from spinfc.runtime.policy import Policy
-from spinfc.runtime.request_packs import WithPacks, add_packs, resolve_packs, split_results
 from spinfc.wire.results import QueryResult
 from spinfc.wire.schemas import PackResult
 
@@ -95,7 +95,7 @@ def asked(request: ScoreRequest | WithPacks, policy: Policy, packs: Mapping | No
 async def score(engine, request: ScoreRequest | WithPacks, policy: Policy, *, packs: Mapping | None = None,
                 admission: Admits | None = None) -> Answered:
     """Score `request` in `engine`'s shared passes under `policy`. `request` is the decoded request (`packs`: the
-    registry its named packs are taken from, runtime/request_packs.py), or a program built already with its packs'
+    registry its named packs are taken from, runtime/admit/request_packs.py), or a program built already with its packs'
     queries (the bulk job's rows, whose contents are read as `inputs`). `admission` holds a place for the request
     while it is compiled and run (none: no queue). Raises what the checks, the frontend, the compile or the run
     raise; any error is the whole request's (the server sets a bad input aside and tries the others again)."""

@@ -1,4 +1,5 @@
-"""Jobs and random-weight models for `benchmarks/gpu.py`, built through spinfc's own compiler passes.
+"""The seed-shaped job as token ids, lowered to fixed-shape launches through spinfc's own compiler passes (what a
+kernel or stack study runs without a server).
 
 Token ids are random (throughput does not depend on them), so no tokenizer is involved: contents and questions
 are made with their tokens already set, and the passes after `tokenize` (dedupe-prefixes, plan-packing, layout)
@@ -18,8 +19,6 @@ from spinfc.ir.nodes import AnswerRead, Content, Option, OptionSlot, Program, Qu
 from spinfc.passes.dedupe_prefixes import dedupe_prefixes
 from spinfc.passes import PassContext, layout, plan_packing, segment
 from spinfc.shapes import Shapes
-from spinfc.runtime.models.gemma3 import Gemma3Config
-from spinfc.runtime.weights.config import ModelConfig
 
 
 @dataclass
@@ -110,78 +109,3 @@ def small_job(vocab: int, *, contents: int, budget: int, block: int, seed: int,
                         for o in range(rng.randint(2, 3)))
         asked.append(Question(f"q{j}", (), "", OptionSlot(options), random_tokens(rng, rng.randint(3, 12), vocab)))
     return compile_job(make_program(made, asked, budget, block))
-
-
-# ---- random-weight models ------------------------------------------------------------------------------------
-
-
-def random_state_dict(config: ModelConfig, device, seed: int) -> dict[str, torch.Tensor]:
-    """float32 weights in Hugging Face naming, scaled so activations stay O(1) and the next-token distributions
-    are far from uniform (so a parity check compares something)."""
-    g = torch.Generator(device=device).manual_seed(seed)
-    c = config
-    gemma = c.family == "gemma3"
-
-    def normal(*shape, std=1.0):
-        return torch.randn(*shape, generator=g, device=device) * std
-
-    def norm(n):  # Gemma multiplies by (1 + w)
-        return normal(n, std=0.1) + (0.0 if gemma else 1.0)
-
-    # Gemma scales embeddings by sqrt(hidden) and ties them to its LM head: a smaller std keeps each token from
-    # predicting itself with a logit of sqrt(hidden).
-    state = {"model.embed_tokens.weight": normal(c.vocab, c.hidden, std=0.5 / c.hidden**0.5 if gemma else 1.0),
-             "model.norm.weight": norm(c.hidden)}
-    if not c.tie_embeddings:
-        state["lm_head.weight"] = normal(c.vocab, c.hidden, std=0.5 / c.hidden**0.5)  # logits ~ N(0, 1/4)
-    shapes = {"q_proj": (c.heads * c.head_dim, c.hidden), "k_proj": (c.kv_heads * c.head_dim, c.hidden),
-              "v_proj": (c.kv_heads * c.head_dim, c.hidden), "o_proj": (c.hidden, c.heads * c.head_dim)}
-    mlp = {"gate_proj": (c.intermediate, c.hidden), "up_proj": (c.intermediate, c.hidden),
-           "down_proj": (c.hidden, c.intermediate)}
-    for i in range(c.layers):
-        p = f"model.layers.{i}."
-        # The blocks' output projections are scaled down, so each layer adds a small update to the residual
-        # stream, as in a trained model (at full scale, bf16 noise alone grows past a useful tolerance).
-        for name, (n_out, n_in) in shapes.items():
-            std = n_in**-0.5 * (0.2 if name == "o_proj" else 1.0)
-            state[p + f"self_attn.{name}.weight"] = normal(n_out, n_in, std=std)
-        for name, (n_out, n_in) in mlp.items():
-            std = n_in**-0.5 * (0.2 if name == "down_proj" else 1.0)
-            state[p + f"mlp.{name}.weight"] = normal(n_out, n_in, std=std)
-        norms = ["input_layernorm", "post_attention_layernorm"]
-        if gemma:
-            norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
-        for name in norms:
-            state[p + f"{name}.weight"] = norm(c.hidden)
-        if gemma:  # Gemma norms each block's output before adding it: scale those norms down instead
-            for name in ("post_attention_layernorm", "post_feedforward_layernorm"):
-                state[p + f"{name}.weight"] = normal(c.hidden, std=0.02) - 0.8
-        if c.family in ("qwen3", "gemma3"):
-            state[p + "self_attn.q_norm.weight"] = norm(c.head_dim)
-            state[p + "self_attn.k_norm.weight"] = norm(c.head_dim)
-    return state
-
-
-SMALL_CONFIGS = {
-    # head dim 128 (Llama 3's), GQA 4:2
-    "llama": ModelConfig(family="llama", hidden=512, layers=4, heads=4, kv_heads=2, head_dim=128, intermediate=1024,
-                         vocab=8192, rope_theta=500000.0, norm_eps=1e-5, tie_embeddings=False),
-    # head dim 64, q/k norms
-    "qwen3": ModelConfig(family="qwen3", hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, intermediate=768,
-                         vocab=8192, rope_theta=1000000.0, norm_eps=1e-6, tie_embeddings=False),
-    # head dim 256, one kv head, sliding-window layers (window 48 positions), GELU-tanh, (1 + w) norms
-    "gemma3": Gemma3Config(family="gemma3", hidden=384, layers=4, heads=4, kv_heads=1, head_dim=256,
-                          intermediate=1024, vocab=8192, rope_theta=1000000.0, norm_eps=1e-6, tie_embeddings=True,
-                          rope_local_theta=10000.0, sliding_window=48, sliding_layers=(True, True, False, True),
-                          query_pre_attn_scalar=256.0),
-}
-
-LLAMA3_8B = ModelConfig(family="llama", hidden=4096, layers=32, heads=32, kv_heads=8, head_dim=128,
-                        intermediate=14336, vocab=128256, rope_theta=500000.0, norm_eps=1e-5, tie_embeddings=False)
-
-
-def non_embedding_params(c: ModelConfig) -> int:
-    """Parameters that every token multiplies through (the embedding lookup and the LM head excluded)."""
-    per_layer = c.hidden * (c.heads + 2 * c.kv_heads) * c.head_dim + c.heads * c.head_dim * c.hidden
-    per_layer += 3 * c.hidden * c.intermediate + 2 * c.hidden
-    return c.layers * per_layer + c.hidden

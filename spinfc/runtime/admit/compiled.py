@@ -10,11 +10,11 @@ from __future__ import annotations
 import attrs
 
 from spinfc.ir.nodes import Program, Segment
+from spinfc.runtime.admit.limits import processed_tokens
+from spinfc.runtime.admit.score_map import ScoreMap
+from spinfc.runtime.admit.segment_arrays import SegmentArrays
+from spinfc.runtime.deliver.results import ContentScores, contents_results
 from spinfc.runtime.extract.answers import Generated
-from spinfc.runtime.limits import processed_tokens
-from spinfc.runtime.results import ContentScores, contents_results
-from spinfc.runtime.score_map import ScoreMap
-from spinfc.runtime.segment_arrays import SegmentArrays
 from spinfc.wire.results import QueryResult
 
 

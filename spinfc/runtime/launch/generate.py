@@ -17,9 +17,8 @@ from typing import Literal
 import attrs
 import torch
 
-from spinfc.runtime.chat_format import ChatPrompt
+from spinfc.runtime.admit.chat_format import ChatPrompt
 from spinfc.runtime.models.decode import KVCache
-
 
 # torch threads while a generation steps (turns.py; the engine's passes keep theirs). A decode
 # step is a few hundred small ops; waking a thread pool for each costs more than it saves, and far more when the
@@ -121,7 +120,7 @@ def generating(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock=No
     once `cancelled` is set. `on_text(text)` is called after each token that does not end the answer, with the
     answer so far as far as it is `settled`. With `top_logprobs` (0 or more) each drawn token's `StepLogprobs`
     is recorded in `Generation.logprobs`. A generator: yields after each token, returns the Generation
-    (StopIteration's value), so that generations can take turns token by token (runtime/generator.py)."""
+    (StopIteration's value), so that generations can take turns token by token (runtime/admit/generator.py)."""
     lock = lock or threading.Lock()
     generator = None
     if sampling.temperature > 0:

@@ -12,7 +12,7 @@ the same wherever it lands, which is why a content's results do not depend on it
     launch              the launch size (rows, answer rows, reads) they take: `Shapes.launch_for` of their rows
     full                whether they fill FULL of a pass (or of their launch size): launched behind a pass in flight,
                         or at once on an idle device
-    room_for_one_more   whether waiting for one more content costs no launched rows (runtime/gather.py)
+    room_for_one_more   whether waiting for one more content costs no launched rows (runtime/schedule/gather.py)
     waits_for_more      whether a pass on an idle device waits for requests on their way, and `longest_wait`
                         for how long at most
 """
@@ -22,9 +22,8 @@ from __future__ import annotations
 import attrs
 
 from spinfc.passes.plan_packing import fill
-from spinfc.runtime import gather
+from spinfc.runtime.schedule import gather
 from spinfc.shapes import Shapes, round_up, used_rows
-
 
 FULL = 0.85  # a pass this full is launched behind the one in flight; a less full one waits for it to end
 # What one decode row (a beam fed one token, a generated token) counts for in pass rows against the queued-work
@@ -81,7 +80,7 @@ class PassSizing:
 
     def room_for_one_more(self, units: list) -> bool:
         """Whether one more content like the largest queued would still run in the launch size `units` take
-        (runtime/gather.py; a floor is shared, and not counted as a content)."""
+        (runtime/schedule/gather.py; a floor is shared, and not counted as a content)."""
         inputs = [_item(unit) for unit in units if unit.floor_key is None]
         return gather.room_for_one_more(list(map(_item, units)), inputs, self.shapes)
 
