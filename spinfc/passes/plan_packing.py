@@ -44,6 +44,22 @@ def admits(segment: Segment, shapes: Shapes) -> bool:
     return fill([segment], shapes) == [0]
 
 
+def too_long(what: str, rows: int, shapes: Shapes, *, answer_rows: int = 0, tokens: int | None = None,
+             **where) -> ContentTooLong:
+    """The one refusal of work no pass holds (the planner's, the engine's intake, /v1/completions' prompts): `what`
+    needs `rows` rows (`tokens` of them its content's, the rest its question tree) and `answer_rows`; `where` says
+    which input (`content=`) or field (`param=`)."""
+    parts = (f" ({tokens:,} content tokens + {rows - tokens:,} question-tree tokens)" if tokens is not None else "") + \
+        (f" and {answer_rows} answer rows" if answer_rows else "")
+    alone = f" (a content alone may take a pass of up to {shapes.largest:,} rows here)" \
+        if shapes.largest > shapes.budget else ""
+    return ContentTooLong(
+        f"{what} needs {rows:,} rows{parts}, more than one pass holds ({shapes})",
+        hint=f"raise the budget with --token-budget (a multiple of {shapes.block}, at least "
+        f"{round_up(rows, shapes.block)}), shorten it{', or ask fewer questions' if answer_rows else ''}{alone}",
+        **where)
+
+
 def floor_first(program: Program) -> bool:
     """Whether the floor is queued ahead of the contents: when a question extracts (its decode on a content reads
     the floor's contexts, for floor_p)."""
@@ -81,15 +97,8 @@ def plan_packing(program: Program, ctx: PassContext) -> Program:
     for segment in segments:
         if not admits(segment, shapes):
             content = program.contents[segment.content]
-            raise ContentTooLong(
-                f"content {content.id!r} needs {segment.length:,} rows ({len(content.tokens):,} content tokens + "
-                f"{segment.length - len(content.tokens):,} question-tree tokens) and {segment.rows} answer rows, "
-                f"more than one pass holds ({shapes})",
-                hint=f"raise the budget with --token-budget (a multiple of {shapes.block}, at least "
-                f"{round_up(segment.length, shapes.block)}), shorten the content, or ask fewer questions"
-                + (" (a content alone may take a pass of up to "
-                   f"{shapes.largest:,} rows here)" if shapes.largest > shapes.budget else ""),
-            )
+            raise too_long(f"content {content.id!r}", segment.length, shapes, answer_rows=segment.rows,
+                           tokens=len(content.tokens))
     passes = []
     for index, members in enumerate(pack(segments, shapes)):
         placements, start = [], 0

@@ -72,7 +72,7 @@ class Service:
         self.status = "loading"
         self.error: str | None = None
         self.engine: Engine | None = None
-        self.generator: Generator | None = None  # /v1/chat/completions without scoring; shares the model's lock
+        self.generator: Generator | None = None  # the routes' side of generations (the engine steps them)
         self.source: ModelSource | None = None
         self.created = int(time.time())
         self.fingerprint = ""

@@ -3,15 +3,16 @@
 
 A leading currency never came back because the template's `A: <$>` ended the prompt with a lone space token, after
 which a model almost never writes `$` (it writes ` $` as one token after `A:`); the spaces before a searched slot
-are now the slot's `lead`, the start of every answer. Checked on both packaged models: the prompt and the grammar
-with each tokenizer (every form, as the model's own tokens), and the answers through the engine."""
+are now the slot's `lead`, the start of every answer. Even so a small model's beams rank a bare or invented number
+first (SmolLM2-135M: ` 200` after "The repair cost $30"), so the amounts the content writes are read exactly beside
+the search (extract/written.py). Checked on both packaged models: the prompt and the grammar with each tokenizer
+(every form, as the model's own tokens), and the top answers through the engine."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-import torch
 
 from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.extract.amounts import parse_amount
@@ -30,10 +31,6 @@ FORMS = [
     ("The fee is 30 USD.", "30 USD", (30, "USD")),
     ("We paid 1,250 euros.", "1,250 euros", (1250, "EUR")),
 ]
-# what SmolLM2-135M ranks first (measured, docs/api.md): for the other forms its own probability is higher for a
-# bare number (" 200\n" -6.38 against " $30\n" -7.51 for the first), which no search changes
-SMOLLM2_TOP = {"USD 45": "\n\nQ: How much money, with its currency?\nA: <$>", "EUR 1.250,00": QUESTION,
-               "30 USD": QUESTION}
 MODELS = ["gemma3-270m", "smollm2-135m"]
 
 
@@ -43,10 +40,8 @@ def _body(content: str, template: str = QUESTION) -> dict:
 
 
 @pytest.fixture(scope="module", params=MODELS)
-def model(request):
-    from spinfc.runtime.load.loader import load_model
-
-    return load_model(request.param, dtype=torch.float32, device="cpu")
+def model(request, packaged_model):
+    return packaged_model(request.param)
 
 
 def test_the_spaces_before_the_slot_begin_every_answer(model) -> None:
@@ -73,39 +68,34 @@ def test_every_form_is_the_model_own_tokens_under_the_grammar(model, form) -> No
     assert parse_amount(form)[0] is not None
 
 
-def _top_answers(model, bodies: list[dict]) -> list:
+@pytest.mark.slow
+def test_each_form_is_the_top_answer_with_its_currency_on_both_models(packaged_model) -> None:
+    """The reproductions through the engine, every form in one request on each packaged model: the top answer is
+    the amount with its currency, as the content spells it, and one value written two ways (`$30` and `US$30`) is
+    one answer. On SmolLM2 the
+    nine contents fill three 512-token passes: a content whose floor ran in an earlier pass still finds it (it
+    once failed with "question 0 has no floor context"); Gemma 3 reads them in one pass (its 262k-token head makes
+    each decode step the costly part: ~17 s of CPU here, against ~9 s for SmolLM2's three passes)."""
     from spinfc.runtime.engine import Engine
     from spinfc.shapes import Shapes
 
-    async def go():
-        engine = Engine(model, Shapes.for_device("cpu", 512)).start()
+    body = {"inputs": [{"messages": [{"role": "user", "content": content}]} for content, _, _ in FORMS],
+            "scoring": {"queries": [{"id": "amount", "template": QUESTION}]}}
+
+    async def top_answers(model, budget: int):
+        engine = Engine(model, Shapes.for_device("cpu", budget)).start()
         try:
-            out = []
-            for body in bodies:
-                scored = await engine.score(engine.compile(body))
-                out.append(scored.scores[scored.compiled.inputs[0]][0])
-            return out
+            scored = await engine.score(engine.compile(body))
+            return [scored.scores[c][0] for c in scored.compiled.inputs], {p[0] for p in scored.placements}
         finally:
             engine.close()
 
-    return asyncio.run(go())
-
-
-@pytest.mark.slow
-def test_each_form_is_the_top_answer_with_its_currency(model) -> None:
-    """The reproductions through the engine: the top answer is the amount with its currency, and one value
-    written two ways (`$30` and `US$30`) is one answer."""
-    if model.name == "gemma3-270m":
-        cases = [(_body(content), form, want) for content, form, want in FORMS]
-    else:
-        cases = [(_body(content, SMOLLM2_TOP[form]), form, want) for content, form, want in FORMS
-                 if form in SMOLLM2_TOP]
-        cases.append((_body("Total: $1,250.00"), "$1,250.00", (1250, "USD")))
-    results = _top_answers(model, [body for body, _, _ in cases])
-    for (_, form, want), searched in zip(cases, results):
-        answers = searched.answers
-        assert answers, (form, searched.reason)
-        top = answers[0]
-        assert (top.value, top.currency) == want, (form, [(a.text, a.logprob) for a in answers])
-        keys = [(a.value, a.currency) for a in answers]
-        assert len(keys) == len(set(keys)), (form, answers)
+    for name, budget, passes in (("gemma3-270m", 4096, 1), ("smollm2-135m", 512, 3)):
+        results, ran = asyncio.run(top_answers(packaged_model(name), budget))
+        assert len(ran) == passes, (name, ran)
+        for (_, form, want), searched in zip(FORMS, results):
+            answers = [(a.text, a.value, a.currency, round(a.logprob, 2)) for a in searched.answers]
+            assert answers, (name, form, searched.reason)
+            assert answers[0][:3] == (form, *want), (name, form, answers)
+            keys = [(a.value, a.currency) for a in searched.answers]
+            assert len(keys) == len(set(keys)), (name, form, answers)

@@ -18,10 +18,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from spinfc import compiler
-from spinfc.errors import ContentTooLong
 from spinfc.ir.nodes import Program
 from spinfc.passes import SCHEDULED_FROM, PassContext
-from spinfc.passes.plan_packing import admits
+from spinfc.passes.plan_packing import admits, too_long
 from spinfc.runtime.admit.compiled import Compiled
 from spinfc.runtime.admit.score_map import ScoreMap
 from spinfc.runtime.admit.segment_arrays import SegmentArrays, TreeArrays
@@ -66,11 +65,9 @@ class Intake:
             raise ValueError(f"compiled program has floors {floors}")
         for c, segment in enumerate(program.segments):
             if not admits(segment, self.shapes):
-                raise ContentTooLong(f"a content with its questions needs {segment.length} rows and {segment.rows} "
-                                     f"answer rows: more than one pass holds ({self.shapes}); shorten the content, "
-                                     "ask fewer questions, or start the server with a larger --token-budget",
-                                     content=None if c == floors[0] else sum(c > i for i in range(len(program.segments))
-                                                                            if i != floors[0]))
+                inputs = [i for i in range(len(program.segments)) if i != floors[0]]
+                raise too_long("a content with its questions", segment.length, self.shapes,
+                               answer_rows=segment.rows, content=None if c == floors[0] else inputs.index(c))
         extracts = _extracts(program)
         if extracts:  # a slot whose beams could not be held at once is refused, not run
             budget.check_fits(self.model, program)

@@ -5,12 +5,13 @@ values (the content is never prefilled again).
     extract_pass(model, pass K/V, items)  -> per floor item: each question's PromptContext (kept with the floor's
                                              scores, for floor_p); per content item: each question's Searched or
                                              Generated result, every slot of every item decoded in one batch
-                                             (decode.walk), then every searched answer read on its floor (Forced,
-                                             all its tokens at once)
+                                             (decode.walk; a <$> slot's written amounts read beside its search,
+                                             written.py), then the answers a search returns read on its floor
+                                             (Forced, all their tokens at once)
 
 The engine runs `extracting` (the same, one decode launch at a time: a generator) in slices between its scoring
-passes and the other decodes in flight (scheduling.Decoding); what it returns replaces the extraction questions' entries of each item's scores
-(ContentScores: a row of option logprobs per option question). An item whose `live()` turns false (its request
+passes and the other decodes in flight (scheduling.Decoding); what it returns replaces the extraction questions'
+entries of each item's scores (ContentScores: a row of option logprobs per option question). An item whose `live()` turns false (its request
 withdrawn) has its walkers dropped at the next step.
 """
 
@@ -23,10 +24,12 @@ from collections.abc import Callable, Sequence
 import attrs
 import torch
 
-from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, GenerateSlot, PromptRow, Question
+from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, AmountSlot, GenerateSlot, PromptRow, Question
 from spinfc.runtime.admit.chat_format import end_tokens
-from spinfc.runtime.extract.answers import Generated, Searched, answer_text, generated_text, make_answer, merged
-from spinfc.runtime.extract.beams import Forced, Sample, Search
+from spinfc.runtime.extract.answers import (Generated, Searched, answer_text, generated_text, grounded, make_answer,
+                                            merged, most_likely)
+from spinfc.runtime.extract.budget import decode_tokens
+from spinfc.runtime.extract.beams import Forced, Found, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, decode_threads, walking
 from spinfc.runtime.extract.fixed import pool_storage
 from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
@@ -39,6 +42,7 @@ from spinfc.runtime.extract.kv import (
     states_at,
     visible_rows,
 )
+from spinfc.runtime.extract.written import written_amounts, written_answers
 from spinfc.runtime.launch.generate import Sampling
 
 KIND = {"TextSlot": "text", "NumberSlot": "number", "AmountSlot": "amount"}
@@ -75,6 +79,7 @@ class PassItem:
     floor: Sequence | None = None  # the floor's scores, when it ran in an earlier pass (or was cached)
     floor_item: int | None = None  # else the index of the floor's item in this pass
     live: Callable[[], bool] | None = None  # false once nobody waits for the item's answers
+    content_text: str = ""  # the content as written: a <$> slot's written amounts are read from it (written.py)
 
 
 class _Tokenizers:
@@ -106,6 +111,14 @@ def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dic
                 return done.value
 
 
+def floor_contexts(kv: PassKV, item: PassItem) -> dict[int, PromptContext]:
+    """A floor item's entries: each extraction question's `PromptContext` (copied from the pass, which can then be
+    freed), what its contents' answers are read on for floor_p."""
+    return {prompt.question: gather_context(kv.keys, kv.values, kv.tokens, kv.positions, kv.ends, prompt.row,
+                                            item.start, kv.states)
+            for prompt in item.prompt_rows if is_extraction(item.questions[prompt.question])}
+
+
 def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: int = 0):
     """`extract_pass` as a generator: yields after each decode launch (or `decode.WAITING`, for a turn in which
     `memory`, a `budget.DecodeMemory` shared with other decodes, had no room for its next group), returns its
@@ -119,14 +132,14 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
     pool = KeyPool(kv.keys, kv.values, kv.positions,
                    pool_storage(model, int(kv.positions.shape[0]), kv.keys[0], lane))
     starts, owners = [], []  # owners: (item, question) per start
+    written = {}  # start index of a <$> search -> (the content's written amounts, the Forced starts reading them)
     for i, item in enumerate(items):
+        if item.is_floor:
+            out[i] = floor_contexts(kv, item)
+            continue
         for prompt in item.prompt_rows:
             question = item.questions[prompt.question]
             if not is_extraction(question):
-                continue
-            if item.is_floor:
-                out[i][prompt.question] = gather_context(kv.keys, kv.values, kv.tokens, kv.positions, kv.ends,
-                                                         prompt.row, item.start, kv.states)
                 continue
             slot, end = question.slot, terminator(question.slot.stop)
             if isinstance(slot, GenerateSlot):
@@ -140,39 +153,62 @@ def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: 
             table = visible_rows(kv.ends, prompt.row, item.start)
             if kv.states is not None and table.numel():  # a recurrent stack: the decode starts from this state
                 pool.states[int(table[-1])] = states_at(kv.states, int(table[-1]))
-            starts.append(Start(walker, table, int(kv.tokens[prompt.row]), int(kv.positions[prompt.row]),
-                                slot.max_tokens, item.live))
+            token, position = int(kv.tokens[prompt.row]), int(kv.positions[prompt.row])
+            starts.append(Start(walker, table, token, position, slot.max_tokens, item.live))
             owners.append((i, prompt.question))
-    stats = yield from walking(model, pool, starts, memory=memory)
+            if isinstance(slot, AmountSlot) and item.content_text:  # its written amounts, read exactly beside it
+                amounts = written_amounts(item.content_text)
+                answers = written_answers(tokenizer, amounts, slot.lead, end, slot.max_tokens,
+                                          decode_tokens(slot))
+                written[len(starts) - 1] = (amounts, _reading(answers, slot.beam_width, table, token, position,
+                                                              item.live))
+    reads = [read for _, reading in written.values() for read in reading]
+    stats = yield from walking(model, pool, starts + reads, memory=memory)
     floor_starts, floor_owners = [], []
-    for start, (i, q) in zip(starts, owners):
+    for k, (start, (i, q)) in enumerate(zip(starts, owners)):
         walker = start.walker
-        if isinstance(walker, Search) and walker.found:
-            item = items[i]
+        amounts, reading = written.get(k, ((), []))
+        found = with_read(walker.found, [read.walker for read in reading]) if isinstance(walker, Search) else ()
+        if found:
+            item, slot = items[i], items[i].questions[q].slot
             context = item.floor[q] if item.floor is not None else \
                 out[item.floor_item].get(q) if item.floor_item is not None else None
             if not isinstance(context, PromptContext):
                 raise ValueError(f"question {q} has no floor context: the floor must run before its contents")
-            forced = Forced([f.tokens for f in walker.found])
-            floor_starts.append(Start(forced, pool.append(context), context.token, context.position,
-                                      max(len(f.tokens) for f in walker.found), item.live))
-            floor_owners.append((i, q, walker))
+            answers = most_likely(grounded(tuple(
+                make_answer(slot, answer_text(tokenizer, f.tokens, terminator(slot.stop), stops, slot.lead),
+                            f.tokens, f.logprob, 0.0) for f in found), amounts), walker.width)
+            floor_starts.append(_reading([a.tokens for a in answers], walker.width, pool.append(context),
+                                         context.token, context.position, item.live))
+            floor_owners.append((i, q, answers, frozenset(a.text for a in amounts)))
         elif isinstance(walker, Search):
             out[i][q] = Searched((), reason=empty_reason(items[i].questions[q].slot, walker))
         else:
             question = items[i].questions[q]
             text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop) or "\n", stops)
             out[i][q] = Generated(text, tuple(walker.tokens), walker.logprob, walker.finish)
-    floor_stats = yield from walking(model, pool, floor_starts, memory=memory)
-    for start, (i, q, search) in zip(floor_starts, floor_owners):
-        slot = items[i].questions[q].slot
-        end = terminator(slot.stop)
-        out[i][q] = Searched(merged(tuple(
-            make_answer(slot, answer_text(tokenizer, f.tokens, end, stops, slot.lead), f.tokens, f.logprob,
-                        floor_logprob)
-            for f, floor_logprob in zip(search.found, start.walker.logprobs)
-        )))
+    floor_stats = yield from walking(model, pool, [s for reading in floor_starts for s in reading], memory=memory)
+    for reading, (i, q, answers, spelled) in zip(floor_starts, floor_owners):
+        floor_logprobs = [p for read in reading for p in read.walker.logprobs]
+        out[i][q] = Searched(merged(tuple(attrs.evolve(a, floor_logprob=p) for a, p in zip(answers, floor_logprobs)),
+                                    spelled))
     return out, WalkStats(stats.steps + floor_stats.steps, stats.beam_rows + floor_stats.beam_rows)
+
+
+def _reading(answers: list[tuple[int, ...]], width: int, rows, token: int, position: int, live) -> list[Start]:
+    """Forced walkers reading `answers` from a prompt (its pool `rows`, last `token` and `position`), at most
+    `width` answers each: a walker takes no more slots at once than its slot's beams, which are known to fit."""
+    return [Start(Forced(answers[k:k + width]), rows, token, position, max(map(len, answers[k:k + width])), live)
+            for k in range(0, len(answers), width)]
+
+
+def with_read(found: list[Found], reads: list[Forced]) -> list[Found]:
+    """A search's answers and the answers read beside it (`reads`), each token sequence once (as the search found
+    it), most likely first."""
+    seen = {f.tokens for f in found}
+    extra = {tokens: Found(tokens, logprob) for read in reads for tokens, logprob in zip(read.answers, read.logprobs)
+             if tokens not in seen}
+    return sorted([*found, *extra.values()], key=lambda f: -f.logprob)
 
 
 def empty_reason(slot, search: Search) -> str:
@@ -191,5 +227,5 @@ def with_entries(scores: tuple, entries: dict[int, object]) -> tuple:
     return tuple(entries.get(q, row) for q, row in enumerate(scores))
 
 
-__all__ = ["PassItem", "PassKV", "extract_pass", "extracting", "forward_keeping_kv", "is_extraction", "with_entries",
-           "SEARCHED_SLOTS"]
+__all__ = ["PassItem", "PassKV", "extract_pass", "extracting", "floor_contexts", "forward_keeping_kv", "is_extraction",
+           "with_entries", "SEARCHED_SLOTS"]

@@ -18,6 +18,7 @@ import attrs
 from spinfc.ir.nodes import AmountSlot, NumberSlot
 from spinfc.runtime.extract.amounts import parse_amount
 from spinfc.runtime.extract.grammars import parse_number
+from spinfc.runtime.extract.written import WrittenAmount, written_currency
 
 
 @attrs.frozen
@@ -71,22 +72,43 @@ def make_answer(slot, text: str, tokens: tuple[int, ...], logprob: float, floor_
     return Answer(text, tokens, logprob, floor_logprob)
 
 
-def merged(answers: tuple[Answer, ...]) -> tuple[Answer, ...]:
+def merged(answers: tuple[Answer, ...], spelled: frozenset[str] = frozenset()) -> tuple[Answer, ...]:
     """Answers with the same value and currency (`$1,250` and `1,250 USD`; one text reached by two tokenizations)
-    as one: logprob and floor logprob the log of the summed probabilities, the most likely text first, every
-    distinct text in `forms` when there are several. Text answers (no value) are kept as they are."""
-    groups: dict[object, list[Answer]] = {}
-    for k, answer in enumerate(answers):
-        key = (answer.value, answer.currency) if answer.value is not None else k
-        groups.setdefault(key, []).append(answer)
+    as one: logprob and floor logprob the log of the summed probabilities, every distinct text in `forms` when there
+    are several, most likely first. Its text: the most likely of them the content spells so (`spelled`, a <$> slot's
+    written amounts: "US$30" after "It cost US$30", though `$30` is likelier), else that writes its currency, else
+    the most likely. Text answers (no value) are kept as they are."""
     out = []
-    for group in groups.values():
-        best = max(group, key=lambda a: a.logprob)
+    for group in _groups(answers).values():
+        written = [a for a in group if a.currency is None or parse_amount(a.text)[0] is not None]
+        best = max([a for a in group if a.text in spelled] or written or group, key=lambda a: a.logprob)
         forms = tuple(dict.fromkeys(a.text for a in sorted(group, key=lambda a: -a.logprob)))
         out.append(attrs.evolve(best, logprob=_logsumexp([a.logprob for a in group]),
                                 floor_logprob=_logsumexp([a.floor_logprob for a in group]),
                                 forms=forms if len(forms) > 1 else ()))
     return tuple(sorted(out, key=lambda a: -a.logprob))
+
+
+def most_likely(answers: tuple[Answer, ...], width: int) -> tuple[Answer, ...]:
+    """The answers of the `width` groups `merged` ranks first (by their summed probabilities), in their order:
+    what a search returns, and all that is read on the floor."""
+    groups = sorted(_groups(answers).values(), key=lambda g: -_logsumexp([a.logprob for a in g]))[:width]
+    return tuple(answer for group in groups for answer in group)
+
+
+def _groups(answers: tuple[Answer, ...]) -> dict[object, list[Answer]]:
+    """Answers by value and currency (a text answer, without a value, alone)."""
+    groups: dict[object, list[Answer]] = {}
+    for k, answer in enumerate(answers):
+        groups.setdefault((answer.value, answer.currency) if answer.value is not None else k, []).append(answer)
+    return groups
+
+
+def grounded(answers: tuple[Answer, ...], amounts: tuple[WrittenAmount, ...]) -> tuple[Answer, ...]:
+    """Bare-number answers (no currency) given the one currency the content writes beside the same value
+    (`written.written_currency`): `7.5` after "The sandwich was £7.50." is the content's £7.50."""
+    return tuple(attrs.evolve(a, currency=written_currency(amounts, a.value))
+                 if a.value is not None and a.currency is None else a for a in answers)
 
 
 def _logsumexp(values: list[float]) -> float:

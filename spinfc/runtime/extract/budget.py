@@ -2,7 +2,8 @@
 request limit `max_decode_tokens`) and its memory (each decode batch's own keys and values, within a budget).
 
     decode_tokens(slot)      the most tokens one slot decodes for one input: max_tokens for each of its beams
-    decode_work(program)     a request's decode rows at most: every input's slots, and their answers read on the floor
+    decode_work(program)     a request's decode rows at most: every input's slots, their answers read on the floor,
+                             a <$> slot's written amounts read
     slot_bytes(model, rows)  one slot's own keys and values, every layer: what a beam holds while it is walked
     slots_within(model, n)   how many slots of n tokens a CPU decode batch holds within DECODE_MEMORY_BYTES
     check_fits(model, prog)  Refused("decode_too_large") for a slot whose beams alone do not fit: never run
@@ -18,7 +19,14 @@ from __future__ import annotations
 
 import threading
 
-from spinfc.ir.nodes import EXTRACTION_SLOTS, GenerateSlot, Program
+from spinfc.ir.nodes import (
+    EXTRACTION_SLOTS,
+    AmountSlot,
+    GenerateSlot,
+    NumberSlot,
+    Program,
+    TextSlot,
+)
 from spinfc.runtime.admit.refused import Refused
 from spinfc.runtime.extract.fixed import slot_tokens
 from spinfc.runtime.extract.kv import stack_of
@@ -32,10 +40,15 @@ def decode_tokens(slot) -> int:
     return slot.max_tokens * (1 if isinstance(slot, GenerateSlot) else slot.beam_width)
 
 
+# A slot's walks per input, each of at most `decode_tokens` rows: <gen> its sampling; <*> <n> its search and its
+# answers read on the floor; <$> also the amounts the content writes, read on the content and the floor (written.py)
+WALKS = {GenerateSlot: 1, TextSlot: 2, NumberSlot: 2, AmountSlot: 4}
+
+
 def decode_work(program: Program, inputs: int) -> int:
-    """Rows a request's decode feeds at most over `inputs` contents: each slot's `decode_tokens`, and for a searched
-    slot as many again to read its answers on the floor."""
-    per_input = sum(decode_tokens(q.slot) * (1 if isinstance(q.slot, GenerateSlot) else 2)
+    """Rows a request's decode feeds at most over `inputs` contents: each slot's `decode_tokens` for each of its
+    `WALKS`."""
+    per_input = sum(decode_tokens(q.slot) * WALKS[type(q.slot)]
                     for q in program.questions if isinstance(q.slot, EXTRACTION_SLOTS))
     return per_input * inputs
 

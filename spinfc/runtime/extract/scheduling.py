@@ -3,7 +3,9 @@ scored its content, and the floor's prompt contexts):
 
     floors_first   a pass's floors ahead of its contents, and contents whose floor has neither run nor is in the
                    pass left for a later one (their floor is queued ahead of them, so it runs first)
-    Decoding       after the pass: every extraction question of it decoded in one batch, a slice of launches at a
+    floor_scores   a floor's prompt contexts, taken when its pass is collected: it is delivered with its pass (not
+                   after the pass's decode), so contents of any later pass find it
+    Decoding       after the pass: every extraction question of its contents decoded in one batch, a slice of launches at a
                    time between scoring passes and the other passes' decodes (a score or a short decode behind it
                    waits a slice, not the whole decode), the results put into each unit's scores
     decodes_at_once  how many passes' decodes take turns: DECODES_AT_ONCE where each decode's batches are its own
@@ -64,30 +66,39 @@ def floors_first(units: list, chosen: list[int]) -> list[int]:
     return kept or chosen  # cannot be empty while floors are queued ahead; run as chosen rather than stall
 
 
+def floor_scores(unit, scores: tuple, start: int, kept) -> tuple:
+    """A floor unit's scores with its extraction questions' prompt contexts, copied from its pass's keys and values
+    (`kept`) when the pass is collected: a floor is delivered with its pass, not after a decode, so a content in
+    any later pass finds it (a content's decode reads its floor's contexts when it starts)."""
+    job, _ = unit.consumers[0]
+    item = extract.PassItem(questions=job.compiled.program.questions, start=start, prompt_rows=_rows(unit, start),
+                            is_floor=True)
+    return extract.with_entries(scores, extract.floor_contexts(kept, item))
+
+
+def _rows(unit, start: int) -> tuple:
+    """The unit's prompt rows as rows of its pass (its segment starts at `start`)."""
+    return tuple(attrs.evolve(p, row=p.row + start) for p in unit.segment.prompt_rows)
+
+
 class Decoding:
     """One pass's extraction decode, run in slices between the engine's scoring passes (`advance`): every
-    extraction question of the pass in one batch (`extract.extracting`), a unit whose request is withdrawn dropped
-    at the next step. Once `done`, `results()` is each unit's scores with its entries (`extract.with_entries`),
+    extraction question of the pass's contents (not its floors: `floor_scores`) in one batch (`extract.extracting`),
+    a unit whose request is withdrawn dropped at the next step. Once `done`, `results()` is each unit's scores with its entries (`extract.with_entries`),
     or every unit's None with `error` set when the decode raised."""
 
     def __init__(self, model, units: list, scores: list, starts: list[int], kept, stats, memory=None, lane: int = 0):
-        """`units` of a pass and their `scores`, where each starts in it (`starts`), the pass's K/V (`kept`);
-        `memory` the budget.DecodeMemory its beams share with the other decodes in flight; `lane` the fixed
+        """`units` of a pass (contents, whose floors are delivered) and their `scores`, where each starts in it
+        (`starts`), the pass's K/V (`kept`); `memory` the budget.DecodeMemory its beams share with the other decodes in flight; `lane` the fixed
         buffers it decodes in on CUDA (one no other decode in flight holds: `free_lane`)."""
         self.units, self.scores, self.stats, self.lane = units, scores, stats, lane
         items = []
         for unit, start in zip(units, starts):
-            job, _ = unit.consumers[0]
-            floor_unit = next((k for k, other in enumerate(units) if other.floor_key is not None and
-                               (job, job.compiled.floor) in other.consumers), None)
+            job, content = unit.consumers[0]
             items.append(extract.PassItem(
-                questions=job.compiled.program.questions, start=start,
-                prompt_rows=tuple(attrs.evolve(p, row=p.row + start) for p in unit.segment.prompt_rows),
-                is_floor=unit.floor_key is not None,
-                floor=None if unit.floor_key is not None or floor_unit is not None else job.scores.get(
-                    job.compiled.floor),
-                floor_item=floor_unit if unit.floor_key is None else None,
-                live=unit.wanted,
+                questions=job.compiled.program.questions, start=start, prompt_rows=_rows(unit, start),
+                is_floor=False, floor=job.scores.get(job.compiled.floor), live=unit.wanted,
+                content_text=job.compiled.program.contents[content].text,
             ))
         self._on_cpu = kept.positions.device.type == "cpu"
         self._steps = extract.extracting(model, kept, items, memory, lane)
@@ -137,9 +148,3 @@ def free_lane(decodings) -> int:
     held = {decoding.lane for decoding in decodings}
     return next((lane for lane in range(CUDA_LANES) if lane not in held), 0)
 
-
-def extract_units(model, units: list, scores: list, pending, stats) -> tuple[list, Exception | None]:
-    """A `Decoding` run to its end in one go: each unit's scores with their entries, and the error (or None)."""
-    decoding = Decoding(model, units, scores, pending.starts, pending.kept, stats)
-    decoding.advance(lambda seconds: False)
-    return decoding.results(), decoding.error

@@ -29,7 +29,8 @@ import attrs
 import numpy as np
 
 from spinfc.runtime.extract.budget import DecodeMemory
-from spinfc.runtime.extract.scheduling import Decoding, extraction_prompt_rows, extracts, floors_first, free_lane
+from spinfc.runtime.extract.scheduling import (Decoding, extraction_prompt_rows, extracts, floor_scores, floors_first,
+                                              free_lane)
 from spinfc.runtime.launch.generate import Cancelled
 from spinfc.runtime.launch.prompt_logprobs import prompt_program
 from spinfc.runtime.schedule.queues import EngineClosed, PassFailed, Queues  # noqa: F401 (re-exported)
@@ -235,17 +236,21 @@ class Scheduler(Queues):
                 job.placements.append((pending.index, content, start, unit.segment.length))
             scores.append(self._scores(unit, flight.logprobs[offset:offset + n], getattr(self.model, "scheme", None)))
             offset += n
-        decoded = [k for k, unit in enumerate(units) if extracts(unit) and scores[k] is not None]
-        if pending.kept is not None and decoded:  # they wait for their decode
+        decoded = []
+        if pending.kept is not None:  # floors with their prompt contexts now; contents wait for their decode
+            scores = [floor_scores(unit, unit_scores, start, pending.kept)
+                      if unit.floor_key is not None and extracts(unit) and unit_scores is not None else unit_scores
+                      for unit, unit_scores, start in zip(units, scores, pending.starts)]
+            decoded = [k for k, unit in enumerate(units)
+                       if unit.floor_key is None and extracts(unit) and scores[k] is not None]
+        for k, (unit, unit_scores) in enumerate(zip(units, scores)):
+            if unit_scores is not None and k not in decoded:
+                self._deliver(unit, unit_scores)
+        if decoded:
             self.decodings.append(Decoding(self.model, [units[k] for k in decoded], [scores[k] for k in decoded],
                                            [pending.starts[k] for k in decoded], pending.kept, self.stats,
                                            self.decode_memory, free_lane(self.decodings)))
             self.decode_next = True  # its first slice before the next pass
-            units = [unit for k, unit in enumerate(units) if k not in decoded]
-            scores = [unit_scores for k, unit_scores in enumerate(scores) if k not in decoded]
-        for unit, unit_scores in zip(units, scores):
-            if unit_scores is not None:
-                self._deliver(unit, unit_scores)
 
     def _failed(self, work, error: Exception) -> None:
         """Work that raised: a pass of several contents is retried with each alone (ahead of newer work), so only

@@ -18,7 +18,7 @@ from litestar import Request, post
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
-from spinfc.errors import ContentTooLong
+from spinfc.passes.plan_packing import too_long
 from spinfc.passes.tokenize import encode_text
 from spinfc.runtime.admit.prechecks import Prechecks
 from spinfc.runtime.launch.generate import Sampling
@@ -30,6 +30,7 @@ from spinfc.server.logprobs import Pieces, completion_logprobs, ids_in
 from spinfc.server.openapi import BODY_ROUTE, errors
 from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS, stop_strings
 from spinfc.server.service import ServiceDep
+from spinfc.shapes import Shapes
 from spinfc.wire.completions import (
     Completion,
     CompletionChoice,
@@ -77,7 +78,7 @@ async def answer(service, ctx, data: CompletionRequest, forms, sampling: Samplin
         encoded = iter(await service.generator.call(  # as /v1/score encodes a content: special tokens are text
             lambda tok: [encode_text(tok, text, bos=True) for text in texts]))
         prompts = [next(encoded) if isinstance(form, str) else tuple(form) for form in forms]
-        check_prompts(prompts, data.prompt, vocab, engine.shapes.largest, ctx.limits)
+        check_prompts(prompts, data.prompt, vocab, engine.shapes, ctx.limits)
         done = await complete(service, prompts, sampling, bool(data.echo), data.logprobs)
         choices = await service.generator.call(lambda tok: build_choices(tok, forms, prompts, done, data))
     prompt_tokens = sum(len(p) for p in prompts)
@@ -141,9 +142,8 @@ def check_texts(forms, given, sampling: Sampling, prechecks: Prechecks) -> None:
         prechecks.limits.check("max_decode_tokens", len(forms) * sampling.max_tokens, "max_tokens")
 
 
-def check_prompts(prompts, given, vocab: int, budget: int, limits) -> None:
-    """Each prompt has tokens, valid ids, fits the server's limits and one pass (`budget`: the most rows a prompt
-    alone may take, the engine's `Shapes.largest`)."""
+def check_prompts(prompts, given, vocab: int, shapes: Shapes, limits) -> None:
+    """Each prompt has tokens, valid ids, fits the server's limits and one pass (alone, up to `shapes.largest`)."""
     one = isinstance(given, str) or not isinstance(given[0], list | str)
     for i, tokens in enumerate(prompts):
         param = "prompt" if one else f"prompt[{i}]"
@@ -155,9 +155,8 @@ def check_prompts(prompts, given, vocab: int, budget: int, limits) -> None:
             raise ApiError(400, "invalid_token_id", f"{param} holds token id {bad}, outside the model's vocabulary "
                            f"of {vocab:,} ids", param=param)
         limits.check("max_content_tokens", len(tokens), param)
-        if len(tokens) > budget:
-            raise ContentTooLong(f"{param} has {len(tokens):,} tokens, more than one pass of {budget:,} rows "
-                                 "holds: shorten it, or start the server with a larger --token-budget", param=param)
+        if len(tokens) > shapes.largest:
+            raise too_long(param, len(tokens), shapes, param=param)
     limits.check("max_processed_tokens", sum(len(tokens) for tokens in prompts), "prompt")
 
 
