@@ -112,7 +112,7 @@ def invariance(hf: dict, device: str, smoke: bool) -> dict:
     from benchmarks.gpu_checks import _contents, prepare, relower
     from benchmarks.harness.launches import compile_job, make_program, random_tokens
     from spinfc.ir.nodes import Option, OptionSlot, Question
-    from spinfc.runtime.weights.config import from_hf
+    from spinfc.runtime.models.families import from_hf
 
     config = from_hf(hf)
     rng = random.Random(0)
@@ -169,7 +169,7 @@ def calibration_launches(vocab: int, smoke: bool):
 
 def load_for_server(name: str, hf: dict, scheme: str, smoke: bool):
     """The server's `load_model`: the random-weight stack of `scheme` (the same seed in every process)."""
-    from spinfc.runtime.weights.config import from_hf
+    from spinfc.runtime.models.families import from_hf
 
     def load(_name, _precision, device):
         config = from_hf(hf)
@@ -235,7 +235,7 @@ def speed(o, device: str, rates: dict) -> dict:
                   num_global_key_value_heads=1)
     name = model_folder(o.tokenizer, hf, Path("/tmp/spinfc-gemma4-model"))
     from spinfc.registry import load_tokenizer
-    from spinfc.runtime.weights.config import from_hf
+    from spinfc.runtime.models.families import from_hf
 
     hf["vocab_size"] = len(load_tokenizer(name))
     (Path(name) / "config.json").write_text(json.dumps({**hf, "architectures": ["Gemma4ForCausalLM"]}))

@@ -68,7 +68,7 @@ def gemma4(o, device: str):
     """(config.json dict, load_model for the app, non-embedding parameters) of Gemma 4 at 31B widths."""
     from benchmarks import gpu_gemma4 as g4
 
-    from spinfc.runtime.weights.config import from_hf
+    from spinfc.runtime.models.families import from_hf
 
     hf = g4.published_31b(o.gemma4_layers)
     if o.smoke:
@@ -86,7 +86,7 @@ def qwen3_5(o, device: str):
 
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.weights.config import from_hf
+    from spinfc.runtime.models.families import from_hf
 
     def load(name, precision, device):
         c = from_hf(hf_of(name))

@@ -37,8 +37,8 @@ from spinfc.passes.layout import used_rows
 from spinfc.runtime.models import build_model
 from spinfc.runtime.load.precision import Precision
 from spinfc.runtime.launch.runner import Runner, SegmentArrays
+from spinfc.runtime.models.families import from_hf
 from spinfc.runtime.towers import TOWER_PREFIXES, MediaReader, towers_of
-from spinfc.runtime.weights.config import from_hf
 from spinfc.shapes import Shapes
 from tests.media.snapshots import SPECIALS, byte_tokenizer
 

@@ -26,7 +26,7 @@ import torch
 
 from benchmarks.harness import clients, jobs, models, serving, timing
 from benchmarks.harness.stacks import QWEN3_5_27B, qwen3_5_params, qwen3_5_state
-from spinfc.runtime.weights.config import LinearAttention, ModelConfig
+from spinfc.runtime.models.qwen3_5 import LinearAttention, Qwen3_5Config
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--tokenizer", required=True, type=Path, help="a tokenizer folder (tokenizer.json, ...)")
@@ -50,7 +50,7 @@ def job_tokens() -> int:
     return JOB["contents"] * JOB["content_tokens"] + job_questions() * JOB["question_tokens"]
 
 
-def tiny(vocab: int) -> ModelConfig:
+def tiny(vocab: int) -> Qwen3_5Config:
     return attrs.evolve(QWEN3_5_27B, hidden=64, layers=4, heads=4, kv_heads=1, head_dim=32, intermediate=128,
                         vocab=vocab, rotary_dim=8,
                         linear=LinearAttention(layers=(True, True, True, False), key_heads=2, value_heads=4,
@@ -61,12 +61,12 @@ def on_cuda() -> bool:
     return DEVICE.startswith("cuda")
 
 
-def shape(layers: int, vocab: int) -> ModelConfig:
+def shape(layers: int, vocab: int) -> Qwen3_5Config:
     c = QWEN3_5_27B
     return attrs.evolve(c, layers=layers, vocab=vocab, linear=attrs.evolve(c.linear, layers=c.linear.layers[:layers]))
 
 
-def build(c: ModelConfig, name: str | None = None):
+def build(c: Qwen3_5Config, name: str | None = None):
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
     from spinfc.runtime.load.precision import Precision
@@ -77,7 +77,7 @@ def build(c: ModelConfig, name: str | None = None):
                        weights_hash=f"random-qwen3_5-{c.layers}")
 
 
-def state_bytes_per_content(c: ModelConfig, dtype_bytes: int = 2) -> int:
+def state_bytes_per_content(c: Qwen3_5Config, dtype_bytes: int = 2) -> int:
     """The recurrent states a content leaves for its questions: per linear layer Hv x Dk x Dv float32 and the conv
     state (K - 1) x C in the compute dtype."""
     lin = c.linear
@@ -148,7 +148,7 @@ def check_parity(failures: list) -> dict:
 
     from spinfc.backend import reference, triton_ops
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.weights.config import from_hf
+    from spinfc.runtime.models.families import from_hf
     from tests.runtime.tree_launch import Case, Question, build_launch, transformers_logprobs
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -198,7 +198,7 @@ def content_scores(job, outputs, content: str) -> dict:
     return {k: v for k, v in job.scores(outputs).items() if k[0] == content}
 
 
-def check_invariance(model, c: ModelConfig, budget: int, failures: list) -> dict:
+def check_invariance(model, c: Qwen3_5Config, budget: int, failures: list) -> dict:
     """Content c0's reads bit-identical: in the job, in the job in reverse order (another offset, pass and
     neighbours), alone, and packed beside contents asked other questions."""
     from benchmarks.harness.launches import compile_job, make_program, seed_job, seed_questions
@@ -263,7 +263,7 @@ def matmul_rate() -> float:
     return 2 * n**3 / seconds
 
 
-def speed_prelowered(model, c: ModelConfig, budget: int) -> dict:
+def speed_prelowered(model, c: Qwen3_5Config, budget: int) -> dict:
     from benchmarks.harness.launches import seed_job
 
     job = seed_job(c.vocab, max_budget=budget, **JOB)
@@ -275,7 +275,7 @@ def speed_prelowered(model, c: ModelConfig, budget: int) -> dict:
     return {"seconds": seconds, "passes": len(launches), "fill": job.fill, "budget": job.shape[0], "scores": scores}
 
 
-def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict:
+def speed_rereading(model, c: Qwen3_5Config, budget: int, sample: int = 2) -> dict:
     """Every question as its own sequence (content + question, then its options): `sample` contents' questions
     packed in passes of the same budget, timed and extrapolated to the 24 contents."""
     from benchmarks.harness.launches import compile_job, make_program, seed_job
@@ -297,14 +297,14 @@ def speed_rereading(model, c: ModelConfig, budget: int, sample: int = 2) -> dict
 
 def loader(config: str, name: str, device: str):
     """The `load_model` of the in-process engine and of the server (harness/serve_app.py builds it in the server's
-    process): the random-weight stack of `config` (a ModelConfig's JSON) on `device`, the same in both."""
+    process): the random-weight stack of `config` (a Qwen3_5Config's JSON) on `device`, the same in both."""
     global DEVICE
     DEVICE = device
-    c = ModelConfig.from_json(config)
+    c = Qwen3_5Config.from_json(config)
     return lambda _name, _precision, _device: build(c, name)
 
 
-def engine_and_http(c: ModelConfig, tokenizer_dir: Path, skip_http: bool) -> dict:
+def engine_and_http(c: Qwen3_5Config, tokenizer_dir: Path, skip_http: bool) -> dict:
     """The job through `start_engine` in this process and over HTTP through `spinfc serve` (the same model made by
     `loader` in the server), default settings (a small budget on the CPU)."""
     from spinfc.config import EngineSettings

@@ -128,7 +128,7 @@ def compile_shapes(device: str, budget: int | None, block: int, sizes: int = 4) 
 
 def _codes(model: str) -> tuple[str, ...]:
     """A decision model's codes (what tokenize reads a code question as), from its config.json alone."""
-    from spinfc.runtime.weights.decision_head import codes_of_model  # the serve extra's package: torch
+    from spinfc.runtime.models.families import codes_of_model  # the serve extra's package: torch
 
     return codes_of_model(model)
 

@@ -226,10 +226,23 @@ def load_tokenizer(name: str | None = None):
     return AutoTokenizer.from_pretrained(str(cached))
 
 
+# Files any one of which holds a tokenizer transformers reads
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt")
+
+
+def check_tokenizer(directory: Path) -> None:
+    """Raise BadModelFiles unless `directory` holds a tokenizer's files."""
+    from spinfc.errors import BadModelFiles
+
+    if not any((Path(directory) / name).is_file() for name in TOKENIZER_FILES):
+        raise BadModelFiles(f"{directory}: no tokenizer (none of {', '.join(TOKENIZER_FILES)}): copy the model's "
+                            "tokenizer files beside its config.json (tokenizer.save_pretrained(folder) in "
+                            "transformers)")
+
+
 def _folder_tokenizer(auto, directory: Path):
     """A snapshot's tokenizer; files that transformers cannot read are one line naming the folder."""
     from spinfc.errors import BadModelFiles
-    from spinfc.runtime.weights.folder import check_tokenizer
 
     check_tokenizer(directory)
     try:

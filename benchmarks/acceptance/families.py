@@ -52,6 +52,9 @@ _WIDE = dict(hidden_size=1024, intermediate_size=2048, num_hidden_layers=2, num_
 
 llama = _text("LlamaConfig", "LlamaForCausalLM", _SMALL, _WIDE)
 qwen3 = _text("Qwen3Config", "Qwen3ForCausalLM", _SMALL, _WIDE)
+# every layer windowed, narrower than a content, so that contents, questions and decodes cross the window
+mistral = _text("MistralConfig", "MistralForCausalLM", {**_SMALL, "sliding_window": 48},
+                {**_WIDE, "sliding_window": 48})
 
 
 def gemma3(directory: Path, gpu_widths: bool):
@@ -89,6 +92,7 @@ def qwen3_5(moe: bool) -> Callable:
 FAMILIES = (
     Family("llama", llama),
     Family("qwen3", qwen3),
+    Family("mistral", mistral),
     Family("gemma3", gemma3, ("image",)),
     Family("gemma4-e2b", gemma4("gemma4-e2b"), ("image", "audio", "video")),
     Family("gemma4-31b", gemma4("gemma4-31b"), ("image",)),

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import torch
 
-from spinfc.runtime.weights.config import LinearAttention, ModelConfig
+from spinfc.runtime.models.gemma3 import Gemma3Config
+from spinfc.runtime.models.qwen3_5 import LinearAttention, Qwen3_5Config
+from spinfc.runtime.weights.config import ModelConfig
 
 
 def random_state_dict(config: ModelConfig, device, seed: int) -> dict[str, torch.Tensor]:
@@ -74,7 +76,7 @@ SMALL_CONFIGS = {
     "qwen3": ModelConfig(family="qwen3", hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, intermediate=768,
                          vocab=8192, rope_theta=1000000.0, norm_eps=1e-6, tie_embeddings=False),
     # head dim 256, one kv head, sliding-window layers (window 48 positions), GELU-tanh, (1 + w) norms
-    "gemma3": ModelConfig(family="gemma3", hidden=384, layers=4, heads=4, kv_heads=1, head_dim=256,
+    "gemma3": Gemma3Config(family="gemma3", hidden=384, layers=4, heads=4, kv_heads=1, head_dim=256,
                           intermediate=1024, vocab=8192, rope_theta=1000000.0, norm_eps=1e-6, tie_embeddings=True,
                           rope_local_theta=10000.0, sliding_window=48, sliding_layers=(True, True, False, True),
                           query_pre_attn_scalar=256.0),
@@ -98,14 +100,14 @@ TINY = ModelConfig(family="llama", hidden=128, layers=2, heads=4, kv_heads=2, he
 
 # Qwen3.5-27B's text config (hidden 5120, 64 layers: 48 Gated DeltaNet, 16 gated attention of 24 heads of 256 over
 # 4 kv heads; linear attention 16 key heads and 48 value heads of 128, conv kernel 4; partial rotary 0.25).
-QWEN3_5_27B = ModelConfig(
+QWEN3_5_27B = Qwen3_5Config(
     family="qwen3_5", hidden=5120, layers=64, heads=24, kv_heads=4, head_dim=256, intermediate=17408, vocab=248320,
     rope_theta=10_000_000.0, norm_eps=1e-6, tie_embeddings=False, rotary_dim=64,
     linear=LinearAttention(layers=tuple((i + 1) % 4 != 0 for i in range(64)), key_heads=16, value_heads=48,
                            key_dim=128, value_dim=128, conv_kernel=4))
 
 
-def qwen3_5_state(c: ModelConfig, device, seed: int = 0, dtype=torch.bfloat16) -> dict[str, torch.Tensor]:
+def qwen3_5_state(c: Qwen3_5Config, device, seed: int = 0, dtype=torch.bfloat16) -> dict[str, torch.Tensor]:
     """Random weights in Hugging Face naming; output projections scaled down (each block a small update)."""
     g = torch.Generator(device=device).manual_seed(seed)
     lin = c.linear
@@ -147,7 +149,7 @@ def qwen3_5_state(c: ModelConfig, device, seed: int = 0, dtype=torch.bfloat16) -
     return state
 
 
-def qwen3_5_params(c: ModelConfig) -> int:
+def qwen3_5_params(c: Qwen3_5Config) -> int:
     """Qwen3.5's `non_embedding_params`: Gated DeltaNet and gated attention layers."""
     lin, per_full, per_linear = c.linear, 0, 0
     mlp = 3 * c.hidden * c.intermediate

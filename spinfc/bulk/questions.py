@@ -49,7 +49,7 @@ def load_questions(pack_refs: Sequence[str], queries_file: str | None, model: st
 
 
 def _model_codes(model: str) -> tuple[str, ...]:
-    from spinfc.runtime.weights.decision_head import codes_of_model
+    from spinfc.runtime.models.families import codes_of_model
 
     codes = codes_of_model(model)
     if not codes:

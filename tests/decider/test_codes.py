@@ -11,7 +11,8 @@ from spinfc.errors import CompileError
 from spinfc.frontend import load_pack, program_from_request
 from spinfc.ir.printer import print_ir
 from spinfc.passes import PassContext
-from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, from_hf
+from spinfc.runtime.models.families import from_hf
+from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 from spinfc.shapes import Shapes
 
 CODES = ("billing", "refund", "technical", "other")

@@ -9,7 +9,7 @@ import torch
 
 from spinfc.backend import reference, triton_ops
 from spinfc.runtime.models import build_model
-from spinfc.runtime.weights.config import from_hf
+from spinfc.runtime.models.families import from_hf
 
 from tests.runtime.gemma4_shapes import GEMMA4_FAMILIES, gemma4_config, randomize
 

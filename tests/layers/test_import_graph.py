@@ -24,16 +24,8 @@ LAYERS = (
 # Left to remove (issue 35): each names the importing module and what it imports from a later stage.
 KNOWN_UPWARD = {
     ("spinfc.registry", "spinfc.runtime.weights.whole"),
-    # from the branches merged on 2026-12-04: a tokenizer's folder checked where the registry reads it
-    ("spinfc.registry", "spinfc.runtime.weights.folder"),
 }
-KNOWN_CIRCLES = {
-    # the config reader and the family configs, grown through the folder checks and the decision head (both read
-    # the registry's resolution of a name) when the branches of 2026-12-04 met: one to break next
-    frozenset({"spinfc.registry", "spinfc.runtime.weights.config", "spinfc.runtime.weights.decision_head",
-               "spinfc.runtime.weights.folder", "spinfc.runtime.weights.gemma4_config",
-               "spinfc.runtime.weights.qwen3_5"}),
-}
+KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 
 def module_name(path: Path) -> str:

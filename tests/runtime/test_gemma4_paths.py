@@ -10,7 +10,8 @@ import torch
 
 from spinfc.runtime.load.fingerprint import fingerprint
 from spinfc.runtime.load.loader import load_model
-from spinfc.runtime.weights.config import UnsupportedModel, from_hf
+from spinfc.runtime.models.families import from_hf
+from spinfc.runtime.weights.config import UnsupportedModel
 from tests.runtime.test_quant import test_checkpoint_round_trip  # noqa: F401 (runs here on each Gemma 4)
 from tests.runtime.test_quant import test_mixed_precision_keeps_the_residual_stream_in_float32 as mixed_check
 

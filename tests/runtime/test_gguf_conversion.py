@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from spinfc.runtime.weights import from_hf, load_gguf
+from spinfc.runtime.models.families import from_hf
+from spinfc.runtime.weights import load_gguf
 from spinfc.runtime.weights.cache import cached_copy
 from spinfc.runtime.weights.gguf_file import read_gguf
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from spinfc.runtime.models import build_model
-from spinfc.runtime.weights import ModelConfig, UnsupportedModel, from_hf
+from spinfc.runtime.models.families import from_hf
+from spinfc.runtime.weights import ModelConfig, UnsupportedModel
 
 from .tree_launch import Case, Question, build_launch
 

@@ -20,7 +20,7 @@ SHAPE = dict(
 
 
 def _configs():
-    from transformers import Gemma3TextConfig, LlamaConfig, Qwen3Config
+    from transformers import Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen3Config
 
     return {
         "qwen3": Qwen3Config(**SHAPE, tie_word_embeddings=False, rope_theta=5000.0),
@@ -31,10 +31,12 @@ def _configs():
             query_pre_attn_scalar=24, rope_theta=20000.0, rope_local_base_freq=300.0,
         ),
         **{name: gemma4_config(name) for name in GEMMA4_FAMILIES},
+        # every layer attends within a window of 5 positions, so longer branches of the tree cross it
+        "mistral": MistralConfig(**SHAPE, sliding_window=5, rope_theta=700.0, tie_word_embeddings=False),
     }
 
 
-@pytest.fixture(scope="module", params=["qwen3", "llama", "gemma3", *GEMMA4_FAMILIES])
+@pytest.fixture(scope="module", params=["qwen3", "llama", "gemma3", *GEMMA4_FAMILIES, "mistral"])
 def pair(request, tmp_path_factory):
     return random_pair(request.param, tmp_path_factory.mktemp(request.param))
 

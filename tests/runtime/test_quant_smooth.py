@@ -140,10 +140,11 @@ def test_a_gemma_config_written_for_a_checkpoint_reads_back_in_transformers():
     tokenizer loads through it) refuses a float query_pre_attn_scalar."""
     from transformers import AutoConfig
 
-    from spinfc.runtime.weights.config import ModelConfig, from_hf
+    from spinfc.runtime.models.families import from_hf
+    from spinfc.runtime.models.gemma3 import Gemma3Config
     from spinfc.runtime.weights.hf_config import to_hf
 
-    config = ModelConfig(family="gemma3", hidden=64, layers=2, heads=4, kv_heads=1, head_dim=16, intermediate=96,
+    config = Gemma3Config(family="gemma3", hidden=64, layers=2, heads=4, kv_heads=1, head_dim=16, intermediate=96,
                          vocab=96, rope_theta=1e6, norm_eps=1e-6, tie_embeddings=True, rope_local_theta=1e4,
                          sliding_window=8, sliding_layers=(True, False), query_pre_attn_scalar=256.0)
     hf = to_hf(config)

@@ -11,12 +11,13 @@ import torch
 from spinfc.runtime.load.precision import Precision
 from spinfc.runtime.models import build_model
 from spinfc.runtime.quant.calibrate import sequence_launch
+from spinfc.runtime.models.gemma3 import Gemma3Config
 from spinfc.runtime.weights.config import ModelConfig
 
 CONFIGS = {
     "llama": ModelConfig(family="llama", hidden=64, layers=3, heads=4, kv_heads=2, head_dim=16, intermediate=96,
                          vocab=101, rope_theta=10000.0, norm_eps=1e-5, tie_embeddings=False),
-    "gemma3": ModelConfig(family="gemma3", hidden=64, layers=3, heads=2, kv_heads=1, head_dim=32, intermediate=96,
+    "gemma3": Gemma3Config(family="gemma3", hidden=64, layers=3, heads=2, kv_heads=1, head_dim=32, intermediate=96,
                           vocab=101, rope_theta=10000.0, norm_eps=1e-6, tie_embeddings=True, rope_local_theta=100.0,
                           sliding_window=7, sliding_layers=(True, False, True), query_pre_attn_scalar=32.0),
 }

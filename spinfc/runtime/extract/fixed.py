@@ -8,7 +8,7 @@ import weakref
 
 import torch
 
-from spinfc.runtime.extract.kv import KeyPool, PoolStorage, kv_shapes, stack_of
+from spinfc.runtime.extract.kv import KeyPool, PoolStorage, is_recurrent, kv_shapes, stack_of
 
 # Rows of every decode launch on CUDA: one row count for all of them (one GEMM shape each, so a row's bits never
 # depend on how many beams are live); a multiple of the 128-row tiles, and above the ~48 beams a pass of the seed
@@ -92,7 +92,7 @@ def pool_storage(model, rows: int, like: torch.Tensor, lane: int = 0) -> PoolSto
     """The stack's fixed pool buffers of `lane` (below CUDA_LANES) on CUDA (sized for a pass of `rows` rows and its
     contexts), else None."""
     stack, _ = stack_of(model)
-    if like.device.type != "cuda" or getattr(stack.config, "linear", None) is not None:
+    if like.device.type != "cuda" or is_recurrent(stack):
         return None  # (a recurrent stack's decode runs eagerly, on the pass's own keys: extract/recurrent.py)
     if not 0 <= lane < CUDA_LANES:
         raise ValueError(f"decode lane {lane} of {CUDA_LANES}")

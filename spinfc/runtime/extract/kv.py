@@ -53,9 +53,12 @@ def stack_of(model):
 
 
 def is_recurrent(model) -> bool:
-    """Whether the model's stack has linear-attention (recurrent) layers."""
+    """Whether the model's stack has recurrent (linear-attention) layers: its family says (`FamilySpec.recurrent`)."""
+    from spinfc.runtime.models.families import family_of
+
     stack, _ = stack_of(model)
-    return getattr(stack.config, "linear", None) is not None
+    family = getattr(stack.config, "family", None)  # (a stand-in's config may name none: not recurrent)
+    return family is not None and family_of(family).spec.recurrent
 
 
 @torch.inference_mode()

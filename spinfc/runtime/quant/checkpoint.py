@@ -30,6 +30,7 @@ from spinfc.runtime.load.precision import role
 from spinfc.runtime.quant.calibrate import Calibration
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import Scheme, quantize_weight, scales_from_max
+from spinfc.runtime.models.families import is_recurrent
 from spinfc.runtime.weights.config import ModelConfig
 
 LINEAR_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "gate_proj.weight",
@@ -58,12 +59,12 @@ def kept_in_float(config: ModelConfig, kept: tuple[str, ...] = (), weight_only: 
     is `weight_only`: then only the last layer's, which sees answer rows only), then `kept` (the layers a gap budget
     keeps in the half dtype, `sensitivity.choose`)."""
     last = config.layers - 1
-    recurrent = config.linear is not None and config.linear.layers[last]
-    attention = () if recurrent else ("self_attn.o_proj",)
+    attention = () if config.is_recurrent(last) else ("self_attn.o_proj",)
+    routed = getattr(config, "experts", None) is not None  # a sparse block of routed experts and a shared one
     mlp = ("mlp.shared_expert.gate_proj", "mlp.shared_expert.up_proj", "mlp.shared_expert.down_proj") \
-        if config.experts is not None else ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
-    sparse = [ROUTED_EXPERTS, ROUTER, SHARED_EXPERT_GATE] if config.experts is not None else []
-    linear = [LINEAR_ATTENTION] if config.linear is not None and not weight_only else []
+        if routed else ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+    sparse = [ROUTED_EXPERTS, ROUTER, SHARED_EXPERT_GATE] if routed else []
+    linear = [LINEAR_ATTENTION] if is_recurrent(config) and not weight_only else []
     return (["lm_head"] + [f"model.layers.{last}.{name}" for name in (*attention, *mlp)] + sparse + linear
             + list(kept))
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from spinfc.runtime.models.families import spec_of
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 
 DEFAULT_ALPHA = 0.5
@@ -47,15 +48,11 @@ def smooth_state(config: ModelConfig, state: dict[str, torch.Tensor], x_max: dic
     """(the float `state` smoothed, a summary for the calibration file). `x_max`: per-channel input maxima of
     every linear layer (`calibrate.channel_maxima`, on the unsmoothed model); `quantized_layer(key)` says
     whether a layer's weight will be quantized (only those are balanced)."""
-    if config.family == "gemma4":  # per-layer head shapes, k = v and shared K/V break the mappings below
-        raise UnsupportedModel("smoothing is not implemented for Gemma 4 (its layers differ in head shape, reuse k "
-                               "as v and share K/V): quantize it without --smoothing")
-    if config.family == "qwen3_5":  # linear-attention layers, and a MoE block's router beside its experts
-        raise UnsupportedModel("smoothing is not implemented for Qwen3.5 (its Gated DeltaNet layers read their "
-                               "norm through other projections, and a MoE block's router reads what its experts "
-                               "do): quantize it without --smoothing")
+    spec = spec_of(config)
+    if spec.smoothing_refused is not None:  # a family whose layers break the mappings below
+        raise UnsupportedModel(spec.smoothing_refused)
     out = dict(state)
-    unit_offset = config.family == "gemma3"
+    unit_offset = spec.stack.NORM_UNIT_OFFSET
     H, Hk, Dh = config.heads, config.kv_heads, config.head_dim
     group = H // Hk
     largest = {}

@@ -1,7 +1,8 @@
 """A model's vision and audio towers (`Towers`), loaded from its snapshot beside the text stack, and the
 `MediaReader` the read-media pass reads a content's media with.
 
-    towers_of(hf_config, state, directory) -> Towers | None   pops the towers' weights out of `state`
+    towers_of(hf_config, state, directory) -> Towers | None   pops the towers' weights out of `state` (each
+                                                              family's own towers: runtime/models/families.py)
     MediaReader(towers, policy, tokenizer).read(source)   -> MediaRead (decoded, checked, processed)
 """
 
@@ -18,6 +19,7 @@ from spinfc.media.errors import MediaError
 from spinfc.media.fetch import fetched
 from spinfc.media.parts import MediaSource
 from spinfc.media.policy import MediaPolicy
+from spinfc.runtime.models.families import towers_of
 from spinfc.runtime.towers.base import MediaRead, Tower
 
 # which models read each kind: what a refusal tells the user to serve instead
@@ -30,7 +32,6 @@ NAMES = (("language_model.model.", "model."), ("model.language_model.", "model."
          ("language_model.lm_head.", "lm_head."), ("vision_tower.vision_model.", "model.vision_tower."),
          ("model.vision_tower.vision_model.", "model.vision_tower."), ("vision_tower.", "model.vision_tower."),
          ("multi_modal_projector.", "model.multi_modal_projector."))
-QWEN_VISION = "model.visual."
 TOWER_PREFIXES = ("model.vision_tower.", "model.multi_modal_projector.", "model.audio_tower.", "model.embed_vision.",
                   "model.embed_audio.")
 
@@ -63,16 +64,9 @@ class Towers:
         return torch.cat(parts)
 
 
-def towers_of(hf_config: dict, state: dict, directory: Path | None, *, device="cpu",
-              dtype=torch.float32, load: bool = True) -> Towers | None:
-    """The towers a multimodal snapshot has (None for a text-only one). Their weights are popped from `state`
-    and the language model's renamed to the text stack's names (`model.language_model.X` -> `model.X`), whether
-    or not they are loaded (`load` False: --no-media, the towers' weights are dropped)."""
-    model_type = hf_config.get("model_type")
-    if model_type in ("qwen3_5", "qwen3_5_moe"):
-        return _qwen3_5_towers(hf_config, state, directory, device=device, dtype=dtype, load=load)
-    if model_type not in ("gemma3", "gemma4"):
-        return None
+def multimodal_names(state: dict, load: bool) -> bool:
+    """A Gemma multimodal checkpoint's names made the text stack's and the towers' (`NAMES`); with `load` False
+    (--no-media) the towers' weights are dropped. Whether there are towers to build."""
     for key in list(state):
         for old, new in NAMES:
             if key.startswith(old):
@@ -81,34 +75,10 @@ def towers_of(hf_config: dict, state: dict, directory: Path | None, *, device="c
     if not load:
         for key in [k for k in state if k.startswith(TOWER_PREFIXES)]:
             del state[key]
-        return None
-    processor = _processor_config(directory)
-    if model_type == "gemma4":
-        from spinfc.runtime.towers.gemma4 import Gemma4Towers
-
-        towers = Gemma4Towers.build(hf_config, state, processor, device=device, dtype=dtype)
-        return Towers(towers, pad_token_id=hf_config.get("text_config", {}).get("pad_token_id", 0)) if towers \
-            else None
-    from spinfc.runtime.towers.gemma3 import Gemma3Vision
-
-    return Towers([Gemma3Vision(hf_config, state, processor, device=device, dtype=dtype)])
+    return load
 
 
-def _qwen3_5_towers(hf_config: dict, state: dict, directory: Path | None, *, device, dtype,
-                    load: bool) -> Towers | None:
-    """Qwen3.5's vision tower (its weights under `model.visual.`; the text stack's names are its own to read), or
-    None for a snapshot without one."""
-    if not load or not hf_config.get("vision_config") or not any(k.startswith(QWEN_VISION) for k in state):
-        for key in [k for k in state if k.startswith(QWEN_VISION)]:
-            del state[key]
-        return None
-    from spinfc.runtime.towers.qwen3_5 import Qwen3_5Vision
-
-    return Towers([Qwen3_5Vision(hf_config, state, _processor_config(directory), device=device, dtype=dtype,
-                                 video_config=_processor_config(directory, "video_preprocessor_config.json"))])
-
-
-def _processor_config(directory: Path | None, name: str = "preprocessor_config.json") -> dict | None:
+def processor_config(directory: Path | None, name: str = "preprocessor_config.json") -> dict | None:
     path = None if directory is None else Path(directory) / name
     if path is None or not path.exists():
         return None

@@ -1,9 +1,20 @@
-"""Weights and model configs from GGUF files (dequantized, cached as safetensors) and Hugging Face snapshots."""
+"""Weights and model configs from GGUF files (dequantized, cached as safetensors) and Hugging Face snapshots.
 
-from spinfc.runtime.weights.cache import load_gguf
-from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, from_hf
-from spinfc.runtime.weights.snapshot import read_snapshot, snapshot_hash
-from spinfc.runtime.weights.whole import CorruptWeights
+The names below are looked up when first asked for: the readers go through the family table
+(`runtime/models/families.py`), which itself reads `weights.config`, so importing this package imports neither."""
 
-__all__ = ["CorruptWeights", "ModelConfig", "UnsupportedModel", "from_hf", "load_gguf", "read_snapshot",
-           "snapshot_hash"]
+from __future__ import annotations
+
+import importlib
+
+_WHERE = {"load_gguf": "cache", "ModelConfig": "config", "UnsupportedModel": "config", "read_snapshot": "snapshot",
+          "snapshot_hash": "snapshot", "CorruptWeights": "whole"}
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+
+
+__all__ = sorted(_WHERE)

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from spinfc import registry
+from spinfc.runtime.models.families import config_from_json
 from spinfc.runtime.weights.config import ModelConfig
 from spinfc.runtime.weights.gguf_file import read_gguf
 from spinfc.runtime.weights.snapshot import file_digest
@@ -51,7 +52,7 @@ def load_gguf(gguf: Path, *, use_cache: bool = True) -> tuple[ModelConfig, dict[
         with safe_open(str(copy), "pt") as handle:
             metadata = handle.metadata()
         if metadata.get("format") == FORMAT:
-            return ModelConfig.from_json(metadata["config"]), load_file(str(copy)), metadata["sha256"]
+            return config_from_json(metadata["config"]), load_file(str(copy)), metadata["sha256"]
     config, state = read_gguf(gguf)
     sha256 = file_digest(gguf)
     if use_cache:

@@ -6,37 +6,38 @@ transformers pools at the last non-pad token; spinfc reads the head at a questio
 before its slot), so a question's code distribution is transformers' softmax on the same prefix (content and
 question text up to the slot).
 
-    codes_of(hf)        the codes (labels, in head order) of a config.json dictionary, or None for a model that
+    codes_of(hf, ...)   the codes (labels, in head order) of a config.json dictionary, or None for a model that
                         reads its vocabulary; refuses what spinfc cannot read as a code distribution
-    codes_of_model(n)   the same for a model name, from its config.json alone (no weights): what `spinfc compile`
-                        tokenizes a pack's code questions with
+
+Which families have a decision head is the family table's to say (`runtime/models/families.py`: `decision_codes`, and
+`codes_of_model` for a model name).
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from typing import Any
 
 MAX_CODES = 255  # the seed's readout, and /v1/decisions' largest choice
 CODE_HEAD = "score.weight"  # the head's weight in transformers' naming
-# the families whose `*ForSequenceClassification` spinfc reads (model_type as in config.json)
-DECISION_FAMILIES = ("llama", "qwen3", "gemma3_text", "gemma3", "qwen3_5", "qwen3_5_text")
 
 
 def is_decision(hf: dict[str, Any]) -> bool:
     return any(str(name).endswith("ForSequenceClassification") for name in hf.get("architectures") or ())
 
 
-def codes_of(hf: dict[str, Any], refuse: type[Exception]) -> tuple[str, ...] | None:
+def codes_of(hf: dict[str, Any], refuse: type[Exception], readers: Sequence[str] = (),
+             named: str = "") -> tuple[str, ...] | None:
     """The codes of a decision model's config.json (its `id2label` labels by index), None for any other model.
-    Raises `refuse` (UnsupportedModel) for a family spinfc has no decision head for, a multi-label or regression
+    Raises `refuse` (UnsupportedModel) for a model_type not among `readers` (the families with a decision head,
+    `named` in the message), a multi-label or regression
     head (not one distribution over codes), more than MAX_CODES labels, or labels that are not distinct names."""
     if not is_decision(hf):
         return None
     architecture = next(a for a in hf["architectures"] if str(a).endswith("ForSequenceClassification"))
-    if hf.get("model_type") not in DECISION_FAMILIES:
-        raise refuse(f"{architecture}: spinfc reads the decision head of Llama, Qwen3, Gemma 3 and Qwen3.5 "
-                     f"checkpoints, not model_type {hf.get('model_type')!r}")
+    if hf.get("model_type") not in readers:
+        raise refuse(f"{architecture}: spinfc reads the decision head of {named} checkpoints, not model_type "
+                     f"{hf.get('model_type')!r}")
     if hf.get("problem_type") not in (None, "single_label_classification"):
         raise refuse(f"{architecture} has problem_type {hf['problem_type']!r}: spinfc reads a head whose codes "
                      "share one softmax (single_label_classification)")
@@ -54,15 +55,3 @@ def codes_of(hf: dict[str, Any], refuse: type[Exception]) -> tuple[str, ...] | N
         raise refuse(f"{architecture}: its id2label labels must be distinct, non-empty names (they are the codes "
                      "requests ask for); fix id2label in config.json")
     return codes
-
-
-def codes_of_model(name: str | None) -> tuple[str, ...]:
-    """The codes of the named model (empty for a model that reads its vocabulary), from its config.json."""
-    from spinfc import registry
-    from spinfc.runtime.weights.errors import UnsupportedModel
-
-    source = registry.resolve(name)
-    if source.gguf is not None:
-        return ()
-    hf = json.loads((registry.snapshot_directory(source) / "config.json").read_text())
-    return codes_of(hf, UnsupportedModel) or ()

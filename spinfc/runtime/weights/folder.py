@@ -5,8 +5,8 @@ models all read folders through these.
     hf_config(directory)          config.json as a dictionary: missing, not JSON, or not an object is one line
     model_config(directory, hf)   the `ModelConfig` it describes: a missing key, a key of the wrong type or an
                                   unknown model_type names config.json and the key
-    check_tokenizer(directory)    the tokenizer's files are there (registry.load_tokenizer: a server reads the
-                                  tokenizer while it loads, so a folder without one fails then, not at a request)
+    check_tokenizer(directory)    the tokenizer's files are there (from the registry, which reads the tokenizer
+                                  while a server loads, so a folder without one fails then, not at a request)
     naming_files(location)        around building a stack: a tensor missing, of the wrong shape or of no use
                                   (`WeightMismatch`) names the file that holds it (or should)
 
@@ -21,14 +21,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from spinfc.errors import BadModelFiles
-from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch, from_hf
+from spinfc.registry import TOKENIZER_FILES, check_tokenizer  # noqa: F401 (re-exported)
+from spinfc.runtime.models.families import from_hf
+from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch
 
 # Keys of a config.json (or of its text_config) that must be positive integers where present, and numbers
 _COUNTS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
            "intermediate_size", "vocab_size")
 _NUMBERS = ("rms_norm_eps", "rope_theta")
-# Files any one of which holds a tokenizer transformers reads
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt")
 RESTORE = "restore it from the model's original config.json (or download the model again)"
 
 
@@ -84,13 +84,6 @@ def _check_types(path: Path, hf: dict, prefix: str) -> None:
         value = hf.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
             raise BadModelFiles(f"{path}: '{prefix}{key}' is {json.dumps(value)}, not a positive number; {RESTORE}")
-
-
-def check_tokenizer(directory: Path) -> None:
-    """Raise BadModelFiles unless `directory` holds a tokenizer's files."""
-    if not any((Path(directory) / name).is_file() for name in TOKENIZER_FILES):
-        raise BadModelFiles(f"{directory}: no tokenizer (none of {', '.join(TOKENIZER_FILES)}): copy the model's "
-                            "tokenizer files beside its config.json (tokenizer.save_pretrained(folder) in transformers)")
 
 
 @contextlib.contextmanager

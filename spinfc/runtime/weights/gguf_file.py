@@ -1,26 +1,27 @@
 """Read a GGUF file (the `gguf` package: GGUFReader and its dequantizer) into a `ModelConfig` and a float32
 state dict in Hugging Face naming.
 
-llama.cpp's converter changes some tensors; this undoes what it did, as transformers' GGUF loader does
-(transformers/modeling_gguf_pytorch_utils.py):
-  * llama: the rows of attn_q and attn_k are permuted per head for llama.cpp's interleaved rope; un-permuted here.
-  * gemma3: every `*norm.weight` is stored as w + 1; 1 is subtracted here (the stacks multiply by 1 + w).
-Metadata a Gemma 3 GGUF may not carry is set as llama.cpp sets it: a sliding layer pattern of 6 (every sixth
-layer global), a local rope base of 10,000, and the score scale 1/sqrt(head_dim) (27B: 1/sqrt(hidden/heads));
-the keys `attention.sliding_window_pattern`, `rope.freq_base_swa` and `attention.scale` override them.
+What differs by family is the family's (`FamilySpec.gguf`, a `GgufReading`): its architecture name, its own tensor
+names, the metadata only it has, and what llama.cpp's converter changed in its tensors, undone as transformers'
+GGUF loader does (transformers/modeling_gguf_pytorch_utils.py). Llama's q and k rows are permuted per head (undone
+by `unpermute`); Gemma 3's norms are stored as w + 1.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import attrs
 import numpy as np
 import torch
 
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 from spinfc.runtime.weights.whole import reading_gguf
 
-# GGUF tensor name (after `blk.N.`) -> Hugging Face name (after `model.layers.N.`), per family.
+# GGUF tensor name (after `blk.N.`) -> Hugging Face name (after `model.layers.N.`), every family's; a family adds
+# its own (`GgufReading.layer_names`: where `ffn_norm` goes, and any other norms).
 _LAYER_NAMES = {
     "attn_norm": "input_layernorm",
     "attn_q": "self_attn.q_proj",
@@ -33,23 +34,53 @@ _LAYER_NAMES = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
-_FFN_NORM = {
-    "llama": "post_attention_layernorm",
-    "qwen3": "post_attention_layernorm",
-    "gemma3": "pre_feedforward_layernorm",
-}
-_GEMMA_ONLY = {"post_attention_norm": "post_attention_layernorm", "post_ffw_norm": "post_feedforward_layernorm"}
 _GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 
 
-def hf_name(gguf_name: str, family: str) -> str:
+@attrs.frozen
+class GgufReading:
+    """How a family's GGUF files are read (a family's `FamilySpec.gguf`): what llama.cpp's converter names its
+    architecture, the family's own layer tensor names, its config from the metadata, and what the converter did to
+    its tensors, undone."""
+
+    architecture: str  # `general.architecture`
+    layer_names: dict[str, str]  # GGUF name after `blk.N.` -> Hugging Face name after `model.layers.N.`
+    rope_base: float = 10_000.0  # `rope.freq_base` where the file has none
+    # (get, fields) -> the config: `get(key, default)` reads `<architecture>.<key>`, `fields` are every family's;
+    # None: a plain `ModelConfig` of the fields
+    read_config: Callable[[Callable, dict[str, Any]], ModelConfig] | None = None
+    # (GGUF tensor name, its float32 weight, config) -> the weight as the Hugging Face checkpoint has it
+    undo: Callable[[str, np.ndarray, ModelConfig], np.ndarray] | None = None
+    # config -> the family's own keys of a config.json written for it (`weights/hf_config.py`), model_type and
+    # architectures among them
+    hf_keys: Callable[[ModelConfig], dict[str, Any]] | None = None
+
+
+def readings() -> dict[str, tuple[str, GgufReading]]:
+    """(family, reading) of the families that read GGUF files, by the architecture name a file gives."""
+    from spinfc.runtime.models.families import FAMILIES
+
+    return {f.spec.gguf.architecture: (f.name, f.spec.gguf) for f in FAMILIES if f.spec.gguf is not None}
+
+
+def reading_of(family: str) -> GgufReading:
+    """The GGUF reading of a family (one that has none: UnsupportedModel)."""
+    from spinfc.runtime.models.families import family_of
+
+    reading = family_of(family).spec.gguf
+    if reading is None:
+        raise UnsupportedModel(f"the {family} family reads no GGUF files, so spinfc writes no config.json for one")
+    return reading
+
+
+def hf_name(gguf_name: str, reading: GgufReading, family: str) -> str:
     """The Hugging Face name of a GGUF tensor; an error names a tensor spinfc does not know what to do with."""
     stem, _, suffix = gguf_name.rpartition(".")
     if stem in _GLOBAL_NAMES:
         return f"{_GLOBAL_NAMES[stem]}.{suffix}"
     parts = stem.split(".")
     if len(parts) == 3 and parts[0] == "blk":
-        names = dict(_LAYER_NAMES, ffn_norm=_FFN_NORM[family], **(_GEMMA_ONLY if family == "gemma3" else {}))
+        names = {**_LAYER_NAMES, **reading.layer_names}
         if parts[2] in names:
             return f"model.layers.{parts[1]}.{names[parts[2]]}.{suffix}"
     raise UnsupportedModel(
@@ -63,48 +94,38 @@ def _field(reader, key: str, default=None):
     return default if field is None else field.contents()
 
 
-def read_config(reader) -> ModelConfig:
-    """The model's shape from GGUF metadata."""
+def read_config(reader) -> tuple[ModelConfig, GgufReading]:
+    """The model's shape from GGUF metadata, and how its family's tensors are read."""
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen3", "gemma3"):
-        raise UnsupportedModel(f"GGUF architecture {arch!r} is not supported; spinfc runs llama, qwen3 and gemma3")
+    known = readings()
+    if arch not in known:
+        raise UnsupportedModel(f"GGUF architecture {arch!r} is not supported; spinfc runs "
+                               f"{', '.join(list(known)[:-1])} and {list(known)[-1]}")
+    family, reading = known[arch]
     get = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
     if get("rope.scaling.type", "none") not in ("none", None):
         raise UnsupportedModel(f"GGUF rope scaling {get('rope.scaling.type')!r} is not implemented by spinfc")
     names = {tensor.name for tensor in reader.tensors}
     hidden, heads = get("embedding_length"), get("attention.head_count")
-    layers = get("block_count")
     vocab = get("vocab_size") or len(reader.fields["tokenizer.ggml.tokens"].data)
-    head_dim = get("attention.key_length") or get("rope.dimension_count") or hidden // heads
-    common = dict(
-        family=arch,
+    fields = dict(
+        family=family,
         hidden=hidden,
-        layers=layers,
+        layers=get("block_count"),
         heads=heads,
         kv_heads=get("attention.head_count_kv", heads),
-        head_dim=head_dim,
+        head_dim=get("attention.key_length") or get("rope.dimension_count") or hidden // heads,
         intermediate=get("feed_forward_length"),
         vocab=vocab,
-        rope_theta=float(get("rope.freq_base", 1_000_000.0 if arch == "gemma3" else 10_000.0)),
+        rope_theta=float(get("rope.freq_base", reading.rope_base)),
         norm_eps=float(get("attention.layer_norm_rms_epsilon")),
         tie_embeddings="output.weight" not in names,
     )
-    if arch != "gemma3":
-        return ModelConfig(**common)
-    pattern = get("attention.sliding_window_pattern", 6)
-    if isinstance(pattern, int):
-        pattern = [bool((i + 1) % pattern) for i in range(layers)]
-    scale = get("attention.scale")
-    return ModelConfig(
-        rope_local_theta=float(get("rope.freq_base_swa", 10_000.0)),
-        sliding_window=get("attention.sliding_window"),
-        sliding_layers=tuple(bool(sliding) for sliding in pattern),
-        query_pre_attn_scalar=float(scale**-2 if scale else hidden // heads if layers == 62 else head_dim),
-        **common,
-    )
+    config = reading.read_config(get, fields) if reading.read_config is not None else ModelConfig(**fields)
+    return config, reading
 
 
-def _unpermute(weight: np.ndarray, heads: int) -> np.ndarray:
+def unpermute(weight: np.ndarray, heads: int) -> np.ndarray:
     """Undo llama.cpp's per-head row permutation of attn_q / attn_k: [heads * D, K] back to rotate_half order."""
     half = weight.shape[0] // heads // 2
     return weight.reshape(heads, half, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
@@ -117,16 +138,14 @@ def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
 
     with reading_gguf(path):  # a truncated or zeroed file: one located line
         reader = GGUFReader(str(path))
-    config = read_config(reader)
+    config, reading = read_config(reader)
     state: dict[str, torch.Tensor] = {}
     for tensor in reader.tensors:
-        name = hf_name(tensor.name, config.family)
+        name = hf_name(tensor.name, reading, config.family)
         with reading_gguf(path):
             weight = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
-        if config.family == "llama" and tensor.name.endswith(("attn_q.weight", "attn_k.weight")):
-            weight = _unpermute(weight, config.heads if "attn_q" in tensor.name else config.kv_heads)
-        if config.family == "gemma3" and tensor.name.endswith("norm.weight"):
-            weight = weight - np.float32(1.0)
+        if reading.undo is not None:
+            weight = reading.undo(tensor.name, weight, config)
         weight = np.ascontiguousarray(weight)
         # F32 tensors come as read-only views of the file's memory map
         state[name] = torch.from_numpy(weight if weight.flags.writeable else weight.copy())

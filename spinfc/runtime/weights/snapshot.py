@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 
 from spinfc.errors import BadModelFiles
+from spinfc.runtime.models.families import spec_of
 from spinfc.runtime.weights.config import ModelConfig
 from spinfc.runtime.weights.folder import hf_config, model_config
-from spinfc.runtime.weights.gemma4_config import _MEDIA_PREFIXES as MEDIA_PREFIXES, text_weights
 from spinfc.runtime.weights.whole import check_safetensors
 
 
@@ -25,7 +25,8 @@ def weight_files(directory: Path) -> list[Path]:
 
 def read_snapshot(directory: Path, towers: bool = False) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     """The config and every tensor of the snapshot, in the dtype they were saved in; a multimodal checkpoint's
-    tower weights only with `towers` (the loader hands them to `runtime.towers.towers_of`)."""
+    tower weights only with `towers` (the loader hands them to `runtime.towers.towers_of`), each named as its family
+    reads them (`FamilySpec.snapshot_weights`)."""
     from safetensors.torch import load_file
 
     config = model_config(directory, hf_config(directory))
@@ -33,10 +34,8 @@ def read_snapshot(directory: Path, towers: bool = False) -> tuple[ModelConfig, d
     for file in weight_files(directory):
         check_safetensors(file)  # a truncated download: one located line, not the library's error
         state.update(load_file(str(file)))
-    if config.family == "gemma4":  # a multimodal checkpoint's text stack, named as the text-only one's
-        media = {k: v for k, v in state.items() if k.startswith(MEDIA_PREFIXES)} if towers else {}
-        state = {**text_weights(state), **media}
-    return config, state
+    rename = spec_of(config).snapshot_weights
+    return config, (rename(state, towers) if rename is not None else state)
 
 
 _BLOB = re.compile(r"^[0-9a-f]{64}$")

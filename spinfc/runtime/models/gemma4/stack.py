@@ -1,8 +1,8 @@
-"""Gemma 4 (text): Gemma 3's sandwich-normed layers with everything `weights/gemma4_config.py` lists: sliding and
+"""Gemma 4 (text): Gemma 3's sandwich-normed layers with everything `config.py` lists: sliding and
 full layers with their own head widths and KV head counts, default rope on sliding layers and proportional
 (partial) rope on full ones, k = v on full layers, KV-shared layers, per-layer input embeddings (PLE), a learned
 per-layer output scale, logit soft-capping, double-wide MLPs, and an MoE block beside the dense MLP
-(gemma4_blocks.py). Norms multiply by w; q and k are normed per head (v too, without a weight) and scores are not
+(blocks.py). Norms multiply by w; q and k are normed per head (v too, without a weight) and scores are not
 scaled. The LM head is the embedding matrix.
 
 A KV-shared layer attends to its source layer's keys and values of the same forward (after that layer's norms and
@@ -21,9 +21,9 @@ import torch
 
 from spinfc.backend import reference
 from spinfc.backend.launch import Launch
-from spinfc.runtime.models import gemma4_blocks as blocks
 from spinfc.runtime.models.base import Model
-from spinfc.runtime.weights.gemma4_config import text_weights
+from spinfc.runtime.models.gemma4 import blocks
+from spinfc.runtime.models.gemma4.config import text_weights
 
 _ATTENTION = {"q": "self_attn.q_proj.weight", "o": "self_attn.o_proj.weight", "q_norm": "self_attn.q_norm.weight"}
 _OWN_KV = {"k": "self_attn.k_proj.weight", "k_norm": "self_attn.k_norm.weight"}

@@ -4,7 +4,7 @@ short depthwise causal convolution) and gated full-attention layers, three to on
 Full-attention layers: q_proj writes each head's query and an output gate side by side ([T, H, 2 Dh]); q and k
 are RMS-normed per head; rope turns only the first `rotary_dim` dims of a head (partial rotary); the attention's
 output is multiplied by sigmoid(gate) before o_proj. Tree attention over the pass, as every stack. A pass holding
-images (the vision tower: runtime/towers/qwen3_5.py) turns rope by M-RoPE's three positions per row.
+images (the vision tower: towers.py) turns rope by M-RoPE's three positions per row.
 
 Gated DeltaNet layers: in_proj_qkv -> conv1d (per channel, kernel K, silu) -> q, k, v heads; beta = sigmoid(b),
 g = -exp(A_log) * softplus(a + dt_bias); the gated delta rule (backend/gated_delta.py) along each row's own chain
@@ -25,8 +25,8 @@ import torch.nn.functional as F
 from spinfc.backend.launch import Launch
 from spinfc.runtime.models import experts
 from spinfc.runtime.models.base import Model, fuse_into
+from spinfc.runtime.models.qwen3_5.config import text_weights
 from spinfc.runtime.models.state_flow import TreeFlow
-from spinfc.runtime.weights.qwen3_5 import text_weights
 
 _BLOCK = {"input_norm": "input_layernorm.weight", "post_attn_norm": "post_attention_layernorm.weight",
           "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight", "down": "mlp.down_proj.weight"}

@@ -8,7 +8,7 @@ Its text stack turns rope by three positions (M-RoPE): an image's pads sit at (t
 of the merged grid, s the position after `<|vision_start|>`, and the text after the image continues from the max +
 1 (`MediaRead.positions`, transformers' `get_rope_index`).
 
-A video (qwen3_5_video.py: frames sampled, resized to one grid, paired into temporal patches) is, per temporal patch,
+A video (video.py: frames sampled, resized to one grid, paired into temporal patches) is, per temporal patch,
 its time as text (`<0.2 seconds>`) + `<|vision_start|>` + one `<|video_pad|>` per merged patch + `<|vision_end|>`.
 transformers' `get_rope_index` splits a video's grid into one grid a temporal patch (t = 1), so each pair of frames
 sits as an image does, from the position after its `<|vision_start|>`, and the time text counts on as text. The
@@ -22,8 +22,26 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from spinfc.runtime.models.qwen3_5.config import MULTIMODAL
+from spinfc.runtime.models.qwen3_5.video import VideoProcessing
+from spinfc.runtime.towers import Towers, processor_config
 from spinfc.runtime.towers.base import MediaRead, Tower, fixed_batches, prefixed
-from spinfc.runtime.towers.qwen3_5_video import VideoProcessing
+
+VISION = "model.visual."  # where a multimodal checkpoint keeps its vision tower's weights
+
+
+def qwen3_5_towers(hf_config: dict, state: dict, directory, *, device="cpu", dtype=torch.float32,
+                   load: bool = True) -> Towers | None:
+    """Qwen3.5's vision tower (its weights under `model.visual.`; the text stack's names are its own to read), or
+    None for a snapshot without one."""
+    if hf_config.get("model_type") not in MULTIMODAL:
+        return None
+    if not load or not hf_config.get("vision_config") or not any(k.startswith(VISION) for k in state):
+        for key in [k for k in state if k.startswith(VISION)]:
+            del state[key]
+        return None
+    return Towers([Qwen3_5Vision(hf_config, state, processor_config(directory), device=device, dtype=dtype,
+                                 video_config=processor_config(directory, "video_preprocessor_config.json"))])
 
 # preprocessor_config.json keys the image processor takes (the rest name the processor's classes)
 PROCESSOR_OPTIONS = ("size", "min_pixels", "max_pixels", "patch_size", "temporal_patch_size", "merge_size",

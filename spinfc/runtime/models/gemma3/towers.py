@@ -9,7 +9,17 @@ from collections.abc import Sequence
 
 import torch
 
+from spinfc.runtime.towers import Towers, multimodal_names, processor_config
 from spinfc.runtime.towers.base import MediaRead, Tower, fixed_batches, prefixed
+
+
+def gemma3_towers(hf_config: dict, state: dict, directory, *, device="cpu", dtype=torch.float32,
+                  load: bool = True) -> Towers | None:
+    """The vision tower of a multimodal `gemma3` snapshot (None for a text one), its weights popped from `state`
+    and the text stack's renamed to a text checkpoint's (`towers.multimodal_names`)."""
+    if hf_config.get("model_type") != "gemma3" or not multimodal_names(state, load):
+        return None
+    return Towers([Gemma3Vision(hf_config, state, processor_config(directory), device=device, dtype=dtype)])
 
 
 class Gemma3Vision(Tower):

@@ -14,7 +14,18 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from spinfc.runtime.towers import Towers, multimodal_names, processor_config
 from spinfc.runtime.towers.base import MediaRead, Tower, fixed_batches, prefixed
+
+
+def gemma4_towers(hf_config: dict, state: dict, directory, *, device="cpu", dtype=torch.float32,
+                  load: bool = True) -> Towers | None:
+    """The vision and audio towers of a multimodal `gemma4` snapshot (None for a text one, or one without
+    towers), their weights popped from `state` (`towers.multimodal_names`)."""
+    if hf_config.get("model_type") != "gemma4" or not multimodal_names(state, load):
+        return None
+    towers = Gemma4Towers.build(hf_config, state, processor_config(directory), device=device, dtype=dtype)
+    return Towers(towers, pad_token_id=hf_config.get("text_config", {}).get("pad_token_id", 0)) if towers else None
 
 VIDEO_SOFT_TOKENS = 70  # Gemma4VideoProcessor's max_soft_tokens a frame
 

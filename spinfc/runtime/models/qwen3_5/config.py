@@ -1,4 +1,5 @@
-"""Qwen3.5 (`qwen3_5`): the text model's config, from a text checkpoint (`qwen3_5_text`, Qwen3_5ForCausalLM) or
+"""Qwen3.5 (`qwen3_5`): the text model's config (`Qwen3_5Config`: the Gated DeltaNet layers' shape, partial rope,
+M-RoPE's sections, a MoE block's experts), from a text checkpoint (`qwen3_5_text`, Qwen3_5ForCausalLM) or
 the text part of a multimodal one (`qwen3_5`, Qwen3_5ForConditionalGeneration: its `text_config`, and weights
 under `model.language_model.`, renamed by `text_weights`; the vision tower and the multi-token-prediction head are
 left out)."""
@@ -8,18 +9,70 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import attrs
 import torch
 
-from spinfc.runtime.weights.config import Experts, LinearAttention, ModelConfig, UnsupportedModel, _refuse_rope_scaling
+from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, refuse_rope_scaling
 
+MULTIMODAL = ("qwen3_5", "qwen3_5_moe")  # the model_types of a checkpoint with a vision tower
 _MULTIMODAL_PREFIX = "model.language_model."
 _LEFT_OUT = ("model.visual.", "mtp.")
 
 
-def qwen3_5_config(hf: dict[str, Any]) -> ModelConfig:
+@attrs.frozen
+class LinearAttention:
+    """Qwen3.5's Gated DeltaNet layers: which layers they are, their heads (value heads share key heads in groups)
+    and the depthwise causal convolution's kernel size."""
+
+    layers: tuple[bool, ...]  # per layer: True where the layer is a linear-attention (Gated DeltaNet) layer
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    conv_kernel: int
+
+    @property
+    def conv_channels(self) -> int:
+        """The channels of the convolution: q, k and v of every head (2 Hk Dk + Hv Dv)."""
+        return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+
+
+@attrs.frozen
+class Experts:
+    """A sparse MoE block's shape: `count` experts of width `intermediate`, `top_k` chosen per token (their softmax
+    weights renormalised over the chosen), beside one shared expert gated per token by sigmoid(w . x)."""
+
+    count: int
+    top_k: int
+    intermediate: int
+
+
+@attrs.frozen(kw_only=True)
+class Qwen3_5Config(ModelConfig):
+    linear: LinearAttention  # the Gated DeltaNet layers' shape
+    rotary_dim: int  # the rotated dims of a head (partial rope)
+    # with a vision tower: M-RoPE's (t, h, w) sections of the rotary frequencies (`mrope_section`), which a pass
+    # holding images turns by each row's three positions (`Launch.rope_positions`); None: plain rope only
+    mrope_sections: tuple[int, ...] | None = None
+    # Qwen3.5-MoE: every layer's MLP is a sparse block of routed experts beside a gated shared expert (whose width
+    # is `intermediate`); None for dense models
+    experts: Experts | None = None
+
+    def is_recurrent(self, layer: int) -> bool:
+        return self.linear.layers[layer]
+
+    @classmethod
+    def from_fields(cls, fields: dict) -> "Qwen3_5Config":
+        linear, experts = fields["linear"], fields.get("experts")
+        fields = {**fields, "linear": LinearAttention(**{**linear, "layers": tuple(linear["layers"])}),
+                  "experts": Experts(**experts) if experts is not None else None}
+        return super().from_fields(fields)
+
+
+def read_config(hf: dict[str, Any]) -> Qwen3_5Config:
     """The `ModelConfig` of a Qwen3.5 config.json: dense (`qwen3_5`, `qwen3_5_text`) or mixture of experts
     (`qwen3_5_moe`, `qwen3_5_moe_text`: every layer's MLP a sparse block, `config.experts`)."""
-    multimodal = hf.get("model_type") in ("qwen3_5", "qwen3_5_moe")
+    multimodal = hf.get("model_type") in MULTIMODAL
     text = hf["text_config"] if multimodal and hf.get("text_config") else hf
     moe = hf.get("model_type", "").startswith("qwen3_5_moe")
     experts = None
@@ -39,7 +92,7 @@ def qwen3_5_config(hf: dict[str, Any]) -> ModelConfig:
         raise UnsupportedModel("qwen3_5: spinfc supports hidden_act silu without attention biases")
     rope = dict(text.get("rope_parameters") or {})
     rope.setdefault("rope_theta", text.get("rope_theta", 10_000_000.0))
-    _refuse_rope_scaling(text.get("rope_scaling"), {k: v for k, v in rope.items() if k == "rope_type"})
+    refuse_rope_scaling(text.get("rope_scaling"), {k: v for k, v in rope.items() if k == "rope_type"})
     partial = float(rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25)))
     heads = text["num_attention_heads"]
     head_dim = text.get("head_dim") or text["hidden_size"] // heads
@@ -50,7 +103,7 @@ def qwen3_5_config(hf: dict[str, Any]) -> ModelConfig:
         if len(sections) != 3 or sum(sections) != rotary_dim // 2:
             raise UnsupportedModel(f"qwen3_5: mrope_section {list(sections)} must be three sections summing to the "
                                    f"{rotary_dim // 2} rotary frequencies of a head")
-    return ModelConfig(
+    return Qwen3_5Config(
         family="qwen3_5",
         hidden=text["hidden_size"],
         layers=layers,

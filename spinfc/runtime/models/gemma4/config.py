@@ -1,5 +1,5 @@
-"""Gemma 4's text config (`gemma4_text`, or the `text_config` of a multimodal `gemma4`) read into a `ModelConfig`
-whose `gemma4` field holds what only this family has (`Gemma4Options`).
+"""Gemma 4's text config (`gemma4_text`, or the `text_config` of a multimodal `gemma4`) read into a `Gemma4Config`:
+Gemma 3's (sliding layers) and, in its `gemma4` field, what only this family has (`Gemma4Options`).
 
 What each option does (transformers' models/gemma4/modeling_gemma4.py is the definition):
   layer_types              per layer, sliding-window or full attention (5:1 by default, the last always full)
@@ -26,6 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+
+from spinfc.runtime.models.gemma3.config import Gemma3Config
+from spinfc.runtime.weights.config import UnsupportedModel
 
 # Weights of a multimodal checkpoint that the text stack does not read (the towers and their projections).
 _MEDIA_PREFIXES = ("model.vision_tower.", "model.audio_tower.", "model.embed_vision.", "model.embed_audio.")
@@ -65,18 +68,31 @@ class Gemma4Options:
         return cls(**{k: tuple(v) if k in tuples else v for k, v in fields.items()})
 
 
+@attrs.frozen(kw_only=True)
+class Gemma4Config(Gemma3Config):
+    gemma4: Gemma4Options
+
+    def kv_shape(self, layer: int) -> tuple[int, int]:
+        """(kv heads, head dim) of a layer's keys and values: full layers differ from sliding ones."""
+        return self.gemma4.kv_heads[layer], self.gemma4.head_dims[layer]
+
+    @classmethod
+    def from_fields(cls, fields: dict) -> "Gemma4Config":
+        return super().from_fields({**fields, "gemma4": Gemma4Options.from_dict(fields["gemma4"])})
+
+
 def text_config(hf: dict[str, Any]) -> dict[str, Any]:
     """The text part of a `gemma4` (multimodal) or `gemma4_text` config.json."""
     return hf.get("text_config") or {} if hf.get("model_type") == "gemma4" else hf
 
 
-def _rope(hf: dict, kind: str, unsupported) -> tuple[float, float]:
+def _rope(hf: dict, kind: str) -> tuple[float, float]:
     """(theta, rotated fraction) of a layer type."""
     params = (hf.get("rope_parameters") or {}).get(kind) or _ROPE_DEFAULTS[kind]
     rope_type = params.get("rope_type", "default")
     if rope_type not in ("default", "proportional") or float(params.get("factor", 1.0)) != 1.0:
-        raise unsupported(f"gemma4 {kind} layers use rope {rope_type!r} (factor {params.get('factor', 1.0)}); "
-                          "spinfc implements Gemma 4's default and proportional rope without scaling")
+        raise UnsupportedModel(f"gemma4 {kind} layers use rope {rope_type!r} (factor {params.get('factor', 1.0)}); "
+                               "spinfc implements Gemma 4's default and proportional rope without scaling")
     fraction = float(params.get("partial_rotary_factor", 1.0)) if rope_type == "proportional" else 1.0
     return float(params.get("rope_theta", _ROPE_DEFAULTS[kind]["rope_theta"])), fraction
 
@@ -112,28 +128,25 @@ def kv_sources(layer_types: list[str], shared: int) -> tuple[int, ...]:
     return tuple(sources)
 
 
-def from_hf_gemma4(hf: dict[str, Any], unsupported):
-    """A `ModelConfig` of the text stack of a Gemma 4 config.json (either model_type); `unsupported` is the
-    exception type to raise for a feature spinfc does not implement."""
-    from spinfc.runtime.weights.config import ModelConfig
-
+def read_config(hf: dict[str, Any]) -> Gemma4Config:
+    """The config of the text stack of a Gemma 4 config.json (either model_type)."""
     text = text_config(hf)
     if not text:
-        raise unsupported("a gemma4 config.json without a text_config: spinfc runs Gemma 4's text stack")
+        raise UnsupportedModel("a gemma4 config.json without a text_config: spinfc runs Gemma 4's text stack")
     if text.get("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
-        raise unsupported(f"gemma4: hidden_activation {text.get('hidden_activation')!r}; spinfc supports "
-                          "gelu_pytorch_tanh")
+        raise UnsupportedModel(f"gemma4: hidden_activation {text.get('hidden_activation')!r}; spinfc supports "
+                               "gelu_pytorch_tanh")
     if text.get("attention_bias"):
-        raise unsupported("gemma4: attention_bias is set; spinfc's stack has no attention biases")
+        raise UnsupportedModel("gemma4: attention_bias is set; spinfc's stack has no attention biases")
     if text.get("use_bidirectional_attention") == "all":
-        raise unsupported("gemma4: use_bidirectional_attention='all' (an encoder) cannot score causally")
+        raise UnsupportedModel("gemma4: use_bidirectional_attention='all' (an encoder) cannot score causally")
     layers = int(text.get("num_hidden_layers", 30))
     layer_types = list(text.get("layer_types") or
                        ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(layers)])
     layer_types[-1] = "full_attention"  # as transformers forces it
     head_dims, kv_heads = _per_layer_heads(text, layer_types)
-    local_theta, local_fraction = _rope(text, "sliding_attention", unsupported)
-    theta, fraction = _rope(text, "full_attention", unsupported)
+    local_theta, local_fraction = _rope(text, "sliding_attention")
+    theta, fraction = _rope(text, "full_attention")
     experts = int(text.get("num_experts") or 0) if text.get("enable_moe_block") else 0
     first = layer_types.index("sliding_attention") if "sliding_attention" in layer_types else 0
     options = Gemma4Options(
@@ -150,7 +163,7 @@ def from_hf_gemma4(hf: dict[str, Any], unsupported):
         top_k=int(text.get("top_k_experts") or 0) if experts else 0,
         moe_intermediate=int(text.get("moe_intermediate_size") or 0) if experts else 0,
     )
-    return ModelConfig(
+    return Gemma4Config(
         family="gemma4",
         hidden=int(text.get("hidden_size", 2304)),
         layers=layers,
@@ -178,3 +191,10 @@ def text_weights(state: dict) -> dict:
         return state
     return {("model." + key[len(prefix):] if key.startswith(prefix) else key): value
             for key, value in state.items() if not key.startswith(_MEDIA_PREFIXES)}
+
+
+def snapshot_weights(state: dict, towers: bool) -> dict:
+    """A snapshot's weights in the text stack's naming (`text_weights`), the towers' kept beside them with
+    `towers` (the loader hands them to the family's towers)."""
+    media = {k: v for k, v in state.items() if k.startswith(_MEDIA_PREFIXES)} if towers else {}
+    return {**text_weights(state), **media}
