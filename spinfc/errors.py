@@ -94,4 +94,4 @@ class BadModelFiles(ValueError):
 
 class CorruptWeights(BadModelFiles):
     """A weights file that is not whole (truncated, zeroed): the message names the file and says what to do
-    (runtime/weights/whole.py)."""
+    (whole_files.py)."""

@@ -212,7 +212,7 @@ def load_tokenizer(name: str | None = None):
     cached = cache_dir() / "tokenizers" / f"{source.name.replace('/', '--')}-{digest}"
     if (cached / "tokenizer_config.json").is_file():
         return AutoTokenizer.from_pretrained(str(cached))
-    from spinfc.runtime.weights.whole import reading_gguf
+    from spinfc.whole_files import reading_gguf
 
     with reading_gguf(source.gguf):  # a truncated or zeroed file: one located line
         tokenizer = AutoTokenizer.from_pretrained(str(source.gguf.parent), gguf_file=source.gguf.name)

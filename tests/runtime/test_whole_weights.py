@@ -17,7 +17,7 @@ from spinfc.cli import main
 from spinfc.errors import CorruptWeights
 from spinfc.registry import resolve
 from spinfc.runtime.weights.gguf_file import read_gguf
-from spinfc.runtime.weights.whole import check_safetensors
+from spinfc.whole_files import check_safetensors
 
 REPO = Path(__file__).resolve().parents[2]
 

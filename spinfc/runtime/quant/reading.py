@@ -32,7 +32,7 @@ def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
 
     from spinfc.runtime.weights.folder import hf_config, model_config
     from spinfc.runtime.weights.snapshot import weight_files
-    from spinfc.runtime.weights.whole import check_safetensors
+    from spinfc.whole_files import check_safetensors
 
     hf = hf_config(directory)
     try:

@@ -18,7 +18,7 @@ from spinfc.runtime.models.families import config_from_json
 from spinfc.runtime.weights.config import ModelConfig
 from spinfc.runtime.weights.gguf_file import read_gguf
 from spinfc.runtime.weights.snapshot import file_digest
-from spinfc.runtime.weights.whole import CorruptWeights, check_safetensors
+from spinfc.whole_files import CorruptWeights, check_safetensors
 
 FORMAT = "spinfc-gguf-cache-1"  # bump when the conversion changes, so old copies are not reused
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
-from spinfc.runtime.weights.whole import reading_gguf
+from spinfc.whole_files import reading_gguf
 
 # GGUF tensor name (after `blk.N.`) -> Hugging Face name (after `model.layers.N.`), every family's; a family adds
 # its own (`GgufReading.layer_names`: where `ffn_norm` goes, and any other norms).

@@ -12,7 +12,7 @@ from spinfc.errors import BadModelFiles
 from spinfc.runtime.models.families import spec_of
 from spinfc.runtime.weights.config import ModelConfig
 from spinfc.runtime.weights.folder import hf_config, model_config
-from spinfc.runtime.weights.whole import check_safetensors
+from spinfc.whole_files import check_safetensors
 
 
 def weight_files(directory: Path) -> list[Path]:
