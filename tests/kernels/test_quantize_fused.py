@@ -52,8 +52,8 @@ def assert_within_a_step(name: str, got: torch.Tensor, y: torch.Tensor, quant: A
     else:  # the interpreter's own float8 conversion (see the module's docstring)
         want = quantize._launch(y, quant.inv_scale, quant.storage, quant.q_min, quant.q_max)
     off = (got.float() - want.float()).abs()
-    if name == "fp8":  # the interpreter's carry: a kernel value just over the power of two the reference's stays
-        doubled = 2 * got.float()  # under converts to half that power (0.1215 -> 0.0625): the GPU gives 0.125
+    if name == "fp8":  # the interpreter's carry: a kernel value that rounds up to a power of two (its mantissa
+        doubled = 2 * got.float()  # carrying) is written as half of it (0.1215 -> 0.0625; a GPU gives 0.125)
         carried = (doubled.abs().log2() == doubled.abs().log2().round()) & \
             ((doubled - want.float()).abs() <= step(name, want.float()) * 1.0001)
         off = torch.where(carried, (doubled - want.float()).abs(), off)
