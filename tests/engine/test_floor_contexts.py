@@ -13,6 +13,7 @@ import torch
 
 from spinfc.runtime.engine import Engine
 from spinfc.shapes import Shapes
+from tests.runtime.tiny_llama import tiny_llama
 
 CONTENTS = ["The repair cost $30 and took two days.", "It cost US$30 in the end.", "The fee is USD 45.",
             "The ticket was €1,250.", "Price: EUR 1.250,00 incl. VAT.", "The sandwich was £7.50.",
@@ -22,17 +23,9 @@ QUERY = {"id": "days", "template": "\n\nQ: How many days?\nA: <n>"}
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from spinfc.registry import load_tokenizer
     from spinfc.runtime.load.loader import load_model
 
-    folder = tmp_path_factory.mktemp("tiny")
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
-                     ).save_pretrained(folder)
-    load_tokenizer("smollm2-135m").save_pretrained(folder)
+    folder = tiny_llama(tmp_path_factory.mktemp("tiny"))
     return load_model(str(folder), dtype=torch.float32, device="cpu")
 
 

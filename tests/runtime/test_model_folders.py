@@ -22,6 +22,7 @@ from spinfc.config import Settings
 from spinfc.errors import BadModelFiles
 from spinfc.registry import load_tokenizer
 from spinfc.runtime.load.loader import load_model
+from tests.runtime.tiny_llama import tiny_llama
 
 REPO = Path(__file__).resolve().parents[2]
 RESTORE = "restore it from the model's original config.json"
@@ -31,16 +32,7 @@ MISMATCH = "the weights do not match config.json"
 @pytest.fixture(scope="module")
 def valid(tmp_path_factory) -> Path:
     """A llama folder of random weights (seed 0) with SmolLM2's tokenizer, as transformers saves it."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    folder = tmp_path_factory.mktemp("valid")
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                         tie_word_embeddings=True)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    load_tokenizer("smollm2-135m").save_pretrained(folder)
-    return folder
+    return tiny_llama(tmp_path_factory.mktemp("valid"), max_position_embeddings=256)
 
 
 def edit_config(change):

@@ -22,10 +22,10 @@ import random
 import httpx
 import psutil
 import pytest
-import torch
 
 from spinfc.config import EngineSettings, Settings
 from spinfc.server.app import create_app
+from tests.runtime.tiny_llama import tiny_llama
 from tests.server.live import live_server
 
 pytestmark = pytest.mark.slow
@@ -38,17 +38,7 @@ WORDS = "refund invoice delivery broken screen password account late parcel char
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """A llama folder of random weights (seed 0) with SmolLM2's tokenizer, written by transformers."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from spinfc.registry import load_tokenizer
-
-    folder = tmp_path_factory.mktemp("tiny")
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
-                     ).save_pretrained(folder)
-    load_tokenizer("smollm2-135m").save_pretrained(folder)
-    return str(folder)
+    return str(tiny_llama(tmp_path_factory.mktemp("tiny")))
 
 
 def request(i: int) -> tuple[str, dict]:
