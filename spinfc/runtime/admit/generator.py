@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from spinfc.runtime.admit.chat_format import ChatPrompt, chat_prompt
 from spinfc.runtime.extract.kv import stack_of
 from spinfc.runtime.launch.generate import Cancelled, Generation, Sampling, generating
-from spinfc.runtime.schedule.turns import ACTIVE  # noqa: F401 (re-exported)
 
 
 def _retrieve(future: asyncio.Future) -> None:
@@ -88,15 +87,14 @@ class Generator:
 
     def _start(self, prompt: ChatPrompt, sampling: Sampling, cancelled: threading.Event, on_text=None,
                top_logprobs: int | None = None) -> concurrent.futures.Future:
+        if self._closed:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_exception(Cancelled("the server is shutting down"))
+            return future
         if self._steps_tokenizer is None:  # the engine thread's own copy
             self._steps_tokenizer = copy.deepcopy(self.model.tokenizer)
         steps = generating(self.model, self._steps_tokenizer, prompt, sampling, None, cancelled, on_text,
                            top_logprobs)
-        if self._closed:
-            steps.close()
-            future: concurrent.futures.Future = concurrent.futures.Future()
-            future.set_exception(Cancelled("the server is shutting down"))
-            return future
         turn = self.engine.generate(steps, sampling.max_tokens)
         with self._lock:
             self._live.add(turn)
