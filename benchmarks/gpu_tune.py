@@ -34,6 +34,7 @@ from spinfc.backend import reference, triton_ops
 from spinfc.backend.graphs import GraphedModel
 from spinfc.backend.kernels import rms_norm as rms_kernel, tree_attention as attention_kernel
 from spinfc.runtime.models import build_model
+from spinfc.backend.forward_context import ForwardContext
 
 C = LLAMA3_8B
 T = 19200
@@ -304,9 +305,10 @@ def untrimmed(model):
 
     @torch.inference_mode()
     def forward(launch):
-        x, residual = model.embed(launch.tokens), None
+        context = ForwardContext(launch)
+        x, residual = model.inputs(context), None
         for index in range(model.config.layers):
-            x, residual = model.layer(index, x, residual, launch)
+            x, residual = model.layer(index, x, residual, context)
         final, _ = model.ops.add_rms_norm(x[launch.rows], residual[launch.rows], model.final_norm,
                                           model.config.norm_eps, model.NORM_UNIT_OFFSET)
         return model.ops.answer_logprobs(final, model.lm_head, launch.read_row, launch.read_token)

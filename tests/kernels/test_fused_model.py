@@ -18,6 +18,7 @@ from spinfc.runtime.models import build_model
 from passes.programs import laid_out
 from spinfc.runtime.models.gemma3 import Gemma3Config
 from spinfc.runtime.weights.config import ModelConfig
+from spinfc.backend.forward_context import ForwardContext
 
 pytestmark = pytest.mark.slow  # kernels through the interpreter on whole models
 
@@ -71,9 +72,10 @@ def _launch(vocab: int, seed: int):
 def _unfused_full_forward(model, launch) -> torch.Tensor:
     """The forward before fusion and the last-layer trim: every layer on every row, answer rows gathered at the
     end."""
-    x, residual = model.embed(launch.tokens), None
+    context = ForwardContext(launch)
+    x, residual = model.inputs(context), None
     for index in range(model.config.layers):
-        x, residual = model.layer(index, x, residual, launch)
+        x, residual = model.layer(index, x, residual, context)
     final, _ = model.ops.add_rms_norm(x[launch.rows], residual[launch.rows], model.final_norm, model.config.norm_eps,
                                       model.NORM_UNIT_OFFSET)
     return model.ops.answer_logprobs(final, model.lm_head, launch.read_row, launch.read_token)

@@ -14,6 +14,7 @@ from spinfc.runtime.admit.chat_format import ChatPrompt
 from spinfc.runtime.launch.generate import Sampling, generate
 from spinfc.runtime.load.loader import load_model
 
+from .forward_context_checks import check_forward_context
 from .qwen3_5_random import random_qwen3_5
 from .tree_launch import Case, Question, build_launch, transformers_logprobs
 
@@ -46,6 +47,12 @@ def test_branches_continue_the_content_state(pair, seed):
     difference = (got - torch.stack([want[key] for key in keys])).abs().max().item()
     print(f"random qwen3_5: max |logprob - transformers| = {difference:.2e} over {got.numel()} reads")
     assert difference < TOLERANCE
+
+
+def test_a_forward_keeps_its_state_in_its_context(pair):
+    generator = torch.Generator().manual_seed(2)
+    launch, _ = build_launch([(0, _case(generator, 70)), (128, _case(generator, 9))], 192)
+    check_forward_context(pair[0], launch)
 
 
 def test_greedy_generation_matches_transformers(pair, seed):

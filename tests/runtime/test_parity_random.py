@@ -9,6 +9,7 @@ import torch
 
 from spinfc.runtime.load.loader import load_model
 
+from .forward_context_checks import check_forward_context
 from .gemma4_shapes import GEMMA4_FAMILIES, gemma4_config, randomize
 from .tree_launch import Case, Question, build_launch, transformers_logprobs
 
@@ -80,6 +81,12 @@ def test_random_model_matches_transformers(pair):
     difference = (got - torch.stack([want[key] for key in keys])).abs().max().item()
     print(f"random {ours.family}: max |logprob - transformers| = {difference:.2e} over {got.numel()} reads")
     assert difference < TOLERANCE
+
+
+def test_a_forward_keeps_its_state_in_its_context(pair):
+    generator = torch.Generator().manual_seed(2)
+    launch, _ = build_launch([(0, _random_case(generator, 12)), (64, _random_case(generator, 9))], 128)
+    check_forward_context(pair[0], launch)
 
 
 def test_weights_hash_is_stable_and_sees_the_weights(pair, tmp_path):

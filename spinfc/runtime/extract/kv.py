@@ -11,35 +11,11 @@ extraction alike.
 from __future__ import annotations
 
 import contextlib
-import copy
 
 import attrs
 import torch
 
-
-class _Recording:
-    """The model's ops, with a `tree_attention` that records its k and v (one call per layer, in layer order), and
-    for a recurrent stack a state flow that keeps each recurrent layer's states just before `state_rows`."""
-
-    def __init__(self, ops, keys: list, values: list, state_rows=(), states: dict | None = None):
-        self._ops, self._keys, self._values = ops, keys, values
-        self._state_rows, self._states = tuple(state_rows), states
-
-    def state_flow(self, model, launch):
-        from spinfc.runtime.models.state_flow import TreeFlow
-
-        flow = getattr(self, "_flow", None)
-        if flow is None or flow.launch is not launch:
-            self._flow = flow = TreeFlow(model.config, launch, self._state_rows, self._states)
-        return flow
-
-    def __getattr__(self, name: str):
-        return getattr(self._ops, name)
-
-    def tree_attention(self, q, k, v, *args, **kwargs):
-        self._keys.append(k)  # [T, Hk, D]
-        self._values.append(v)
-        return self._ops.tree_attention(q, k, v, *args, **kwargs)
+from spinfc.backend.forward_context import ForwardContext
 
 
 def stack_of(model):
@@ -65,19 +41,21 @@ def is_recurrent(model) -> bool:
 def forward_keeping_kv(model, launch, state_rows=(), states: dict | None = None
                        ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
     """The stack's forward of `launch` (the same [N] logprobs) and every attention layer's keys and values
-    ([T, Hk, D] each, after rope): the forward of a plain stack run on a shallow copy whose ops record them. A
-    recurrent stack (Qwen3.5) also fills `states`, per recurrent layer, with its states just before each row of
-    `state_rows` (the extraction prompts' last rows): {layer: {parent row: (conv, state)}} (state_flow.TreeFlow)."""
+    ([T, Hk, D] each, after rope), kept by reference as the forward's attention reads them. A recurrent stack
+    (Qwen3.5) also fills `states`, per recurrent layer, with its states just before each row of `state_rows` (the
+    extraction prompts' last rows): {layer: {parent row: (conv, state)}} (state_flow.TreeFlow)."""
     stack, lock = stack_of(model)
-    keys: list[torch.Tensor] = []
-    values: list[torch.Tensor] = []
-    view = copy.copy(stack)
-    view.ops = _Recording(stack.ops, keys, values, state_rows, {} if states is None else states)
+    keys: list[torch.Tensor | None] = [None] * stack.attention_layers
+    values: list[torch.Tensor | None] = [None] * stack.attention_layers
+
+    def keep(slot: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        keys[slot], values[slot] = k, v  # [T, Hk, D]
+
+    context = ForwardContext(launch, keep=keep, state_rows=tuple(state_rows), states={} if states is None else states)
     with lock:
-        out = view.forward(launch)
-    layers = getattr(stack, "attention_layers", stack.config.layers)
-    if len(keys) != layers:
-        raise RuntimeError(f"recorded {len(keys)} layers of keys, the model has {layers}")
+        out = stack.forward(launch, context)
+    if any(k is None for k in keys):
+        raise RuntimeError(f"recorded {sum(k is not None for k in keys)} layers of keys, the model has {len(keys)}")
     return out, keys, values
 
 

@@ -19,7 +19,7 @@ import torch
 from spinfc.backend.chains import ancestor_taps
 from spinfc.backend.gated_delta import causal_conv, gated_delta
 from spinfc.runtime.extract.kv import is_recurrent, stack_of  # noqa: F401 (is_recurrent re-exported)
-from spinfc.runtime.extract.step import DecodeBatch, _StepOps
+from spinfc.runtime.extract.step import DecodeBatch
 
 
 def batch_class(model) -> type[DecodeBatch]:
@@ -63,13 +63,11 @@ class RecurrentBatch(DecodeBatch):
             for i, buffer in buffers.items():
                 buffer[:len(index)] = buffer.index_select(0, source)
 
-    def step_ops(self, inputs: torch.Tensor, flat: torch.Tensor):
-        return _RecurrentStepOps(self.model.ops, self, inputs, flat)
-
-
-class _RecurrentStepOps(_StepOps):
-    def state_flow(self, model, launch):
-        return SlotFlow(self._batch, self._inputs)
+    def context(self, launch, inputs: torch.Tensor, flat: torch.Tensor):
+        """Every stack's decode context, its recurrent layers' states carried by the slots (`SlotFlow`)."""
+        context = super().context(launch, inputs, flat)
+        context.flow = SlotFlow(self, inputs)
+        return context
 
 
 class SlotFlow:

@@ -1,6 +1,6 @@
 """One decode launch: N new rows, each attending to the pool rows of its table and to its own slot's earlier rows,
-through the model's own layers (`Model.hidden`, with the model's ops and `decode_attention` in place of tree
-attention), down to [N, V] float32 log-probabilities.
+through the model's own layers (`Model.hidden`, with a forward context whose attention is `decode_attention` in
+place of tree attention: `StepReads`), down to [N, V] float32 log-probabilities.
 
 A `DecodeBatch` holds S slots of own rows (per layer [2, S + 1, G, Hk, D]: keys and values, and positions [S + 1, G]:
 a beam's tokens so far, or an answer's), the tables (per table, the pool rows it sees) and, per launch, per row:
@@ -17,8 +17,6 @@ else is in the launch. On the CPU the same code runs eagerly, on exactly the row
 
 from __future__ import annotations
 
-import copy
-
 import torch
 
 from spinfc.backend import reference
@@ -26,6 +24,7 @@ from spinfc.backend.launch import Launch
 from spinfc.runtime.extract.fixed import (CUDA_LANES, SLOT_TOKENS, launch_rows, own_buffers, padding_inputs,
                                           pool_storage, workspace)
 from spinfc.runtime.extract.kv import KeyPool, is_recurrent, stack_of
+from spinfc.backend.forward_context import ForwardContext
 
 # Capture fixed-shape launches on CUDA (off: the same launches run eagerly over the same static buffers; the GPU
 # check compares the two).
@@ -117,15 +116,15 @@ class DecodeBatch:
         empty = torch.zeros(0, dtype=torch.int64, device=tokens.device)
         launch = Launch(tokens=tokens, positions=positions, ends=empty.int(), spans=(),
                         rows=torch.arange(n, device=tokens.device), read_row=empty, read_token=empty)
-        view = copy.copy(model)
-        view.ops = self.step_ops(inputs, flat)
-        final = view.hidden(launch)  # [n, D]: every layer, the last one's norm in the head's dtype
+        # [n, D]: every layer, the last one's norm in the head's dtype
+        final = model.hidden(launch, self.context(launch, inputs, flat))
         logits = model.head_logits(final)  # [n, V] float32
         return torch.log_softmax(logits, dim=-1)
 
-    def step_ops(self, inputs: torch.Tensor, flat: torch.Tensor):
-        """The ops one launch runs the stack with (`_StepOps`)."""
-        return _StepOps(self.model.ops, self, inputs, flat)
+    def context(self, launch: Launch, inputs: torch.Tensor, flat: torch.Tensor) -> ForwardContext:
+        """The forward context one launch runs the stack with: attention over the pool and the slots
+        (`StepReads`)."""
+        return ForwardContext(launch, reads=StepReads(self, inputs, flat))
 
     def _capture(self) -> None:
         """Run the launch twice on padding (compiles its kernels, lets cuBLAS choose), then capture it."""
@@ -146,33 +145,28 @@ class DecodeBatch:
         space.graph = graph
 
 
-class _StepOps:
-    """The model's ops, with a `tree_attention` that writes each row's key and value into its slot and attends
-    with `decode_attention` (one call per layer, in layer order)."""
+class StepReads:
+    """A decode launch's attention: each row's key and value written into its slot, then `decode_attention` over
+    the pool rows of its table and its slot's own rows."""
 
-    def __init__(self, ops, batch: DecodeBatch, inputs: torch.Tensor, flat: torch.Tensor):
-        self._ops, self._batch, self._inputs, self._flat = ops, batch, inputs, flat
-        self._layer = 0
-        self._attend = getattr(ops, "decode_attention", reference.decode_attention)
+    def __init__(self, batch: DecodeBatch, inputs: torch.Tensor, flat: torch.Tensor):
+        self._batch, self._inputs, self._flat = batch, inputs, flat
 
-    def __getattr__(self, name: str):
-        return getattr(self._ops, name)
-
-    def tree_attention(self, q, k, v, ends, positions, spans, *, scale: float, window: int | None,
-                       quant=None) -> torch.Tensor:
+    def attend(self, context, model, layer: int, q, k, v, *, scale: float, window: int | None, firsts=None,
+               quant=None) -> torch.Tensor:
         """q: [n, H, D], k, v: [n, Hk, D] (each row's new key and value) -> [n, H, D] in q.dtype; with `quant`,
         quantized for the output projection (as `ops.tree_attention`)."""
-        batch, layer = self._batch, self._layer
-        self._layer += 1
-        own_k, own_v = batch.own[layer][0], batch.own[layer][1]  # [S + 1, G, Hk, D]
+        batch, slot = self._batch, model.attention_slots[layer]
+        own_k, own_v = batch.own[slot][0], batch.own[slot][1]  # [S + 1, G, Hk, D]
         Hk, D = own_k.shape[2], own_k.shape[3]
         own_k.view(-1, Hk, D).index_copy_(0, self._flat, k.to(own_k.dtype))
         own_v.view(-1, Hk, D).index_copy_(0, self._flat, v.to(own_v.dtype))
         pool = batch.pool
         _, _, slots, tables, own = self._inputs
-        out = self._attend(q, pool.keys[layer], pool.values[layer], pool.positions, batch.table,
-                           batch.table_count, own_k, own_v, batch.own_positions, slots, tables, own, positions,
-                           scale=scale, window=window)
+        attend = getattr(model.ops, "decode_attention", reference.decode_attention)
+        out = attend(q, pool.keys[slot], pool.values[slot], pool.positions, batch.table, batch.table_count, own_k,
+                     own_v, batch.own_positions, slots, tables, own, context.launch.positions, scale=scale,
+                     window=window)
         return quant.reference(out) if quant is not None else out
 
 

@@ -18,14 +18,14 @@ kernels whose row results do not depend on the other rows of a launch (the CUDA 
 CPU within its rounding tolerance). The layout keeps its shape, so the attention launches at the launch size an
 uncached pass takes; the computed rows' launch is smaller.
 
-The hook is `Model.hidden`: a launch with `cached` set runs `CachedRows.hidden`. The extraction decode records the
-keys and values its attention is handed (`extract.kv._Recording`), which here are the layout's: the cached rows'
-included, so the decode reads them as it would read a content read in this pass.
+The hook is `Model.hidden`: a launch with `cached` set runs `CachedRows.hidden`, which runs the computed rows with
+itself as the forward context's way of reading (`ForwardContext.reads`). What the context keeps (the extraction
+pool's keys and values: `extract.kv.forward_keeping_kv`) is what the tree attention reads, here the layout's: the
+cached rows' included, so a decode reads them as it would read a content read in this pass.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Sequence
 
@@ -46,44 +46,35 @@ class CachedRows:
     keys: tuple[torch.Tensor, ...]  # per layer [C, Hk, D]
     values: tuple[torch.Tensor, ...]
 
-    def hidden(self, model) -> torch.Tensor:
-        """`model.hidden` of the pass: the computed rows through the layers, attention over the layout."""
-        view = copy.copy(model)  # a shallow copy whose ops scatter and gather around the attention
-        view.ops = _FromCache(model.ops, self)
-        return type(model).hidden(view, self.inner)
+    def hidden(self, model, context) -> torch.Tensor:
+        """`model.hidden` of the pass: the computed rows through the layers, attention over the layout (`attend`),
+        keeping what `context` (a `ForwardContext` of the layout launch) keeps."""
+        return model.hidden(self.inner, context.on(self.inner, self))
+
+    def attend(self, context, model, layer: int, q, k, v, *, scale: float, window: int | None, firsts=None,
+               quant=None) -> torch.Tensor:
+        """q, k, v of the computed rows are scattered into [T] tensors of the layout, the cached rows' keys and
+        values written in (their queries zero), the tree attention runs over the layout (its `firsts`, as its
+        `ends`), and the computed rows' outputs are gathered back: [Tc, H, D]."""
+        T, slot = self.layout.budget, model.attention_slots[layer]
+        q_all = q.new_zeros((T, *q.shape[1:]))
+        k_all = k.new_zeros((T, *k.shape[1:]))
+        v_all = v.new_zeros((T, *v.shape[1:]))
+        q_all[self.computed] = q
+        k_all[self.computed] = k
+        v_all[self.computed] = v
+        k_all[self.rows] = self.keys[slot].to(k.dtype)
+        v_all[self.rows] = self.values[slot].to(v.dtype)
+        layout = self.layout
+        out = context.tree(model, layer, q_all, k_all, v_all, layout.ends, layout.positions, layout.spans,
+                           scale=scale, window=window, firsts=layout.firsts if firsts is not None else None,
+                           quant=quant)
+        return out[self.computed]
 
     def to(self, device) -> "CachedRows":
         move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
         return CachedRows(self.layout.to(device), self.inner.to(device), move(self.computed),
                           move(self.rows), tuple(map(move, self.keys)), tuple(map(move, self.values)))
-
-
-class _FromCache:
-    """The model's ops, with a `tree_attention` over the layout (one call per layer, in layer order)."""
-
-    def __init__(self, ops, cached: CachedRows):
-        self._ops, self._cached, self._layer = ops, cached, 0
-
-    def __getattr__(self, name: str):
-        return getattr(self._ops, name)
-
-    def tree_attention(self, q, k, v, ends, positions, spans, **kwargs):
-        c, layer = self._cached, self._layer
-        self._layer += 1
-        layout = c.layout
-        T = layout.budget
-        q_all = q.new_zeros((T, *q.shape[1:]))
-        k_all = k.new_zeros((T, *k.shape[1:]))
-        v_all = v.new_zeros((T, *v.shape[1:]))
-        q_all[c.computed] = q
-        k_all[c.computed] = k
-        v_all[c.computed] = v
-        k_all[c.rows] = c.keys[layer].to(k.dtype)
-        v_all[c.rows] = c.values[layer].to(v.dtype)
-        if "firsts" in kwargs:  # the inner launch's are its computed rows'; the attention runs over the layout
-            kwargs["firsts"] = layout.firsts
-        out = self._ops.tree_attention(q_all, k_all, v_all, layout.ends, layout.positions, layout.spans, **kwargs)
-        return out[c.computed]
 
 
 def reading(launch, starts: Sequence[int], entries: Sequence[CachedContent | None]):

@@ -18,6 +18,7 @@ hidden state is x + residual, and the next norm adds them (`ops.add_rms_norm`) s
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import types
 from typing import ClassVar
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 from spinfc.backend import split_product
 from spinfc.backend.launch import Launch
 from spinfc.runtime.load.precision import Precision, role
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.linear import QuantizedInput, QuantizedLinear
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch
@@ -117,6 +119,10 @@ class Model:
         if config.family != self.family:
             raise ValueError(f"{type(self).__name__} builds {self.family} models, not a {config.family} config")
         self.config, self.name, self.ops = config, name, ops or _default_ops()
+        # per layer with keys and values, its slot: the order a forward keeps them in (`ForwardContext.keep`, the
+        # extraction pool, the content cache)
+        layers = [index for index in range(config.layers) if not config.is_recurrent(index)]
+        self.attention_slots = {index: slot for slot, index in enumerate(layers)}
         self.residual_in_matmul = False  # decided below, once the weights are on their device
         self.quant_scheme = quant_scheme
         if precision is None and dtype is None:  # keep the checkpoint's dtypes
@@ -334,24 +340,25 @@ class Model:
         return self.linear(a, weight, None if residual is None else residual.dtype), residual
 
     def attention(
-        self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool,
-        keep: torch.Tensor | None = None,
+        self, index: int, w: dict, h: torch.Tensor, context: ForwardContext, *, theta: float, window: int | None,
+        qk_norm: bool, keep: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """h: [T, D] normed -> the attention block's output [T, D] (after o_proj); with `keep` ([R] rows), [R, D]
-        in the head's dtype (see `attention_heads`)."""
-        return self.linear(self.attention_heads(w, h, launch, theta=theta, window=window, qk_norm=qk_norm,
+        """h: [T, D] normed -> layer `index`'s attention block's output [T, D] (after o_proj); with `keep` ([R]
+        rows), [R, D] in the head's dtype (see `attention_heads`)."""
+        return self.linear(self.attention_heads(index, w, h, context, theta=theta, window=window, qk_norm=qk_norm,
                                                 keep=keep), w["o"], self.answer_dtype(keep))
 
     def attention_heads(
-        self, w: dict, h: torch.Tensor, launch: Launch, *, theta: float, window: int | None, qk_norm: bool,
-        keep: torch.Tensor | None = None,
+        self, index: int, w: dict, h: torch.Tensor, context: ForwardContext, *, theta: float, window: int | None,
+        qk_norm: bool, keep: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """h: [T, D] normed -> the heads' attention output [T, H * Dh] (before o_proj): projections, optional
-        per-head q/k norms, rope at each row's position, and tree attention over the launch's spans. With `keep`
+        """h: [T, D] normed -> layer `index`'s heads' attention output [T, H * Dh] (before o_proj): projections,
+        optional per-head q/k norms, rope at each row's position, and the context's attention (tree attention over
+        the launch's spans, or what `context.reads` says). With `keep`
         ([R] row indices) only those rows are returned: [R, H * Dh] (every row's keys and values are still
         computed and attended). Where o_proj is a quantized layer (and `keep` is None: the answer rows' o_proj is
         not), the attention kernel writes o_proj's `QuantizedInput` itself."""
-        c, T = self.config, h.shape[0]
+        c, T, launch = self.config, h.shape[0], context.launch
         H, Hk, Dh = c.heads, c.kv_heads, c.head_dim
         if "qkv" in w:
             qkv = self.linear(h, w["qkv"]).view(T, H + 2 * Hk, Dh)  # [T, H + 2 Hk, Dh]
@@ -368,12 +375,9 @@ class Model:
         q = self.ops.apply_rope(q, launch.positions, theta)
         k = self.ops.apply_rope(k, launch.positions, theta)
         reader = self.quantized_reader(w["o"]) if keep is None else None
-        quant = {"quant": reader.activation_quant} if reader is not None else {}
-        if launch.firsts is not None:  # image blocks attend both ways
-            quant["firsts"] = launch.firsts
-        out = self.ops.tree_attention(
-            q, k, v, launch.ends, launch.positions, launch.spans, scale=c.attention_scale, window=window, **quant
-        )  # [T, H, Dh]
+        # image blocks (`firsts`) attend both ways
+        out = context.attention(self, index, q, k, v, scale=c.attention_scale, window=window, firsts=launch.firsts,
+                                quant=reader.activation_quant if reader is not None else None)  # [T, H, Dh]
         if keep is not None:
             out = out[keep]  # [R, H, Dh]
         out = out.reshape(out.shape[0], H * Dh)
@@ -398,37 +402,56 @@ class Model:
         return reader.wrap(self.ops.gated_act(gate, up, kind, quant=reader.activation_quant))
 
     def layer(
-        self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None
+        self, index: int, x, residual, context: ForwardContext, keep: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x, residual) [T, D] each -> the layer's (x, residual); with `keep` ([R] rows) the outputs hold those
-        rows only, [R, D] each: attention still reads every row, and the rest of the layer runs on R rows."""
+        """(x, residual) [T, D] each -> the layer's (x, residual) over `context.launch`'s rows; with `keep` ([R]
+        rows) the outputs hold those rows only, [R, D] each: attention still reads every row, and the rest of the
+        layer runs on R rows."""
         raise NotImplementedError(f"{type(self).__name__} must say how its layers are wired")
 
     @torch.inference_mode()
-    def forward(self, launch: Launch) -> torch.Tensor:
+    def forward(self, launch: Launch, context: ForwardContext | None = None) -> torch.Tensor:
         """log p(read_token[k] | what row rows[read_row[k]] sees), one float32 per read: [N]. Logits are
         computed only at the answer rows (`hidden`)."""
-        return self.ops.answer_logprobs(self.hidden(launch), self.lm_head, launch.read_row, launch.read_token)
+        return self.ops.answer_logprobs(self.hidden(launch, context), self.lm_head, launch.read_row,
+                                        launch.read_token)
 
     @torch.inference_mode()
-    def hidden(self, launch: Launch) -> torch.Tensor:
+    def hidden(self, launch: Launch, context: ForwardContext | None = None) -> torch.Tensor:
         """The final-normed hidden states of the answer rows `launch.rows`: [R, D]. The last layer keeps only the
-        answer rows after its attention (its o_proj and MLP run on R rows, not T: no other row's output is read)."""
+        answer rows after its attention (its o_proj and MLP run on R rows, not T: no other row's output is read).
+        `context` says how attention reads and what the forward keeps (default: the launch's tree, nothing)."""
+        context = ForwardContext(launch) if context is None else context
         if launch.cached is not None:  # some contents' rows come from the content cache (runtime/launch/cached_rows.py)
-            return launch.cached.hidden(self)
-        if launch.media is None:
-            x = self.embed(launch.tokens)  # [T, D]
-        else:  # a media row's token is read as 0 (its row is then the tower's): an image token id past the text
-            # embedding, as some Gemma 3 vision configs write it, is never looked up (transformers does the same)
-            x = self.place_media(self.embed(launch.tokens.index_fill(0, launch.media.rows, 0)), launch.media,
-                                 launch.tokens)
-        residual = None
+            return launch.cached.hidden(self, context)
+        x, residual = self.inputs(context), None  # [T, D]
         last = self.config.layers - 1
         for index in range(last):
-            x, residual = self.layer(index, x, residual, launch)
-        x, residual = self.layer(last, x, residual, launch, keep=launch.rows)  # [R, D] each
+            x, residual = self.layer(index, x, residual, context)
+        x, residual = self.layer(last, x, residual, context, keep=launch.rows)  # [R, D] each
         final, _ = self.add_norm(x, residual, self.final_norm, self.precision.head)  # [R, D]
         return final
+
+    def inputs(self, context: ForwardContext) -> torch.Tensor:
+        """The launch's rows as the first layer reads them: [T, D] embedded tokens, media rows the towers'."""
+        launch = context.launch
+        if launch.media is None:
+            return self.embed(launch.tokens)
+        # a media row's token is read as 0 (its row is then the tower's): an image token id past the text
+        # embedding, as some Gemma 3 vision configs write it, is never looked up (transformers does the same)
+        return self.place_media(self.embed(launch.tokens.index_fill(0, launch.media.rows, 0)), launch.media,
+                                launch.tokens)
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers with keys and values."""
+        return len(self.attention_slots)
+
+    def with_ops(self, ops) -> "Model":
+        """The same weights (shared, not copied) run by another backend (`spinfc.backend.reference`, ...)."""
+        view = copy.copy(self)
+        view.ops = ops
+        return view
 
     __call__ = forward
 

@@ -1,22 +1,21 @@
 """A KV-cached forward of one sequence, for generation: the family's own layers, with an attention that reads and
 extends a cache of keys and values instead of attending over a packed tree.
 
-`decode(model, tokens, cache)` runs the stack on a shallow copy of the model whose `ops` are `CachedOps`: every
-op is the plain PyTorch reference (`spinfc.backend.reference`, so it runs on any device and never a kernel
-compiled for the engine's fixed launch shapes) except `tree_attention`, which attends the new rows to the cached
-rows of the layer in progress and appends theirs. A stack calls `tree_attention` exactly once per layer; `decode`
-sets `cache.layer` before each layer so the attention knows which layer's keys to use. Weights are shared with the
-model (the copy is shallow), so a cache costs only its keys and values: 2 x layers x length x kv_heads x head_dim.
+`decode(model, tokens, cache)` runs the stack on the plain PyTorch reference ops (`Model.with_ops`: it runs on any
+device and never a kernel compiled for the engine's fixed launch shapes), with a forward context whose attention
+(`CachedReads`) attends the new rows to the cached rows of their layer and appends theirs, and whose recurrent
+layers continue the cache's states (`state_flow.CacheFlow`). Weights are shared with the model, so a cache costs
+only its keys and values: 2 x layers x length x kv_heads x head_dim (and a recurrent layer's states).
 """
 
 from __future__ import annotations
-
-import copy
 
 import torch
 
 from spinfc.backend import reference
 from spinfc.backend.launch import Launch
+from spinfc.backend.forward_context import ForwardContext
+from spinfc.runtime.models.state_flow import CacheFlow, StateCache
 
 
 class KVCache:
@@ -26,8 +25,7 @@ class KVCache:
         self.keys: list[torch.Tensor | None] = [None] * layers  # per layer: [S, Hk, Dh]
         self.values: list[torch.Tensor | None] = [None] * layers  # per layer: [S, Hk, Dh]
         self.positions = torch.empty(0, dtype=torch.int64, device=device)  # [S]
-        self.layer = 0  # the layer in progress, set by `decode`
-        self.recurrent = None  # a recurrent stack's states (`state_flow.StateCache`), made by its first decode
+        self.recurrent = StateCache(layers)  # a recurrent layer's states (a stack without one leaves them None)
 
     @property
     def length(self) -> int:
@@ -35,30 +33,19 @@ class KVCache:
         return int(self.positions.shape[0])
 
 
-class CachedOps:
-    """The reference ops, with a `tree_attention` over `cache` (the launch's ends and spans are not read)."""
+class CachedReads:
+    """Attention over `cache` (the launch's ends and spans are not read)."""
 
-    def __init__(self, cache: KVCache, ops=reference):
-        self._cache, self._ops = cache, ops
+    def __init__(self, cache: KVCache):
+        self._cache = cache
 
-    def __getattr__(self, name: str):
-        return getattr(self._ops, name)
-
-    def state_flow(self, model, launch):
-        """A recurrent layer's states continue the cache's (Qwen3.5's Gated DeltaNet: `state_flow.CacheFlow`)."""
-        from spinfc.runtime.models.state_flow import CacheFlow, StateCache
-
-        if self._cache.recurrent is None:
-            self._cache.recurrent = StateCache(model.config.layers)
-        return CacheFlow(model.config, self._cache.recurrent)
-
-    def tree_attention(self, q, k, v, ends, positions, spans, *, scale: float, window: int | None,
-                       quant=None) -> torch.Tensor:
+    def attend(self, context, model, layer: int, q, k, v, *, scale: float, window: int | None, firsts=None,
+               quant=None) -> torch.Tensor:
         """q: [T, H, D], k, v: [T, Hk, D] for the new rows at `positions` [T] -> [T, H, D] in q.dtype. A new row
         sees every cached row and the new rows up to itself; with a window, only rows fewer than `window`
         positions back (the rule of `reference.tree_attention`). Softmax in float32. Appends k, v to the cache.
         With `quant`, the output is quantized for the output projection (as `ops.tree_attention`)."""
-        cache, layer = self._cache, self._cache.layer
+        cache, positions = self._cache, context.launch.positions
         if cache.keys[layer] is not None:
             k = torch.cat((cache.keys[layer], k))  # [S + T, Hk, D]
             v = torch.cat((cache.values[layer], v))
@@ -84,18 +71,17 @@ class CachedOps:
 def decode(model, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
     """tokens: [T] int64, the next tokens of the sequence `cache` holds (all of a prompt, then one at a time) ->
     [V] float32 logits of the token after the last of them. Appends the tokens' keys and values to `cache`."""
-    view = copy.copy(model)
-    view.ops = CachedOps(cache)
+    view = model.with_ops(reference)
     tokens = tokens.to(model.device)
     T = int(tokens.shape[0])
     positions = torch.arange(cache.length, cache.length + T, dtype=torch.int64, device=model.device)  # [T]
     empty = torch.empty(0, dtype=torch.int64, device=model.device)
     launch = Launch(tokens=tokens, positions=positions, ends=empty.int(), spans=(), rows=empty, read_row=empty,
                     read_token=empty)
-    x, residual = view.embed(tokens), None  # [T, D]
+    context = ForwardContext(launch, reads=CachedReads(cache), flow=CacheFlow(model.config, cache.recurrent))
+    x, residual = view.inputs(context), None  # [T, D]
     for index in range(model.config.layers):
-        cache.layer = index
-        x, residual = view.layer(index, x, residual, launch)
+        x, residual = view.layer(index, x, residual, context)
     cache.positions = torch.cat((cache.positions, positions))
     # [1, D] (reference ops), in the head's dtype as `Model.hidden` writes it
     final, _ = view.add_norm(None if x is None else x[-1:], residual[-1:], model.final_norm, model.precision.head)

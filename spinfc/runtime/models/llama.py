@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from spinfc.backend.launch import Launch
 from spinfc.runtime.models.families import FamilySpec
 from spinfc.runtime.models.base import COMMON_LAYER_WEIGHTS, Model
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.runtime.weights.config import ModelConfig, require, rope_theta, shared_fields
 from spinfc.runtime.weights.gguf_file import GgufReading, unpermute
 
@@ -32,15 +32,14 @@ class LlamaModel(Model):
     LAYER_WEIGHTS = {**COMMON_LAYER_WEIGHTS, "post_attn_norm": "post_attention_layernorm.weight"}
     QK_NORM = False
 
-    def layer(self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None):
+    def layer(self, index: int, x, residual, context: ForwardContext, keep: torch.Tensor | None = None):
         """h = x + residual; h += attn(norm(h)); h += mlp(norm(h)), handed on as (mlp output, residual) (or as
         (None, h) when the adds run inside the matmuls, `project`); with `keep`, only those rows after the
         attention."""
         w = self.layers[index]
         h, residual = self.add_norm(x, residual, w["input_norm"], into=w.get("qkv"))
-        heads = self.attention_heads(w, h, launch, theta=self.config.rope_theta,
-                                     window=self.config.window(index), qk_norm=self.QK_NORM,
-                                     keep=keep)
+        heads = self.attention_heads(index, w, h, context, theta=self.config.rope_theta,
+                                     window=self.config.window(index), qk_norm=self.QK_NORM, keep=keep)
         if keep is not None:
             residual = residual[keep]  # [R, D]
         x, residual = self.project(heads, w["o"], residual)

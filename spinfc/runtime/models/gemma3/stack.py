@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from spinfc.backend.launch import Launch
 from spinfc.runtime.models.base import COMMON_LAYER_WEIGHTS, Model
+from spinfc.backend.forward_context import ForwardContext
 
 
 class Gemma3Model(Model):
@@ -29,14 +29,14 @@ class Gemma3Model(Model):
         scale = torch.tensor(self.config.hidden**0.5, dtype=self.dtype).item()
         return super().embed(tokens) * scale  # [T, D]
 
-    def layer(self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None):
+    def layer(self, index: int, x, residual, context: ForwardContext, keep: torch.Tensor | None = None):
         """h = x + residual; h += post_norm(attn(norm(h))); h += post_ff_norm(mlp(pre_ff_norm(h))); with `keep`,
         only those rows after the attention."""
         c, w = self.config, self.layers[index]
         sliding = c.is_sliding(index)
         h, residual = self.add_norm(x, residual, w["input_norm"], into=w.get("qkv"))
         attn = self.attention(
-            w, h, launch,
+            index, w, h, context,
             theta=c.rope_local_theta if sliding else c.rope_theta,
             window=c.sliding_window if sliding else None,
             qk_norm=True,

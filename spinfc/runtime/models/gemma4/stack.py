@@ -6,13 +6,13 @@ per-layer output scale, logit soft-capping, double-wide MLPs, and an MoE block b
 scaled. The LM head is the embedding matrix.
 
 A KV-shared layer attends to its source layer's keys and values of the same forward (after that layer's norms and
-rope): it hands exactly those tensors to `ops.tree_attention`, so every wrapper that records or caches a layer's
-K/V (the extraction pool, the decode caches) holds, for a shared layer, the rows its source computed, and a
-decode step reads the same rows the scoring pass did.
+rope): it hands exactly those tensors to its attention, so whatever records or caches a layer's K/V (the
+extraction pool, the decode caches) holds, for a shared layer, the rows its source computed, and a decode step
+reads the same rows the scoring pass did.
 
-What one forward carries from layer to layer (each layer's PLE input, the sources' K/V) is a `_Forward` made by
-`embed`, which every path (forward, hidden, decode, the extraction step) calls first; the engine serialises
-forwards of a stack, and the decode paths run on shallow copies, which make their own.
+What one forward carries from layer to layer (each layer's PLE input, the sources' K/V) lives in its
+`ForwardContext` (`per_layer`, `shared_kv`), filled by `inputs`, which every path (forward, hidden, decode, the
+extraction step) runs first.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import torch
 from spinfc.backend import reference
 from spinfc.backend.launch import Launch
 from spinfc.runtime.models.base import Model
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.runtime.models.gemma4 import blocks
 from spinfc.runtime.models.gemma4.config import text_weights
 
@@ -36,15 +37,6 @@ _NORMS = {
 _MLP = {"gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight", "down": "mlp.down_proj.weight"}
 
 
-class _Forward:
-    """What one forward hands from layer to layer: each layer's PLE input [T, L, P] (None without PLE) and the K/V
-    of the layers others read ({layer: (k, v)}, [T, Hk, D] each)."""
-
-    def __init__(self, per_layer: torch.Tensor | None):
-        self.per_layer = per_layer
-        self.kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-
-
 class Gemma4Model(Model):
     family = "gemma4"
     PROJECTS_INTO_RESIDUAL = False  # o and down are normed before they are added
@@ -52,7 +44,6 @@ class Gemma4Model(Model):
     def __init__(self, config, state_dict, **options):
         super().__init__(config, text_weights(state_dict), **options)
         self._units: dict[tuple[int, torch.dtype], torch.Tensor] = {}
-        self._state: _Forward | None = None
 
     # ---- weights ------------------------------------------------------------------------------------------------
 
@@ -105,40 +96,41 @@ class Gemma4Model(Model):
     # ---- the forward --------------------------------------------------------------------------------------------
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The scaled embeddings [T, D]; starts the forward's `_Forward` (with the PLE inputs)."""
+        """The scaled embeddings [T, D]."""
         scale = torch.tensor(self.config.hidden**0.5, dtype=self.embed_weight.dtype).item()
-        x = super().embed(tokens) * scale  # [T, D]
-        self._state = _Forward(blocks.per_layer_inputs(self, tokens, x) if self.ple else None)
-        return x
+        return super().embed(tokens) * scale  # [T, D]
 
-    def place_media(self, x: torch.Tensor, media, tokens: torch.Tensor) -> torch.Tensor:
-        """The towers' embeddings placed; the PLE inputs made again as transformers makes them for media rows
-        (their token read as the pad token, their projection from the placed embeddings)."""
-        x = super().place_media(x, media, tokens)
+    def inputs(self, context: ForwardContext) -> torch.Tensor:
+        """The embedded rows, media placed, and the PLE inputs of every layer (`context.per_layer`), made as
+        transformers makes them: a media row's token read as the pad token, its projection from the placed
+        embedding."""
+        x = super().inputs(context)
         if self.ple:
-            pad = self.towers.pad_token_id
-            ids = (tokens.masked_fill(media.mask, pad) if media.placed is not None else
-                   tokens.index_fill(0, media.rows, pad))
-            self._state = _Forward(blocks.per_layer_inputs(self, ids, x))
+            media, tokens = context.launch.media, context.launch.tokens
+            if media is not None:
+                pad = self.towers.pad_token_id
+                tokens = (tokens.masked_fill(media.mask, pad) if media.placed is not None else
+                          tokens.index_fill(0, media.rows, pad))
+            context.per_layer = blocks.per_layer_inputs(self, tokens, x)
         return x
 
     def head_logits(self, final: torch.Tensor) -> torch.Tensor:
         return reference.soft_cap(super().head_logits(final), self.config.gemma4.logit_softcap)
 
     @torch.inference_mode()
-    def forward(self, launch: Launch) -> torch.Tensor:
-        return self.ops.answer_logprobs(self.hidden(launch), self.lm_head, launch.read_row, launch.read_token,
-                                        softcap=self.config.gemma4.logit_softcap)
+    def forward(self, launch: Launch, context: ForwardContext | None = None) -> torch.Tensor:
+        return self.ops.answer_logprobs(self.hidden(launch, context), self.lm_head, launch.read_row,
+                                        launch.read_token, softcap=self.config.gemma4.logit_softcap)
 
     __call__ = forward
 
-    def layer(self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None):
+    def layer(self, index: int, x, residual, context: ForwardContext, keep: torch.Tensor | None = None):
         """h = x + residual; h += post_norm(attn(norm(h))); h += post_ff_norm(mlp(pre_ff_norm(h)) [+ MoE]);
         h += PLE(h); h *= layer_scalar, handed on as (None, h); with `keep`, only those rows after the attention."""
-        c, w, state = self.config, self.layers[index], self._state
+        c, w = self.config, self.layers[index]
         h, residual = self.add_norm(x, residual, w["input_norm"], into=w.get("qkv"))
-        attn = self.linear(self.attention_heads_of(index, h, launch, keep), w["o"], self.answer_dtype(keep))
-        per_layer = state.per_layer[:, index] if state.per_layer is not None else None  # [T, P]
+        attn = self.linear(self.attention_heads_of(index, h, context, keep), w["o"], self.answer_dtype(keep))
+        per_layer = context.per_layer[:, index] if context.per_layer is not None else None  # [T, P]
         if keep is not None:
             residual = residual[keep]  # [R, D]
             per_layer = per_layer[keep] if per_layer is not None else None
@@ -153,9 +145,9 @@ class Gemma4Model(Model):
             hidden = hidden + blocks.per_layer_block(self, w, hidden, per_layer)
         return None, hidden * w["scalar"].to(hidden.dtype)
 
-    def attention_heads_of(self, index: int, h: torch.Tensor, launch: Launch, keep) -> torch.Tensor:
+    def attention_heads_of(self, index: int, h: torch.Tensor, context: ForwardContext, keep) -> torch.Tensor:
         """h: [T, D] normed -> the heads' attention output [T or R, H * Dh] of layer `index` (before o_proj)."""
-        c, g, w, T = self.config, self.config.gemma4, self.layers[index], h.shape[0]
+        c, g, w, T, launch = self.config, self.config.gemma4, self.layers[index], h.shape[0], context.launch
         H, (Hk, Dh) = c.heads, c.kv_shape(index)
         sliding = c.is_sliding(index)
         theta = c.rope_local_theta if sliding else c.rope_theta
@@ -175,14 +167,14 @@ class Gemma4Model(Model):
             k = self.norm(k_raw, w["k_norm"]).view(T, Hk, Dh)
             k = self.ops.apply_rope(k, launch.positions, theta, rotated)
             if index in g.kv_source[index + 1:]:
-                self._state.kv[index] = (k, v)
+                context.shared_kv[index] = (k, v)
         else:
-            k, v = self._state.kv[source]
+            k, v = context.shared_kv[source]
         # image blocks attend both ways on sliding layers only (transformers' create_masks_for_vision_model: full
         # layers stay causal)
-        firsts = {"firsts": launch.firsts} if launch.firsts is not None and sliding else {}
-        out = self.ops.tree_attention(q, k, v, launch.ends, launch.positions, launch.spans,
-                                      scale=c.attention_scale, window=c.sliding_window if sliding else None, **firsts)
+        out = context.attention(self, index, q, k, v, scale=c.attention_scale,
+                                window=c.sliding_window if sliding else None,
+                                firsts=launch.firsts if sliding else None)
         if keep is not None:
             out = out[keep]  # [R, H, Dh]
         return out.reshape(out.shape[0], H * Dh)

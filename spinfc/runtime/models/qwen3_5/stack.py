@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from spinfc.backend.launch import Launch
 from spinfc.runtime.models import experts
 from spinfc.runtime.models.base import Model, fuse_into
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.runtime.models.qwen3_5.config import text_weights
 from spinfc.runtime.models.state_flow import TreeFlow
 
@@ -53,16 +54,10 @@ class Qwen3_5Model(Model):
 
     def __init__(self, config, state_dict, **options):
         super().__init__(config, text_weights(state_dict), **options)
-        self._flow: tuple[Launch, TreeFlow] | None = None
 
     def layer_weight_names(self, index: int) -> dict[str, str]:
         names = LINEAR_WEIGHTS if self.config.linear.layers[index] else FULL_WEIGHTS
         return {**names, **_MOE} if self.config.experts is not None else names
-
-    @property
-    def attention_layers(self) -> int:
-        """Layers with keys and values (the full-attention ones)."""
-        return sum(not linear for linear in self.config.linear.layers)
 
     def _check_shapes(self) -> None:
         c, lin = self.config, self.config.linear
@@ -96,25 +91,22 @@ class Qwen3_5Model(Model):
 
     # ---- the forward --------------------------------------------------------------------------------------------
 
-    def state_flow(self, launch: Launch):
-        """The flow of recurrent states through this forward: the ops' own (a decode's, a recording's), or the
-        pass's question tree (made once per launch)."""
-        made = getattr(self.ops, "state_flow", None)
-        if made is not None:
-            return made(self, launch)
-        if self._flow is None or self._flow[0] is not launch:
-            self._flow = (launch, TreeFlow(self.config, launch))
-        return self._flow[1]
+    def state_flow(self, context: ForwardContext):
+        """The flow of recurrent states through this forward: the context's own (a decode's), or the launch's
+        question tree (made on first use, keeping the states the context asks for)."""
+        if context.flow is None:
+            context.flow = TreeFlow(self.config, context.launch, context.state_rows, context.states)
+        return context.flow
 
-    def layer(self, index: int, x, residual, launch: Launch, keep: torch.Tensor | None = None):
+    def layer(self, index: int, x, residual, context: ForwardContext, keep: torch.Tensor | None = None):
         """h = x + residual; h += mix(norm(h)) (Gated DeltaNet or gated attention); h += mlp(norm(h)); with
         `keep`, only those rows after the token mixing."""
         w = self.layers[index]
         h, residual = self.add_norm(x, residual, w["input_norm"])
         if self.config.linear.layers[index]:
-            mixed = self.delta_net(index, w, h, launch, keep)
+            mixed = self.delta_net(index, w, h, context, keep)
         else:
-            mixed = self.gated_attention(w, h, launch, keep)
+            mixed = self.gated_attention(index, w, h, context, keep)
         if keep is not None:
             residual = residual[keep]  # [R, D]
         x, residual = self.project(mixed, w["o"], residual)
@@ -135,7 +127,7 @@ class Qwen3_5Model(Model):
         routed = experts.weighted_sum(self, w["experts_gate_up"], w["experts_down"], h, weights, index, "silu")
         return (routed + shared).to(dtype)
 
-    def gated_attention(self, w: dict, h: torch.Tensor, launch: Launch, keep) -> torch.Tensor:
+    def gated_attention(self, index: int, w: dict, h: torch.Tensor, context: ForwardContext, keep) -> torch.Tensor:
         """h: [T, D] normed -> the heads' output times sigmoid(gate): [T or R, H * Dh] (before o_proj)."""
         c, T = self.config, h.shape[0]
         H, Hk, Dh = c.heads, c.kv_heads, c.head_dim
@@ -144,9 +136,8 @@ class Qwen3_5Model(Model):
         q = self.norm(q.reshape(T * H, Dh), w["q_norm"]).view(T, H, Dh)
         k = self.norm(self.linear(h, w["k"]).view(T * Hk, Dh), w["k_norm"]).view(T, Hk, Dh)
         v = self.linear(h, w["v"]).view(T, Hk, Dh)
-        q, k = self.partial_rope(q, launch), self.partial_rope(k, launch)
-        out = self.ops.tree_attention(q, k, v, launch.ends, launch.positions, launch.spans, scale=Dh**-0.5,
-                                      window=None)  # [T, H, Dh]
+        q, k = self.partial_rope(q, context.launch), self.partial_rope(k, context.launch)
+        out = context.attention(self, index, q, k, v, scale=Dh**-0.5, window=None)  # [T, H, Dh]
         if keep is not None:
             out, gate = out[keep], gate[keep]
         n = out.shape[0]
@@ -166,7 +157,7 @@ class Qwen3_5Model(Model):
             turned = self.ops.apply_rope(part, launch.positions, c.rope_theta)
         return torch.cat((turned, x[..., rd:]), dim=-1)
 
-    def delta_net(self, index: int, w: dict, h: torch.Tensor, launch: Launch, keep) -> torch.Tensor:
+    def delta_net(self, index: int, w: dict, h: torch.Tensor, context: ForwardContext, keep) -> torch.Tensor:
         """h: [T, D] normed -> the Gated DeltaNet's gated-normed output [T or R, Hv * Dv] (before out_proj)."""
         lin, T = self.config.linear, h.shape[0]
         Hk, Hv, Dk, Dv = lin.key_heads, lin.value_heads, lin.key_dim, lin.value_dim
@@ -175,7 +166,7 @@ class Qwen3_5Model(Model):
             qkv, z, b, a = projected.split((lin.conv_channels, Hv * Dv, Hv, Hv), dim=-1)
         else:
             qkv, z, b, a = (self.linear(h, w[name]) for name in ("in_qkv", "z", "b", "a"))
-        flow = self.state_flow(launch)
+        flow = self.state_flow(context)
         mixed = flow.conv(index, qkv, w["conv"])  # [T, C]
         q, k, v = mixed.split((Hk * Dk, Hk * Dk, Hv * Dv), dim=-1)
         beta = torch.sigmoid(b.float())  # [T, Hv]
