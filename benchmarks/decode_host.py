@@ -24,7 +24,7 @@ from spinfc.registry import load_tokenizer
 from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.extract import decode
 from spinfc.runtime.extract.beams import Part, Search
-from spinfc.runtime.extract.grammars import grammars_for, slot_regex
+from spinfc.runtime.extract.grammars import Grammars, slot_regex
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     tokenizer = load_tokenizer(args.tokenizer)
     vocab = len(tokenizer)
-    grammars = grammars_for(tokenizer, vocab, end_tokens(tokenizer))
+    grammars = Grammars(tokenizer, vocab, end_tokens(tokenizer))
     ending = ('"', *grammars.ending_tokens(tokenizer, '"'))
     walkers = [Search(grammars, slot_regex("text", '"'), args.width, args.steps + 1, ending, terminated=True)
                for _ in range(args.walkers)]

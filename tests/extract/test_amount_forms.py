@@ -14,9 +14,8 @@ import asyncio
 
 import pytest
 
-from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.extract.amounts import parse_amount
-from spinfc.runtime.extract.grammars import grammars_for, slot_regex
+from spinfc.runtime.extract.grammars import Vocabulary, slot_regex
 
 QUESTION = "\n\nQ: How much money?\nA: <$>"
 # content, the form the top answer must have (value, currency)
@@ -44,6 +43,11 @@ def model(request, packaged_model):
     return packaged_model(request.param)
 
 
+@pytest.fixture(scope="module")
+def grammars(model):
+    return Vocabulary.of(model).grammars
+
+
 def test_the_spaces_before_the_slot_begin_every_answer(model) -> None:
     """The prompt ends at `A:` (no lone space token), and the space is the slot's lead."""
     from spinfc.runtime.engine import Engine
@@ -56,11 +60,10 @@ def test_the_spaces_before_the_slot_begin_every_answer(model) -> None:
 
 
 @pytest.mark.parametrize("form", [f for _, f, _ in FORMS] + ["$1,250.00", "1.250,00 €", "30 dollars", "C$12"])
-def test_every_form_is_the_model_own_tokens_under_the_grammar(model, form) -> None:
+def test_every_form_is_the_model_own_tokens_under_the_grammar(model, grammars, form) -> None:
     """Each form, tokenized as the model writes it after `A:` (with its space), is accepted token by token by the
     slot's grammar, ends there, and reads as its value and currency."""
     tokenizer = model.tokenizer
-    grammars = grammars_for(tokenizer, model.config.vocab, end_tokens(tokenizer))
     matcher = grammars.matcher(slot_regex("amount", "", " "))
     tokens = tokenizer(" " + form + "\n", add_special_tokens=False).input_ids
     assert all(matcher.accept_token(t) for t in tokens), (form, tokenizer.convert_ids_to_tokens(tokens))

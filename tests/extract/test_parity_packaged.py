@@ -11,11 +11,9 @@ import pytest
 import torch
 
 from spinfc.ir.nodes import GenerateSlot, NumberSlot, TextSlot
-from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.engine import Engine
-from spinfc.runtime.extract import _TOKENIZERS
 from spinfc.runtime.extract.answers import Generated, Searched
-from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
+from spinfc.runtime.extract.grammars import Vocabulary, slot_regex, terminator
 from spinfc.shapes import Shapes
 
 pytestmark = pytest.mark.slow
@@ -130,9 +128,8 @@ def test_first_answer_is_transformers_beam_search(pair, scored):
     from transformers import LogitsProcessorList
 
     ours, theirs = pair
-    tokenizer = _TOKENIZERS.get(ours)
-    stops = end_tokens(tokenizer)
-    grammars = grammars_for(tokenizer, ours.config.vocab, stops)
+    vocabulary = Vocabulary.of(ours)
+    tokenizer, grammars = vocabulary.tokenizer, vocabulary.grammars
     compared = 0
     for content, _, question, entry in _entries(scored):
         if not isinstance(question.slot, (TextSlot, NumberSlot)):

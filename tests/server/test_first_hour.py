@@ -10,7 +10,6 @@ import pytest
 from litestar.testing import TestClient
 
 from spinfc.config import EngineSettings, Settings
-from spinfc.runtime.extract import grammars
 from spinfc.server.app import create_app
 
 from packaged import load_shared
@@ -33,9 +32,8 @@ class Recorded(logging.Handler):
 
 @pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
 def started(request):
-    """A ready app on each packaged model, and what spinfc logged while it started (as a fresh process: the
-    grammars' tables an earlier test built for this tokenizer are dropped, so the start builds them again)."""
-    grammars._BY_TOKENIZER.clear()
+    """A ready app on each packaged model, and what spinfc logged while it started (each engine builds its own
+    grammars' tables, as a fresh process does)."""
     settings = Settings(engine=EngineSettings(model=request.param, device="cpu", warmup="short"))
     recorded, logger = Recorded(), logging.getLogger("spinfc")
     logger.addHandler(recorded)

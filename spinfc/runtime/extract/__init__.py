@@ -17,28 +17,24 @@ withdrawn) has its walkers dropped at the next step.
 
 from __future__ import annotations
 
-import copy
-import threading
 from collections.abc import Callable, Sequence
 
 import attrs
 import torch
 
 from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, AmountSlot, GenerateSlot, PromptRow, Question
-from spinfc.runtime.admit.chat_format import end_tokens
 from spinfc.runtime.extract.answers import (Generated, Searched, answer_text, generated_text, grounded, make_answer,
                                             merged, most_likely)
 from spinfc.runtime.extract.budget import decode_tokens
 from spinfc.runtime.extract.beams import Forced, Found, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, decode_threads, walking
 from spinfc.runtime.extract.fixed import pool_storage
-from spinfc.runtime.extract.grammars import grammars_for, slot_regex, terminator
+from spinfc.runtime.extract.grammars import Vocabulary, slot_regex, terminator
 from spinfc.runtime.extract.kv import (
     KeyPool,
     PromptContext,
     forward_keeping_kv,
     gather_context,
-    stack_of,
     states_at,
     visible_rows,
 )
@@ -82,27 +78,12 @@ class PassItem:
     content_text: str = ""  # the content as written: a <$> slot's written amounts are read from it (written.py)
 
 
-class _Tokenizers:
-    """The engine thread's own copy of a model's tokenizer (a tokenizer is not shared across threads)."""
-
-    def __init__(self):
-        self._copies: dict[str, object] = {}
-        self._lock = threading.Lock()
-
-    def get(self, stack):
-        with self._lock:
-            if stack.name not in self._copies:
-                self._copies[stack.name] = copy.deepcopy(stack.tokenizer)
-            return self._copies[stack.name]
-
-
-_TOKENIZERS = _Tokenizers()
-
-
-def extract_pass(model, kv: PassKV, items: Sequence[PassItem]) -> tuple[list[dict[int, object]], WalkStats]:
+def extract_pass(model, kv: PassKV, items: Sequence[PassItem], vocabulary: Vocabulary | None = None
+                 ) -> tuple[list[dict[int, object]], WalkStats]:
     """Per item, question index -> its entry (PromptContext on a floor, Searched or Generated on a content), and
-    what the decode cost. Raises ValueError when a content's floor lacks a context (it must run first)."""
-    steps = extracting(model, kv, items)
+    what the decode cost (`vocabulary`: the model's, built here where not given). Raises ValueError when a
+    content's floor lacks a context (it must run first)."""
+    steps = extracting(model, vocabulary or Vocabulary.of(model), kv, items)
     with decode_threads(kv.positions.device.type == "cpu"):
         while True:
             try:
@@ -119,15 +100,13 @@ def floor_contexts(kv: PassKV, item: PassItem) -> dict[int, PromptContext]:
             for prompt in item.prompt_rows if is_extraction(item.questions[prompt.question])}
 
 
-def extracting(model, kv: PassKV, items: Sequence[PassItem], memory=None, lane: int = 0):
-    """`extract_pass` as a generator: yields after each decode launch (or `decode.WAITING`, for a turn in which
+def extracting(model, vocabulary: Vocabulary, kv: PassKV, items: Sequence[PassItem], memory=None, lane: int = 0):
+    """`extract_pass` as a generator, reading `vocabulary` (the engine's: `grammars.Vocabulary`): yields after
+    each decode launch (or `decode.WAITING`, for a turn in which
     `memory`, a `budget.DecodeMemory` shared with other decodes, had no room for its next group), returns its
     result (StopIteration's value); on CUDA its pool lives in `lane`'s buffers (fixed.py: a decode taking turns
     with others has a lane of its own). Run it inside `decode.decode_threads`."""
-    stack, _ = stack_of(model)
-    tokenizer = _TOKENIZERS.get(stack)
-    stops = end_tokens(tokenizer)
-    grammars = grammars_for(tokenizer, stack.config.vocab, stops)
+    tokenizer, stops, grammars = vocabulary.tokenizer, vocabulary.stops, vocabulary.grammars
     out: list[dict[int, object]] = [{} for _ in items]
     pool = KeyPool(kv.keys, kv.values, kv.positions,
                    pool_storage(model, int(kv.positions.shape[0]), kv.keys[0], lane))

@@ -16,15 +16,19 @@ changes a log-probability, it only removes tokens: an answer's logprob is the mo
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
 from collections import OrderedDict
 
+import attrs
 import torch
 import xgrammar
 
 from spinfc.ir.decode_plan import slot_regex, terminator  # noqa: F401 (re-exported)
+from spinfc.runtime.admit.chat_format import end_tokens
+from spinfc.runtime.extract.kv import stack_of
 
 
 class Grammars:
@@ -124,25 +128,28 @@ def _used(kept: OrderedDict, key):
         kept.popitem(last=False)
     return kept[key]
 
-TOKENIZERS_REMEMBERED = 4  # tokenizers whose tables are kept (a router's models; least recently used go)
-# id(tokenizer) -> (the tokenizer, its Grammars): the entry holds the tokenizer, so its id is not reused by another
-_BY_TOKENIZER: OrderedDict[int, tuple[object, Grammars]] = OrderedDict()
+@attrs.frozen
+class Vocabulary:
+    """What one engine's extraction decodes read of its model's tokenizer, built once by the engine that owns it
+    (its scheduler, on the first extraction): its own copy of the tokenizer (a tokenizer is not shared across
+    threads), the stop tokens that end a turn, and the grammars' table of the vocabulary (about a second to build
+    on Gemma 3)."""
 
+    tokenizer: object
+    stops: frozenset[int]
+    grammars: Grammars
 
-def grammars_for(tokenizer, vocab: int, stop_tokens: frozenset[int]) -> Grammars:
-    """One `Grammars` per tokenizer object (building the vocabulary's table takes about a second on Gemma 3), for
-    the TOKENIZERS_REMEMBERED tokenizers used last."""
-    key = id(tokenizer)
-    entry = _BY_TOKENIZER.get(key)
-    if entry is None or entry[0] is not tokenizer:
+    @classmethod
+    def of(cls, model) -> "Vocabulary":
+        """`model`'s (a stack with a tokenizer, `Model.tokenizer`, or an engine's wrapper of one)."""
+        stack, _ = stack_of(model)
         started = time.perf_counter()
-        entry = _BY_TOKENIZER[key] = (tokenizer, Grammars(tokenizer, vocab, stop_tokens))
-        log.info("built the extraction grammars' table of a %d-token vocabulary in %.1f s (once a server)", vocab,
-                 time.perf_counter() - started)
-    _BY_TOKENIZER.move_to_end(key)
-    while len(_BY_TOKENIZER) > TOKENIZERS_REMEMBERED:
-        _BY_TOKENIZER.popitem(last=False)
-    return entry[1]
+        tokenizer = copy.deepcopy(stack.tokenizer)
+        stops = end_tokens(tokenizer)
+        grammars = Grammars(tokenizer, stack.config.vocab, stops)
+        log.info("built the extraction grammars' table of a %d-token vocabulary in %.1f s (once an engine)",
+                 stack.config.vocab, time.perf_counter() - started)
+        return cls(tokenizer, stops, grammars)
 
 
 def parse_number(text: str) -> int | float:

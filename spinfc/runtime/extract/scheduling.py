@@ -87,8 +87,9 @@ class Decoding:
     a unit whose request is withdrawn dropped at the next step. Once `done`, `results()` is each unit's scores with its entries (`extract.with_entries`),
     or every unit's None with `error` set when the decode raised."""
 
-    def __init__(self, model, units: list, scores: list, starts: list[int], kept, stats, memory=None, lane: int = 0):
-        """`units` of a pass (contents, whose floors are delivered) and their `scores`, where each starts in it
+    def __init__(self, model, vocabulary, units: list, scores: list, starts: list[int], kept, stats, memory=None,
+                 lane: int = 0):
+        """`vocabulary`: the engine's (`grammars.Vocabulary`); `units` of a pass (contents, whose floors are delivered) and their `scores`, where each starts in it
         (`starts`), the pass's K/V (`kept`); `memory` the budget.DecodeMemory its beams share with the other decodes in flight; `lane` the fixed
         buffers it decodes in on CUDA (one no other decode in flight holds: `free_lane`)."""
         self.units, self.scores, self.stats, self.lane = units, scores, stats, lane
@@ -101,7 +102,7 @@ class Decoding:
                 content_text=job.compiled.program.contents[content].text,
             ))
         self._on_cpu = kept.positions.device.type == "cpu"
-        self._steps = extract.extracting(model, kept, items, memory, lane)
+        self._steps = extract.extracting(model, vocabulary, kept, items, memory, lane)
         self.done, self.error, self._entries, self._seconds = False, None, None, 0.0
 
     def wanted(self) -> bool:

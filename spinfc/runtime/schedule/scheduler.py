@@ -29,6 +29,7 @@ import attrs
 import numpy as np
 
 from spinfc.runtime.extract.budget import DecodeMemory
+from spinfc.runtime.extract.grammars import Vocabulary
 from spinfc.runtime.extract.scheduling import (Decoding, extraction_prompt_rows, extracts, floor_scores, floors_first,
                                               free_lane)
 from spinfc.runtime.launch.generate import Cancelled
@@ -73,6 +74,7 @@ class Scheduler(Queues):
         super().__init__(stats, floor_cache_size)
         self.decodings: collections.deque[Decoding] = collections.deque()  # taking turns, the next in turn first
         self.decode_memory = DecodeMemory()  # what their beams hold together
+        self.vocabulary: Vocabulary | None = None  # the model's tokenizer and grammars, built for the first decode
         self.flights: collections.deque[Flight] = collections.deque()  # launched, not yet collected (two at most)
         self.held: Flight | None = None  # collected, its scores delivered after the next launch
         self.quiet, self.decode_next, self.gathering = True, False, None
@@ -247,9 +249,11 @@ class Scheduler(Queues):
             if unit_scores is not None and k not in decoded:
                 self._deliver(unit, unit_scores)
         if decoded:
-            self.decodings.append(Decoding(self.model, [units[k] for k in decoded], [scores[k] for k in decoded],
-                                           [pending.starts[k] for k in decoded], pending.kept, self.stats,
-                                           self.decode_memory, free_lane(self.decodings)))
+            self.vocabulary = self.vocabulary or Vocabulary.of(self.model)
+            self.decodings.append(Decoding(
+                self.model, self.vocabulary, [units[k] for k in decoded], [scores[k] for k in decoded],
+                [pending.starts[k] for k in decoded], pending.kept, self.stats, self.decode_memory,
+                free_lane(self.decodings)))
             self.decode_next = True  # its first slice before the next pass
 
     def _failed(self, work, error: Exception) -> None:
