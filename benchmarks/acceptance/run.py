@@ -44,6 +44,9 @@ def parse(argv=None) -> argparse.Namespace:
                              "--smoke); give none to skip")
     parser.add_argument("--timed-layers", type=int, default=None, help="layers of each large shape (default 8; 4 with "
                                                                         "--smoke)")
+    parser.add_argument("--timed-parallel", type=int, default=2,
+                        help="large shapes served at once (default 2: each server's content cache takes a quarter of "
+                             "the device memory free at its start, so five at once run an 80 GB card out of memory)")
     parser.add_argument("--tokenizer", type=Path, default=None,
                         help="the large shapes' tokenizer folder (default: SmolLM2's, from its package)")
     args = parser.parse_args(argv)
@@ -77,32 +80,41 @@ def build_timed(args, work: Path) -> dict:
 
 
 def serve_and_time(built: dict, args, work: Path) -> list[dict]:
-    """Every large shape served at once (starting is mostly compiling), then timed one after the other."""
+    """The large shapes served `args.timed_parallel` at a time (starting is mostly compiling), each timed alone on
+    the device once ready, its server stopped before the next is timed."""
     tokenizer = tokenizer_folder(args, work)
-    servers = {name: Server(entry[0], args.device, work / "logs" / f"timed-{name}.log").start()
-               for name, entry in built.items() if not isinstance(entry, str)}
     rows = [{"shape": name, "error": entry} for name, entry in built.items() if isinstance(entry, str)]
+    names = [name for name, entry in built.items() if not isinstance(entry, str)]
     job = dict(contents=2, questions=4, content_tokens=40) if args.smoke else \
         dict(contents=24, questions=56, content_tokens=470)
-    try:
-        for name, server in servers.items():
-            if not server.wait_ready(args.ready_timeout):
-                rows.append({"shape": name, "error": "never ready: " + server.log()[-300:]})
-                continue
-            try:
-                timing = timed.time_job(server.url, tokenizer, **job)
-            except Exception as error:  # noqa: BLE001
-                rows.append({"shape": name, "error": f"{type(error).__name__}: {error}"[:300]})
-                continue
-            row = {"shape": name, "ready_after": server.ready_after,
-                   **timed.with_floor(timing, built[name][1], args.timed_layers)}
-            rows.append(row)
-            say(f"{name}: {row['questions_per_s']:,.0f} questions/s, {row['of_floor']:.2f} of the floor")
-            server.stop()
-    finally:
-        for server in servers.values():
-            server.stop()
+    at_once = max(1, args.timed_parallel)
+    for first in range(0, len(names), at_once):
+        wave = names[first:first + at_once]
+        servers = {name: Server(built[name][0], args.device, work / "logs" / f"timed-{name}.log").start()
+                   for name in wave}
+        try:
+            rows += [time_one(name, server, built[name][1], tokenizer, job, args) for name, server in servers.items()]
+        finally:
+            for server in servers.values():
+                server.stop()
     return rows
+
+
+def time_one(name: str, server, params: int, tokenizer: Path, job: dict, args) -> dict:
+    """One large shape's row: its timing beside its floor, or why it has none; its server stopped after."""
+    try:
+        if not server.wait_ready(args.ready_timeout):
+            return {"shape": name, "error": "never ready: " + server.log()[-300:]}
+        try:
+            timing = timed.time_job(server.url, tokenizer, **job)
+        except Exception as error:  # noqa: BLE001
+            return {"shape": name, "error": f"{type(error).__name__}: {error}"[:300]}
+        row = {"shape": name, "ready_after": server.ready_after,
+               **timed.with_floor(timing, params, args.timed_layers)}
+        say(f"{name}: {row['questions_per_s']:,.0f} questions/s, {row['of_floor']:.2f} of the floor")
+        return row
+    finally:
+        server.stop()
 
 
 def build(name: str, directory: Path, gpu_widths: bool) -> str | None:
