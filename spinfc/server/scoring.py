@@ -16,22 +16,18 @@ from __future__ import annotations
 import attrs
 
 from spinfc.frontend.request_schema import ScoreRequest
-from spinfc.runtime.admit.scoring import score
-from spinfc.runtime.engine import Scored
+from spinfc.runtime.admit.scoring import Answered, score
 from spinfc.server.context import CallContext
 from spinfc.server.debug import plan_summary
 from spinfc.server.per_input import answering
 from spinfc.server.service import Service
-from spinfc.wire.results import QueryResult
-from spinfc.wire.schemas import PackResult
 
 
 @attrs.frozen
 class ScoringOutcome:
-    own: list[list[QueryResult]]  # per input, per own query
-    packs: list[list[PackResult]]  # per input, per named pack
-    scored: Scored
-    questions: int  # (content, question) pairs answered, packs included, the floor not counted
+    """The runtime's answer (`Answered`: results, packs, usage) and what the server adds to it."""
+
+    answered: Answered
     debug: dict | None
     kept: tuple[int, ...] | None = None  # with `inputs`: the indices of the inputs answered (`own` is theirs)
     failed: dict = attrs.field(factory=dict)  # with `inputs`: index -> ApiError of each input set aside
@@ -52,7 +48,4 @@ async def score_request(service: Service, ctx: CallContext, request: ScoreReques
         answered, answered_inputs, failed = await answering(request, attempt)
         kept = tuple(answered_inputs)
     service.metrics.observe_questions(answered.questions)
-    return ScoringOutcome(
-        own=answered.own, packs=answered.packs, scored=answered.scored, questions=answered.questions,
-        debug=plan_summary([answered.scored], engine) if ctx.debug else None, kept=kept, failed=failed,
-    )
+    return ScoringOutcome(answered, plan_summary([answered.scored], engine) if ctx.debug else None, kept, failed)

@@ -15,6 +15,7 @@ from spinfc.config import EngineSettings, Settings
 from spinfc.ir.nodes import Content, Option, OptionSlot, Program, Query, Question, SlotRef, SourceLoc, Template, Text
 from spinfc.runtime.deliver.results import query_results
 from spinfc.server.app import create_app
+from spinfc.runtime.admit.scoring import Answered
 from spinfc.server.scoring import ScoringOutcome
 from spinfc.wire.schemas import PackResult
 
@@ -52,8 +53,9 @@ def client(monkeypatch):
 
     async def score_request(service, ctx, request):
         n = len(request.inputs or [None])
-        return ScoringOutcome(own=own[:n], packs=[[PACK] if request.packs else [] for _ in range(n)],
-                              scored=Scored(), questions=3 * n, debug=None)
+        answered = Answered(own=own[:n], packs=[[PACK] if request.packs else [] for _ in range(n)],
+                            scored=Scored(), questions=3 * n)
+        return ScoringOutcome(answered, debug=None)
 
     monkeypatch.setattr(route, "score_request", score_request)
     monkeypatch.setattr(route.uuid, "uuid4", lambda: type("U", (), {"hex": "0" * 32})())

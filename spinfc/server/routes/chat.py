@@ -112,12 +112,13 @@ async def scored(data: ChatRequest, service, ctx: CallContext) -> ChatCompletion
     """The /v1/score path (server/scoring.py, the runtime's one scoring entry) on the messages as one content."""
     request = ScoreRequest(messages=data.messages, scoring=data.scoring, packs=data.packs or None)
     outcome = await score_request(service, ctx, request)
-    tokens, drawn = outcome.scored.input_tokens, outcome.scored.output_tokens
+    answered = outcome.answered
+    tokens, drawn = answered.scored.input_tokens, answered.scored.output_tokens
     usage = ChatUsage(prompt_tokens=tokens, completion_tokens=drawn, total_tokens=tokens + drawn,
-                      questions=outcome.questions)
-    answer = completion(service, "", "stop", usage, scoring=outcome.own[0])
+                      questions=answered.questions)
+    answer = completion(service, "", "stop", usage, scoring=answered.own[0])
     if data.packs:
-        answer.packs = outcome.packs[0]
+        answer.packs = answered.packs[0]
     if outcome.debug is not None:
         answer.debug = outcome.debug
     return answer

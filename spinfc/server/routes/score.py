@@ -39,23 +39,24 @@ async def score(data: Annotated[ScoreRequest, Body(title="A scoring request", ex
 
 def score_response(outcome: ScoringOutcome, many: bool, packs: bool, model: str, fingerprint: str) -> ScoreResponse:
     """The answer to a request that sent `inputs` (`many`) or `messages`, naming packs or not."""
+    answered = outcome.answered
     response = ScoreResponse(
         id=f"score-{uuid.uuid4().hex}", object="score", created=int(time.time()), model=model,
         system_fingerprint=fingerprint,
-        usage=Usage(input_tokens=outcome.scored.input_tokens, output_tokens=outcome.scored.output_tokens,
-                    questions=outcome.questions),
+        usage=Usage(input_tokens=answered.scored.input_tokens, output_tokens=answered.scored.output_tokens,
+                    questions=answered.questions),
     )
     if not many:
-        response.results = outcome.own[0]
+        response.results = answered.own[0]
         if packs:
-            response.packs = outcome.packs[0]
+            response.packs = answered.packs[0]
     else:
-        answered = {index: k for k, index in enumerate(outcome.kept or range(len(outcome.own)))}
+        kept = {index: k for k, index in enumerate(outcome.kept or range(len(answered.own)))}
         response.inputs = [
-            InputResult(index=i, results=outcome.own[answered[i]],
-                        packs=outcome.packs[answered[i]] if packs else msgspec.UNSET) if i in answered else
+            InputResult(index=i, results=answered.own[kept[i]],
+                        packs=answered.packs[kept[i]] if packs else msgspec.UNSET) if i in kept else
             InputResult(index=i, error=error_body(outcome.failed[i]))
-            for i in range(len(answered) + len(outcome.failed))]
+            for i in range(len(kept) + len(outcome.failed))]
     if outcome.debug is not None:
         response.debug = outcome.debug
     return response
