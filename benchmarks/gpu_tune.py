@@ -31,10 +31,10 @@ from benchmarks.gpu_checks import rel_error
 from benchmarks.harness.stacks import LLAMA3_8B, random_state_dict
 from benchmarks.harness.launches import compile_job, make_program, seed_job
 from spinfc.backend import reference, triton_ops
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.backend.graphs import GraphedModel
 from spinfc.backend.kernels import rms_norm as rms_kernel, tree_attention as attention_kernel
 from spinfc.runtime.models import build_model
-from spinfc.backend.forward_context import ForwardContext
 
 C = LLAMA3_8B
 T = 19200

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from spinfc.backend import reference, triton_ops
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.backend.launch import lower
 from spinfc.ir.nodes import Content, Option, OptionSlot, Program, Question
 from spinfc.runtime.models import build_model
@@ -18,7 +19,6 @@ from spinfc.runtime.models import build_model
 from passes.programs import laid_out
 from spinfc.runtime.models.gemma3 import Gemma3Config
 from spinfc.runtime.weights.config import ModelConfig
-from spinfc.backend.forward_context import ForwardContext
 
 pytestmark = pytest.mark.slow  # kernels through the interpreter on whole models
 

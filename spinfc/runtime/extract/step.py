@@ -20,11 +20,11 @@ from __future__ import annotations
 import torch
 
 from spinfc.backend import reference
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.backend.launch import Launch
 from spinfc.runtime.extract.fixed import (CUDA_LANES, SLOT_TOKENS, launch_rows, own_buffers, padding_inputs,
                                           pool_storage, workspace)
 from spinfc.runtime.extract.kv import KeyPool, is_recurrent, stack_of
-from spinfc.backend.forward_context import ForwardContext
 
 # Capture fixed-shape launches on CUDA (off: the same launches run eagerly over the same static buffers; the GPU
 # check compares the two).

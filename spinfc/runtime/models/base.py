@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 
 from spinfc.backend import split_product
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.backend.launch import Launch
 from spinfc.runtime.load.precision import Precision, role
-from spinfc.backend.forward_context import ForwardContext
 from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.linear import QuantizedInput, QuantizedLinear
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch

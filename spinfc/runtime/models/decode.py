@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 
 from spinfc.backend import reference
-from spinfc.backend.launch import Launch
 from spinfc.backend.forward_context import ForwardContext
+from spinfc.backend.launch import Launch
 from spinfc.runtime.models.state_flow import CacheFlow, StateCache
 
 

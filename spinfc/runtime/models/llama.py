@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.runtime.models.families import FamilySpec
 from spinfc.runtime.models.base import COMMON_LAYER_WEIGHTS, Model
-from spinfc.backend.forward_context import ForwardContext
 from spinfc.runtime.weights.config import ModelConfig, require, rope_theta, shared_fields
 from spinfc.runtime.weights.gguf_file import GgufReading, unpermute
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from spinfc.runtime.models.base import COMMON_LAYER_WEIGHTS, Model
 from spinfc.backend.forward_context import ForwardContext
+from spinfc.runtime.models.base import COMMON_LAYER_WEIGHTS, Model
 
 
 class Gemma3Model(Model):

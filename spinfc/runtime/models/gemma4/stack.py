@@ -20,9 +20,9 @@ from __future__ import annotations
 import torch
 
 from spinfc.backend import reference
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.backend.launch import Launch
 from spinfc.runtime.models.base import Model
-from spinfc.backend.forward_context import ForwardContext
 from spinfc.runtime.models.gemma4 import blocks
 from spinfc.runtime.models.gemma4.config import text_weights
 

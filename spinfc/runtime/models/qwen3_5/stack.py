@@ -22,10 +22,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from spinfc.backend.forward_context import ForwardContext
 from spinfc.backend.launch import Launch
 from spinfc.runtime.models import experts
 from spinfc.runtime.models.base import Model, fuse_into
-from spinfc.backend.forward_context import ForwardContext
 from spinfc.runtime.models.qwen3_5.config import text_weights
 from spinfc.runtime.models.state_flow import TreeFlow
 
