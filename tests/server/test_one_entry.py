@@ -34,10 +34,8 @@ RUN_CALLERS = {"runtime/admit/scoring.py", "runtime/engine.py", "server/service.
 # the checks against a request's limits, by the files that call them: the policy alone
 CHECK_CALLERS = {"runtime/admit/policy.py"}
 # a limit checked by name (`limits.check("max_...")`): the checks themselves (limits.py, prechecks.py) and the
-# policy; generation, not scoring: /v1/completions' prompts (token ids) and chat's generated answer's prompt
-LIMIT_CALLERS = {"runtime/admit/limits.py", "runtime/admit/prechecks.py", "runtime/admit/policy.py",
-                 "server/routes/completions.py",
-                 "server/routes/chat.py"}
+# policy (a generation's prompt too: /v1/completions' and chat's generated answer's)
+LIMIT_CALLERS = {"runtime/admit/limits.py", "runtime/admit/prechecks.py", "runtime/admit/policy.py"}
 FEATURE_CODES = {"extraction_disabled": {"runtime/admit/policy.py"},
                  # /v1/completions refuses generation for a model that cannot generate too, in its own words
                  "generation_disabled": {"runtime/admit/policy.py", "server/routes/completions.py"}}
@@ -83,7 +81,7 @@ def test_the_limit_checks_are_called_from_the_policy_alone() -> None:
                               for node in ast.walk(ast.parse(path.read_text())))}
     assert checked_by_name == LIMIT_CALLERS
     prechecking = {name for name, path in sources().items() if "Prechecks" in called(path)}
-    assert prechecking == {"runtime/admit/policy.py", "server/routes/completions.py"}
+    assert prechecking == {"runtime/admit/policy.py"}
 
 
 def limits_of(node: ast.AST) -> bool:

@@ -13,6 +13,9 @@ the server answers 400 with its code and `param`; nothing here knows HTTP.
 The three run in this order on every scoring request (runtime/admit/scoring.py: `score`, and `plan` for /v1/plan), each
 at the first moment what it counts is known: a hostile body costs microseconds, not a compile.
 
+A prompt the model continues (/v1/completions, chat's generated answer) is checked by the same limits as a content:
+`check_prompt_texts` before it is tokenized, `check_prompt_tokens` after.
+
 A /v1/decisions request (runtime/decisions/rounds.py) is checked by the same limits, counted where its templates
 are the server's: `check_questions` and the prechecks before anything is tokenized, `check_round` on each compiled
 round, `check_processed` over every round together.
@@ -82,6 +85,25 @@ class Policy:
     def check_processed(self, programs: Sequence[Program]) -> None:
         """`max_processed_tokens` over every round of a decision request together."""
         self.limits.check("max_processed_tokens", sum(processed_tokens(program) for program in programs))
+
+    # ---- generation: the prompts a model continues ------------------------------------------------------------
+
+    def check_prompt_texts(self, texts: Sequence[tuple[str, int]], draws: int) -> None:
+        """Before anything is tokenized: each prompt's characters, (param, count), against max_content_tokens (as a
+        content is bounded), all of them against max_processed_tokens (at `prompt`), and the tokens the request
+        asks to draw (prompts x max_tokens) against max_decode_tokens (at `max_tokens`; 0: none drawn)."""
+        for param, chars in texts:
+            self.prechecks.text("max_content_tokens", chars, param)
+        self.prechecks.text("max_processed_tokens", sum(chars for _, chars in texts), "prompt")
+        if draws:
+            self.limits.check("max_decode_tokens", draws, "max_tokens")
+
+    def check_prompt_tokens(self, prompts: Sequence[tuple[str, int]], total_param: str = "prompt") -> None:
+        """Each tokenized prompt, (param, tokens), against max_content_tokens, all of them against
+        max_processed_tokens (at `total_param`)."""
+        for param, tokens in prompts:
+            self.limits.check("max_content_tokens", tokens, param)
+        self.limits.check("max_processed_tokens", sum(tokens for _, tokens in prompts), total_param)
 
     def check_generates(self) -> None:
         """400 generation_disabled for a chat request that asks for an answer where generation is off."""

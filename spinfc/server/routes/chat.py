@@ -150,11 +150,11 @@ async def generated(messages: list[dict], service, ctx: CallContext, sampling: S
     if generator is None or not generator.available:
         raise ApiError(400, "generation_not_available", f"the model {service.model_name!r} cannot generate in this "
                        "server; send a `scoring` block instead")
-    limits = ctx.limits
+    policy = ctx.policy(service.longest_token)
     with contextlib.ExitStack() as place:
         place.enter_context(service.admission.admit("generate", sampling.max_tokens))
-        prompt = await generator.prepare(
-            messages, check=lambda prompt: limits.check("max_content_tokens", len(prompt.tokens), "messages"))
+        prompt = await generator.prepare(messages, check=lambda prompt: policy.check_prompt_tokens(
+            [("messages", len(prompt.tokens))], "messages"))
         if stream is not None:  # the stream holds the admission place until it ends
             return stream_answer(service, generator, prompt, sampling, stream.include_usage, place.pop_all())
         answer = await generator.run(prompt, sampling, top_logprobs=top)

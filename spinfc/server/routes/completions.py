@@ -20,7 +20,7 @@ from litestar.params import Body
 
 from spinfc.passes.plan_packing import too_long
 from spinfc.passes.tokenize import encode_text
-from spinfc.runtime.admit.prechecks import Prechecks
+from spinfc.runtime.admit.policy import Policy
 from spinfc.runtime.launch.generate import Sampling
 from spinfc.server.completing import Completed, complete
 from spinfc.server.context import call_context
@@ -58,7 +58,7 @@ async def completions(data: Annotated[CompletionRequest, Body(title="A completio
                        f"reads {len(engine.codes)} codes, not the vocabulary, so it neither completes nor scores a "
                        'prompt\'s tokens; ask /v1/score with codes = "all" or /v1/decisions with a choice',
                        param="model")
-    check_texts(forms, data.prompt, sampling, Prechecks(ctx.limits, service.longest_token))  # before any tokenizing
+    check_texts(forms, data.prompt, sampling, ctx.policy(service.longest_token))  # before any tokenizing
     one_greedy = sampling.max_tokens == 1 and sampling.temperature == 0
     if sampling.max_tokens > 0 and not one_greedy:
         generator = service.generator
@@ -78,7 +78,7 @@ async def answer(service, ctx, data: CompletionRequest, forms, sampling: Samplin
         encoded = iter(await service.generator.call(  # as /v1/score encodes a content: special tokens are text
             lambda tok: [encode_text(tok, text, bos=True) for text in texts]))
         prompts = [next(encoded) if isinstance(form, str) else tuple(form) for form in forms]
-        check_prompts(prompts, data.prompt, vocab, engine.shapes, ctx.limits)
+        check_prompts(prompts, data.prompt, vocab, engine.shapes, ctx.policy(service.longest_token))
         done = await complete(service, prompts, sampling, bool(data.echo), data.logprobs)
         choices = await service.generator.call(lambda tok: build_choices(tok, forms, prompts, done, data))
     prompt_tokens = sum(len(p) for p in prompts)
@@ -127,26 +127,24 @@ def prompt_forms(prompt) -> list[str | list[int]]:
     return [list(prompt)] if form == "token ids" else list(prompt)
 
 
-def check_texts(forms, given, sampling: Sampling, prechecks: Prechecks) -> None:
-    """Before anything is tokenized: each string prompt's characters against max_content_tokens (as /v1/score
-    bounds a content), all of them against max_processed_tokens, and prompts x max_tokens against
-    max_decode_tokens (the generation the request asks for)."""
-    one = isinstance(given, str) or not isinstance(given[0], list | str)
-    chars = 0
-    for i, form in enumerate(forms):
-        if isinstance(form, str):
-            prechecks.text("max_content_tokens", len(form), "prompt" if one else f"prompt[{i}]")
-            chars += len(form)
-    prechecks.text("max_processed_tokens", chars, "prompt")
-    if sampling.max_tokens > 1 or sampling.temperature != 0:  # one greedy token is the read pass's
-        prechecks.limits.check("max_decode_tokens", len(forms) * sampling.max_tokens, "max_tokens")
+def prompt_param(given, i: int) -> str:
+    """The JSON path of prompt `i`: `prompt` where the request sent one, else `prompt[i]`."""
+    return "prompt" if isinstance(given, str) or not isinstance(given[0], list | str) else f"prompt[{i}]"
 
 
-def check_prompts(prompts, given, vocab: int, shapes: Shapes, limits) -> None:
-    """Each prompt has tokens, valid ids, fits the server's limits and one pass (alone, up to `shapes.largest`)."""
-    one = isinstance(given, str) or not isinstance(given[0], list | str)
+def check_texts(forms, given, sampling: Sampling, policy: Policy) -> None:
+    """Before anything is tokenized, the string prompts and the tokens to draw against the call's limits
+    (`Policy.check_prompt_texts`); one greedy token is the read pass's, not a draw."""
+    drawn = sampling.max_tokens > 1 or sampling.temperature != 0
+    policy.check_prompt_texts([(prompt_param(given, i), len(form)) for i, form in enumerate(forms)
+                               if isinstance(form, str)], len(forms) * sampling.max_tokens if drawn else 0)
+
+
+def check_prompts(prompts, given, vocab: int, shapes: Shapes, policy: Policy) -> None:
+    """Each prompt has tokens, valid ids, fits the call's limits (`Policy.check_prompt_tokens`) and one pass (alone,
+    up to `shapes.largest`)."""
     for i, tokens in enumerate(prompts):
-        param = "prompt" if one else f"prompt[{i}]"
+        param = prompt_param(given, i)
         if not tokens:
             raise ApiError(400, "empty_prompt", f"{param} has no tokens (the model adds no BOS): give it some text",
                            param=param)
@@ -154,10 +152,11 @@ def check_prompts(prompts, given, vocab: int, shapes: Shapes, limits) -> None:
         if bad is not None:
             raise ApiError(400, "invalid_token_id", f"{param} holds token id {bad}, outside the model's vocabulary "
                            f"of {vocab:,} ids", param=param)
-        limits.check("max_content_tokens", len(tokens), param)
+    policy.check_prompt_tokens([(prompt_param(given, i), len(tokens)) for i, tokens in enumerate(prompts)])
+    for i, tokens in enumerate(prompts):
         if len(tokens) > shapes.largest:
+            param = prompt_param(given, i)
             raise too_long(param, len(tokens), shapes, param=param)
-    limits.check("max_processed_tokens", sum(len(tokens) for tokens in prompts), "prompt")
 
 
 def sampling_of(data: CompletionRequest) -> Sampling:
