@@ -1,12 +1,13 @@
 """`Model`: what every family's stack shares: weights by name, the attention and MLP blocks, and the forward of one
 packed launch down to the log-probabilities of its answer reads.
 
-A stack calls its element-wise ops and attention through `self.ops` (the PyTorch reference by default, or a Triton
-backend with the same function names), and its linear layers through `self.linear`: a weight entry is a tensor
-(a plain torch matmul in the weight's dtype), a `quant.QuantizedLinear` (a W8A8 GEMM) or a `quant.Int4Linear` (a
-W4A16 GEMM: int4 weights dequantized inside it), chosen at load time. A
+A stack calls its element-wise ops through `self.ops` (the PyTorch reference by default, or a Triton backend with
+the same function names), its attention through the forward's `ForwardContext` (backend/forward_context.py: the
+launch's tree by default; what the caller says otherwise, and which keys it keeps), and its linear layers through
+`self.linear`: a weight entry is a tensor (a plain torch matmul in the weight's dtype), a `quant.QuantizedLinear`
+(a W8A8 GEMM) or a `quant.Int4Linear` (a W4A16 GEMM: int4 weights dequantized inside it), chosen at load time. A
 family subclass says how a layer is wired (`layer`), which per-layer weights it has (`LAYER_WEIGHTS`), and how
-tokens are embedded (`embed`). Which dtype each part computes in is the model's `Precision` (runtime/load/precision.py).
+tokens are embedded (`embed`, `inputs`). Which dtype each part computes in is the model's `Precision` (runtime/load/precision.py).
 
 Where a linear layer is quantized with a static input scale, the kernel that produces its input (the norm before
 q/k/v and gate/up, attention before o, the gated activation before down) writes that input in 8 bits itself
