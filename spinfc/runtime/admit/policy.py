@@ -14,7 +14,7 @@ The three run in this order on every scoring request (runtime/admit/scoring.py: 
 at the first moment what it counts is known: a hostile body costs microseconds, not a compile.
 
 A prompt the model continues (/v1/completions, chat's generated answer) is checked by the same limits as a content:
-`check_prompt_texts` before it is tokenized, `check_prompt_tokens` after.
+`check_prompt_texts` before it is tokenized, `check_prompt_tokens` (and `check_prompts_processed`) after.
 
 A /v1/decisions request (runtime/decisions/rounds.py) is checked by the same limits, counted where its templates
 are the server's: `check_questions` and the prechecks before anything is tokenized, `check_round` on each compiled
@@ -98,12 +98,13 @@ class Policy:
         if draws:
             self.limits.check("max_decode_tokens", draws, "max_tokens")
 
-    def check_prompt_tokens(self, prompts: Sequence[tuple[str, int]], total_param: str = "prompt") -> None:
-        """Each tokenized prompt, (param, tokens), against max_content_tokens, all of them against
-        max_processed_tokens (at `total_param`)."""
-        for param, tokens in prompts:
-            self.limits.check("max_content_tokens", tokens, param)
-        self.limits.check("max_processed_tokens", sum(tokens for _, tokens in prompts), total_param)
+    def check_prompt_tokens(self, param: str, tokens: int) -> None:
+        """One tokenized prompt against max_content_tokens (as a content is bounded)."""
+        self.limits.check("max_content_tokens", tokens, param)
+
+    def check_prompts_processed(self, tokens: int) -> None:
+        """A request's tokenized prompts together against max_processed_tokens (at `prompt`)."""
+        self.limits.check("max_processed_tokens", tokens, "prompt")
 
     def check_generates(self) -> None:
         """400 generation_disabled for a chat request that asks for an answer where generation is off."""

@@ -153,8 +153,8 @@ async def generated(messages: list[dict], service, ctx: CallContext, sampling: S
     policy = ctx.policy(service.longest_token)
     with contextlib.ExitStack() as place:
         place.enter_context(service.admission.admit("generate", sampling.max_tokens))
-        prompt = await generator.prepare(messages, check=lambda prompt: policy.check_prompt_tokens(
-            [("messages", len(prompt.tokens))], "messages"))
+        prompt = await generator.prepare(
+            messages, check=lambda prompt: policy.check_prompt_tokens("messages", len(prompt.tokens)))
         if stream is not None:  # the stream holds the admission place until it ends
             return stream_answer(service, generator, prompt, sampling, stream.include_usage, place.pop_all())
         answer = await generator.run(prompt, sampling, top_logprobs=top)

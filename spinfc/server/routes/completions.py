@@ -152,11 +152,10 @@ def check_prompts(prompts, given, vocab: int, shapes: Shapes, policy: Policy) ->
         if bad is not None:
             raise ApiError(400, "invalid_token_id", f"{param} holds token id {bad}, outside the model's vocabulary "
                            f"of {vocab:,} ids", param=param)
-    policy.check_prompt_tokens([(prompt_param(given, i), len(tokens)) for i, tokens in enumerate(prompts)])
-    for i, tokens in enumerate(prompts):
+        policy.check_prompt_tokens(param, len(tokens))
         if len(tokens) > shapes.largest:
-            param = prompt_param(given, i)
             raise too_long(param, len(tokens), shapes, param=param)
+    policy.check_prompts_processed(sum(len(tokens) for tokens in prompts))
 
 
 def sampling_of(data: CompletionRequest) -> Sampling:
