@@ -89,9 +89,10 @@ class Decoding:
 
     def __init__(self, model, vocabulary, units: list, scores: list, starts: list[int], kept, stats, memory=None,
                  lane: int = 0):
-        """`vocabulary`: the engine's (`grammars.Vocabulary`); `units` of a pass (contents, whose floors are delivered) and their `scores`, where each starts in it
-        (`starts`), the pass's K/V (`kept`); `memory` the budget.DecodeMemory its beams share with the other decodes in flight; `lane` the fixed
-        buffers it decodes in on CUDA (one no other decode in flight holds: `free_lane`)."""
+        """`vocabulary`: the engine's (`grammars.Vocabulary`); `units` of a pass (contents, whose floors are
+        delivered) and their `scores`, where each starts in it (`starts`), the pass's K/V (`kept`); `memory` the
+        budget.DecodeMemory its beams share with the other decodes in flight; `lane` the fixed buffers it decodes in
+        on CUDA (one no other decode in flight holds: `free_lane`)."""
         self.units, self.scores, self.stats, self.lane = units, scores, stats, lane
         items = []
         for unit, start in zip(units, starts):

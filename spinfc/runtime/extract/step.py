@@ -151,6 +151,7 @@ class StepReads:
 
     def __init__(self, batch: DecodeBatch, inputs: torch.Tensor, flat: torch.Tensor):
         self._batch, self._inputs, self._flat = batch, inputs, flat
+        self._attend = getattr(batch.model.ops, "decode_attention", reference.decode_attention)
 
     def attend(self, context, model, layer: int, q, k, v, *, scale: float, window: int | None, firsts=None,
                quant=None) -> torch.Tensor:
@@ -163,10 +164,9 @@ class StepReads:
         own_v.view(-1, Hk, D).index_copy_(0, self._flat, v.to(own_v.dtype))
         pool = batch.pool
         _, _, slots, tables, own = self._inputs
-        attend = getattr(model.ops, "decode_attention", reference.decode_attention)
-        out = attend(q, pool.keys[slot], pool.values[slot], pool.positions, batch.table, batch.table_count, own_k,
-                     own_v, batch.own_positions, slots, tables, own, context.launch.positions, scale=scale,
-                     window=window)
+        out = self._attend(q, pool.keys[slot], pool.values[slot], pool.positions, batch.table, batch.table_count,
+                           own_k, own_v, batch.own_positions, slots, tables, own, context.launch.positions,
+                           scale=scale, window=window)
         return quant.reference(out) if quant is not None else out
 
 
