@@ -5,7 +5,7 @@ transformers' float32 softmax on the same prefixes, in float32 and in the CUDA d
 invariance: a content's code logprobs alone and packed with 23 others, bit for bit on CUDA (within 1e-5 on the CPU,
 whose passes are trimmed to their length). Exits non-zero on a failed check.
 
-    python -m benchmarks.gpu_decider [--out results/decider.json]     # on the GPU
+    python -m benchmarks.gpu_decider --tokenizer DIR [--out results/decider.json]     # on the GPU
     python -m benchmarks.gpu_decider --smoke                          # the same checks on the CPU (float32)
 
 What it must show: every `float32` gap below 1e-4 (the CPU parity test's bound), every `fp16-mixed` gap below 2e-3
@@ -30,6 +30,8 @@ from tests.decider.random_decider import FAMILIES, random_decider
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--smoke", action="store_true", help="the CPU in float32 (checks the script)")
+ARGS.add_argument("--tokenizer", type=Path, default=None, help="SmolLM2's tokenizer as a folder (required on the "
+                  "GPU, whose machine has no packaged model; the packaged one with --smoke)")
 ARGS.add_argument("--families", nargs="*", default=list(FAMILIES))
 ARGS.add_argument("--out", type=Path, default=None)
 
@@ -99,12 +101,14 @@ def check(directory: Path, device: str, dtype: str | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = ARGS.parse_args(argv)
+    if args.tokenizer is None and not args.smoke:
+        ARGS.error("--tokenizer DIR is required on the GPU (its machine has no packaged model)")
     device = "cpu" if args.smoke else "cuda:0"
     schemes = [("float32", "float32")] if args.smoke else [("float32", "float32"), ("fp16-mixed", None)]
     results, failed = {}, []
     for family in args.families:
         with tempfile.TemporaryDirectory(prefix=f"decider-{family}-") as folder:
-            random_decider(family, Path(folder))
+            random_decider(family, Path(folder), tokenizer_dir=args.tokenizer)
             for name, dtype in schemes:
                 outcome = check(Path(folder), device, dtype)
                 results[f"{family}/{name}"] = outcome

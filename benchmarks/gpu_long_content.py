@@ -8,7 +8,7 @@ few layers, random weights. Per content: seconds, questions/s, rows of the pass 
 parameters x processed tokens at the measured fp16 matmul rate; attention's own work grows with the square of the
 length and is not in that floor, so its share is reported beside it).
 
-    python -m benchmarks.gpu_long_content                     # both families, 8k / 32k / 64k (< 3 min on an H200)
+    python -m benchmarks.gpu_long_content --tokenizer DIR                     # both families, 8k / 32k / 64k (< 3 min on an H200)
     python -m benchmarks.gpu_long_content --families gemma4 --lengths 8000 32000
     python -m benchmarks.gpu_long_content --smoke             # the CPU: tiny models, 3k / 5k-token contents over
                                                               # the CPU's 2,048-row budget (a lone pass each)
@@ -38,6 +38,8 @@ ARGS.add_argument("--questions", type=int, default=50)
 ARGS.add_argument("--gemma4-layers", type=int, default=6, help="layers of the 31B widths (5 sliding : 1 full)")
 ARGS.add_argument("--qwen3-5-layers", type=int, default=4, help="layers of the 27B widths (3 linear : 1 full)")
 ARGS.add_argument("--smoke", action="store_true", help="tiny models on the CPU (checks the script and the path)")
+ARGS.add_argument("--tokenizer", type=Path, default=None, help="a tokenizer folder (required on the GPU, whose "
+                  "machine has no packaged model; the packaged Gemma 3 one with --smoke)")
 ARGS.add_argument("--out", type=Path, default=Path("/tmp/gpu_long_content.json"))
 
 MAX_CONTENT = 65536  # --max-content-tokens, raised as the seed says ("tested to 64k")
@@ -116,12 +118,13 @@ def hf_of(name: str) -> dict:
     return _CONFIGS[name]
 
 
-def model_folder(family: str, hf: dict, architecture: str) -> tuple[str, dict]:
-    """A folder with the packaged Gemma 3 tokenizer and the config (no weights: the app's loader makes them)."""
+def model_folder(family: str, hf: dict, architecture: str, tokenizer: Path | str) -> tuple[str, dict]:
+    """A folder with the tokenizer (a folder, or a packaged model's name) and the config (no weights: the app's
+    loader makes them)."""
     from spinfc.registry import load_tokenizer
 
-    hf = {**hf, "vocab_size": len(load_tokenizer("gemma3-270m")), "architectures": [architecture]}
-    folder = models.config_folder(Path(f"/tmp/spinfc-long-{family}"), hf, "gemma3-270m")
+    hf = {**hf, "vocab_size": len(load_tokenizer(str(tokenizer))), "architectures": [architecture]}
+    folder = models.config_folder(Path(f"/tmp/spinfc-long-{family}"), hf, tokenizer)
     _CONFIGS[str(folder)] = hf
     return str(folder), hf
 
@@ -137,7 +140,7 @@ def run_family(family: str, o, device: str, rate: float | None) -> dict:
     from spinfc.server.app import create_app
 
     hf, architecture, load, params_of = (gemma4 if family == "gemma4" else qwen3_5)(o, device)
-    name, hf = model_folder(family, hf, architecture)
+    name, hf = model_folder(family, hf, architecture, o.tokenizer or "gemma3-270m")
     params = params_of(hf)
     budget = None if o.smoke else GPU_BUDGET  # the CPU's default (2,048): every long content takes a lone pass
     # warm-up "none": the extraction grammars' scan of a 262k vocabulary (tens of seconds of CPU) is not what is
@@ -221,6 +224,8 @@ def attention_share(hf: dict, tokens: int, params: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     o = ARGS.parse_args(argv)
+    if o.tokenizer is None and not o.smoke:
+        ARGS.error("--tokenizer DIR is required on the GPU (its machine has no packaged model)")
     o.lengths = o.lengths or ([3000, 5000] if o.smoke else [8000, 32000, 64000])
     device = "cpu" if o.smoke else "cuda:0"
     rate = None

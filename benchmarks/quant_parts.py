@@ -31,16 +31,18 @@ def parse(name: str, device: str) -> tuple[str, Precision]:
     return base, Precision.mixed(compute) if name.endswith("-mixed") else Precision.uniform(compute)
 
 
-def build(config, state: dict, name: str, device: str, *, ops=None, calibration=None):
+def build(config, state: dict, name: str, device: str, *, ops=None, calibration=None, served_name=None):
     """A stack of scheme `name` on `state` (float weights in Hugging Face naming, on `device`); a quantized
-    scheme's activation scales come from the float model's forward of the `calibration` launches. `ops`: the
+    scheme's activation scales come from the float model's forward of the `calibration` launches; `served_name`:
+    the model name its tokenizer comes from (a server's stack). `ops`: the
     Triton ops on CUDA, the reference on the CPU (--smoke checks the script's logic, not the kernels)."""
     from spinfc.backend import reference
 
     ops = ops or (triton_ops if str(device).startswith("cuda") else reference)
     base, precision = parse(name, device)
     if base not in QUANT:
-        return build_model(config, state, ops=ops, precision=precision, device=device, weights_hash=f"random-{name}")
+        return build_model(config, state, ops=ops, precision=precision, device=device, weights_hash=f"random-{name}",
+                           name=served_name)
     float_model = build_model(config, state, ops=ops, dtype=precision.compute, device=device, fuse=False,
                               weights_hash="calibration")
     maxima = input_maxima(float_model, [launch.to(device) for launch in calibration])
@@ -48,7 +50,7 @@ def build(config, state: dict, name: str, device: str, *, ops=None, calibration=
     found = Calibration(maxima=maxima, texts=len(calibration), tokens=0, source_sha256="random")
     quantized = quantize_state(config, state, found, QUANT[base])
     return build_model(config, quantized, ops=ops, precision=precision, device=device, quant_scheme=base,
-                       weights_hash=f"random-{name}")
+                       weights_hash=f"random-{name}", name=served_name)
 
 
 def matmul_rates(device: str, config, rows: int = 16384) -> dict:

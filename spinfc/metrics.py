@@ -47,6 +47,8 @@ class Metrics:
         self.queue_depth = Gauge("spinfc_queue_depth", "Requests accepted and waiting for the engine.", registry=r)
         self.passes = Counter("spinfc_passes", "Forward passes run.", registry=r)
         self.tokens = Counter("spinfc_tokens_processed", "Tokens in the passes run, padding excluded.", registry=r)
+        self.rows = Counter("spinfc_rows_launched", "Rows of the launches run, padding included (less "
+                            "spinfc_tokens_processed: the padding).", registry=r)
         self.questions = Counter("spinfc_questions_scored", "Questions answered (per content and combination).",
                                  registry=r)
         self.fill = Histogram("spinfc_pass_fill_ratio", "Used tokens over the token budget, per pass.",
@@ -69,6 +71,7 @@ class Metrics:
             raise ValueError(f"a pass holds 0 to {budget} tokens of its budget, got {tokens}")
         self.passes.inc()
         self.tokens.inc(tokens)
+        self.rows.inc(budget)
         self.fill.observe(tokens / budget)
         self.pass_seconds.observe(seconds)
 

@@ -163,3 +163,9 @@ def text_job(tokenizer, contents: int = 24, tokens: int = 470, questions: int = 
 
 
 SMALL = dict(contents=3, tokens=40, questions=4)  # a --small/--smoke job: the same code in seconds on the CPU
+
+
+def fresh(job: TextJob, salt: str) -> TextJob:
+    """The job with every content made new: a first line naming `salt` and the content's index, so no content is
+    one an earlier request held (the content cache reads none of them; a served figure is on new contents)."""
+    return attrs.evolve(job, texts=tuple(f"Bulletin {salt}-{i}.\n{text}" for i, text in enumerate(job.texts)))

@@ -31,3 +31,12 @@ def write_json(data: object, path: Path | str | None = None, name: str | None = 
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(data, indent=1, default=str))
     return targets
+
+
+def write_text(text: str, name: str, path: Path | str | None = None) -> list[Path]:
+    """`text` at `path`, and at $OUT/`name` when $OUT is set; the paths written."""
+    targets = ([Path(path)] if path else []) + ([Path(os.environ["OUT"]) / name] if os.environ.get("OUT") else [])
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return targets

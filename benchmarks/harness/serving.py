@@ -75,9 +75,10 @@ class Server:
         return self
 
     def wait_ready(self, timeout: float) -> bool:
-        """True once /readyz answers 200; False when the process ended or `timeout` seconds passed."""
+        """True once /readyz answers 200; False when the process ended, its model failed to load (the server stays
+        up to say so), or `timeout` seconds passed."""
         while time.monotonic() - self.started < timeout:
-            if self.process.poll() is not None:
+            if self.process.poll() is not None or "the model could not be loaded" in self.log():
                 return False
             try:
                 if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:

@@ -44,14 +44,16 @@ def _config(family: str, vocab: int, count: int):
     return kind(**shape, **common)
 
 
-def random_decider(family: str, directory, count: int = CODES, seed: int = 0):
+def random_decider(family: str, directory, count: int = CODES, seed: int = 0, tokenizer_dir=None):
     """transformers' sequence-classification model of `family` on random weights (norms drawn too, the head scaled
-    so its softmax is far from uniform), saved in `directory` with SmolLM2's tokenizer; returns it (eval, eager)."""
+    so its softmax is far from uniform), saved in `directory` with SmolLM2's tokenizer (the packaged one, or the
+    folder `tokenizer_dir`: a device has no packaged model); returns it (eval, eager)."""
     import transformers
 
     from spinfc.registry import load_tokenizer
 
-    tokenizer = load_tokenizer("smollm2-135m")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir)) if tokenizer_dir else \
+        load_tokenizer("smollm2-135m")
     torch.manual_seed(seed)
     config = _config(family, len(tokenizer), count)
     config._attn_implementation = "eager"

@@ -36,6 +36,7 @@ def test_passes_tokens_fill_ratio_and_pass_latency():
     got = samples(metrics)
     assert got[("spinfc_passes_total", frozenset())] == 2
     assert got[("spinfc_tokens_processed_total", frozenset())] == 3024
+    assert got[("spinfc_rows_launched_total", frozenset())] == 4096  # padding: 4096 - 3024 rows
     assert got[("spinfc_questions_scored_total", frozenset())] == 56
     assert got[("spinfc_pass_fill_ratio_sum", frozenset())] == pytest.approx(0.5 + 2000 / 2048)
     assert got[("spinfc_pass_fill_ratio_bucket", frozenset({("le", "0.5")}))] == 1
