@@ -63,6 +63,8 @@ ARGS.add_argument("--layers", type=int, default=None, help="every model's layers
 ARGS.add_argument("--reps", type=int, default=2, help="timed runs of each pattern, each on new contents")
 ARGS.add_argument("--patterns", nargs="+", default=["one", "4x6", "24x1"], choices=["one", "4x6", "24x1"])
 ARGS.add_argument("--no-profile", action="store_true", help="skip the profiled request")
+ARGS.add_argument("--extraction", nargs="*", default=["8b", "gemma4"], help="the models also sent the job with two "
+                  "extraction slots per content (`<*>` twice; `<n>` and `<$>`)")
 ARGS.add_argument("--smoke", action="store_true", help="tiny models and job on the CPU: checks the script")
 ARGS.add_argument("--work", type=Path, default=None, help="snapshots and logs (default: a temp dir)")
 ARGS.add_argument("--out", type=Path, default=None, help="the results as JSON (also $OUT/perf_round.json)")
@@ -126,6 +128,8 @@ def measure(o, name: str, spec: Model, snapshot: Path, params: int, job: jobs.Te
                                         "all_questions_per_s": [r["questions_per_s"] for r in runs]}
             print(f"  {name} {pattern}: {best['questions_per_s']:,.0f} q/s "
                   f"({[r['questions_per_s'] for r in runs]}), {best['passes']} passes", flush=True)
+        if name in o.extraction:
+            out["extraction"] = extraction(server.url, job, name)
         if not o.no_profile and not o.smoke:
             rows, tokens = metric(server.url, "spinfc_rows_launched_total"), metric(server.url,
                                                                                    "spinfc_tokens_processed_total")
@@ -143,6 +147,38 @@ def measure(o, name: str, spec: Model, snapshot: Path, params: int, job: jobs.Te
 
         out["sustained_s"] = sustained_seconds(products(snapshot), out["tokens"], CUDA_TOKEN_BUDGET, spec.scheme)
     return fractions(out)
+
+
+SLOTS = {"<*> x2": ("\n\nQuestion: Which place does the article name first?\nAnswer:<*>",
+                    "\n\nQuestion: Which organisation does the article name first?\nAnswer:<*>"),
+         "<n> + <$>": ("\n\nQuestion: How many people or things does the article count first?\nAnswer:<n>",
+                       "\n\nQuestion: What amount of money does the article mention?\nAnswer:<$>")}
+
+
+def extraction(url: str, job: jobs.TextJob, name: str) -> dict:
+    """The job with two extraction slots per content beside its questions, one request on new contents, against
+    the same request without them (new contents too): questions/s and the share of the time the slots add."""
+    plain = clients.pattern(url, [jobs.fresh(job, f"{name}-plain").whole], 1, job.questions)
+    out = {"plain_seconds": plain["seconds"]}
+    for label, templates in SLOTS.items():
+        slots = tuple({"id": f"x{i}", "template": t} for i, t in enumerate(templates))
+        asked = attrs.evolve(jobs.fresh(job, f"{name}-{label}"), queries=job.queries + slots)
+        answered = len(job.texts) * len(asked.queries)
+        run = clients.pattern(url, [asked.whole], 1, answered)
+        out[label] = {"seconds": run["seconds"], "questions_per_s": run["questions_per_s"],
+                      "decode_share": round(max(0.0, 1 - plain["seconds"] / run["seconds"]), 3),
+                      "first_answer": _first_answer(run["answers"][0])}
+        print(f"  {name} extraction {label}: {run['questions_per_s']:,.0f} q/s, {run['seconds']:.2f} s against "
+              f"{plain['seconds']:.2f} s without the slots", flush=True)
+    return out
+
+
+def _first_answer(answer: dict):
+    """The first content's first extraction answer (what a reader checks the slots answered)."""
+    for result in answer["inputs"][0]["results"]:
+        if result.get("id", "").startswith("x"):
+            return {k: result[k] for k in ("id", "answers") if k in result} or result
+    return None
 
 
 def fractions(out: dict) -> dict:
@@ -174,7 +210,13 @@ def markdown(results: list[dict]) -> str:
                             f"span, {p['busy_ms']} busy; sustained products {r.get('sustained_s', 0) * 1000:.1f}"
                             f" ms): {parts}; idle {idle}; outside the span {p['outside_span_ms']}; padding "
                             f"{p['padding_rows']} of rows")
-    return table + "\n\nProfile of one request of the job (ms of GPU time):\n\n" + "\n".join(profiles) + "\n"
+    extracted = [[r["model"], label, f"{x['questions_per_s']:,.0f}", x["seconds"], r["extraction"]["plain_seconds"],
+                  x["decode_share"]] for r in results for label, x in r.get("extraction", {}).items()
+                 if label != "plain_seconds"]
+    return (table + "\n\nProfile of one request of the job (ms of GPU time):\n\n" + "\n".join(profiles) + "\n"
+            + ("\nExtraction, two slots per content beside the 56 questions (one request):\n\n" + report.table(
+                ["model", "slots", "questions/s", "seconds", "seconds without", "share the slots add"], extracted)
+               + "\n" if extracted else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
