@@ -23,14 +23,17 @@ import torch.nn.functional as F
 CHUNK = 64
 
 
-def gated_delta(q, k, v, g, beta, cu_seqlens: list[int], initial: torch.Tensor):
-    """The module docstring's recurrence: fla on CUDA, `reference` on the CPU."""
+def gated_delta(q, k, v, g, beta, cu_seqlens: list[int], initial: torch.Tensor,
+                cu_device: torch.Tensor | None = None, cu_host: torch.Tensor | None = None):
+    """The module docstring's recurrence: fla on CUDA, `reference` on the CPU. `cu_device` and `cu_host`:
+    `cu_seqlens` as int64 tensors on the device and the host, where the caller made them once for many calls (a
+    forward's layers): no copy to the device and no read back per call."""
     if q.device.type == "cuda":
-        return _fla(q, k, v, g, beta, cu_seqlens, initial)
+        return _fla(q, k, v, g, beta, cu_seqlens, initial, cu_device, cu_host)
     return reference(q, k, v, g, beta, cu_seqlens, initial)
 
 
-def _fla(q, k, v, g, beta, cu_seqlens, initial):
+def _fla(q, k, v, g, beta, cu_seqlens, initial, cu_device=None, cu_host=None):
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
 
     S = len(cu_seqlens) - 1
@@ -43,10 +46,12 @@ def _fla(q, k, v, g, beta, cu_seqlens, initial):
             beta=beta.transpose(0, 1).float(), initial_state=initial.float(), output_final_state=True,
             use_qk_l2norm_in_kernel=True)
         return out.transpose(0, 1)[0], final
-    cu = torch.tensor(cu_seqlens, dtype=torch.int32, device=q.device)
+    if cu_device is None:
+        cu_host = torch.tensor(cu_seqlens, dtype=torch.int64)
+        cu_device = cu_host.to(q.device)
     out, final = chunk_gated_delta_rule(q=q, k=k, v=v, g=g.float(), beta=beta.float(), initial_state=initial.float(),
-                                        output_final_state=True, use_qk_l2norm_in_kernel=True, cu_seqlens=cu.long(),
-                                        cu_seqlens_cpu=torch.tensor(cu_seqlens, dtype=torch.int64))
+                                        output_final_state=True, use_qk_l2norm_in_kernel=True, cu_seqlens=cu_device,
+                                        cu_seqlens_cpu=cu_host)
     return out[0], final
 
 

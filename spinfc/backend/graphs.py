@@ -130,7 +130,7 @@ class GraphedPass:
         packed launch (`launch.block`) in one copy."""
         self._load(launch)
         if self.graph is None:  # eager over the static buffers, with this launch's spans (a host tuple, not in them)
-            return self.forward(dataclasses.replace(self.static, spans=launch.spans)).clone()
+            return self.forward(self._eager(launch)).clone()
         self.graph.replay()
         return self.output.clone()
 
@@ -138,9 +138,15 @@ class GraphedPass:
         """As calling it, replaying the recording forward: the keys and values land in the model's `KVBuffers`."""
         self._load(launch)
         if self.record_graph is None:
-            return self.record(dataclasses.replace(self.static, spans=launch.spans)).clone()
+            return self.record(self._eager(launch)).clone()
         self.record_graph.replay()
         return self.record_output.clone()
+
+    def _eager(self, launch: Launch) -> Launch:
+        """The static buffers as an eager forward reads them: this launch's spans (a host tuple, not in them), and
+        the launch itself as their host copy where it is in host memory (what a recurrent stack plans from)."""
+        on_host = launch.tokens.device.type == "cpu"
+        return dataclasses.replace(self.static, spans=launch.spans, host=launch if on_host else launch.host)
 
     def _load(self, launch: Launch) -> None:
         s = self.static

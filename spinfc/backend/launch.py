@@ -37,6 +37,9 @@ class Launch:
     # a pass holding media whose rope turns by three positions (M-RoPE: Qwen3.5's images): every row's (t, h, w),
     # [3, T] int64 (a text row's three equal to its position). None: plain rope at `positions`, as every text pass.
     rope_positions: torch.Tensor | None = None
+    # a launch moved to the device: the launch it was moved from, in host memory, whose tensors host-side planning
+    # (a recurrent stack's chains) reads without waiting for the device (None: a launch made where it runs)
+    host: "Launch | None" = None
 
     @property
     def budget(self) -> int:
@@ -46,14 +49,15 @@ class Launch:
         if self.cached is not None:
             return dataclasses.replace(dataclasses.replace(self, cached=None).to(device),
                                        cached=self.cached.to(device))
+        host = self.host or (self if self.tokens.device.type == "cpu" else None)
         if self.block is not None:  # one copy, then the same views of the copy
             T, R, N = self.budget, int(self.rows.shape[0]), int(self.read_row.shape[0])
-            return packed(self.block.to(device, non_blocking=True), T, R, N, self.spans)._with_media_of(self, device)
-        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
-        return Launch(
-            move(self.tokens), move(self.positions), move(self.ends), self.spans,
-            move(self.rows), move(self.read_row), move(self.read_token),
-        )._with_media_of(self, device)
+            moved = packed(self.block.to(device, non_blocking=True), T, R, N, self.spans)
+        else:
+            move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
+            moved = Launch(move(self.tokens), move(self.positions), move(self.ends), self.spans, move(self.rows),
+                           move(self.read_row), move(self.read_token))
+        return dataclasses.replace(moved._with_media_of(self, device), host=host)
 
     def _with_media_of(self, other: "Launch", device) -> "Launch":
         if other.media is None and other.firsts is None and other.rope_positions is None:

@@ -154,3 +154,38 @@ def test_the_half_schemes_run_close_to_float32(pair, tmp_path, scheme):
     assert other.scheme == scheme
     bound = 0.03 if scheme.startswith("bf16") else 0.005
     assert (other.forward(launch) - ours.forward(launch)).abs().max().item() < bound
+
+
+def test_the_layers_read_nothing_back_from_the_device(pair, monkeypatch):
+    """A forward's chains and every level's index tensors are made once, from the launch's host copy: a Gated
+    DeltaNet layer reads no tensor back to the host (on CUDA each such read waits for the whole queue, and the
+    GPU idles while the host plans the next layer). Counted on the CPU by the reads a layer would make."""
+    from spinfc.runtime.models.state_flow import TreeFlow
+
+    ours, _ = pair
+    generator = torch.Generator().manual_seed(3)
+    launch, _ = build_launch([(0, _case(generator, 70)), (128, _case(generator, 9))], 192)
+    config = ours.config
+    flow = TreeFlow(config, launch)
+    T, lin = launch.budget, config.linear
+    reads = []
+    for name in ("tolist", "item", "__int__", "__bool__", "cpu", "numpy"):
+        original = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _o=original, _n=name, **k: (reads.append(_n),
+                                                                                             _o(self, *a, **k))[1])
+    x = torch.randn(T, lin.conv_channels)
+    flow.conv(0, x, torch.randn(lin.conv_channels, lin.conv_kernel))
+    q, k = torch.randn(T, lin.key_heads, lin.key_dim), torch.randn(T, lin.key_heads, lin.key_dim)
+    v = torch.randn(T, lin.value_heads, lin.value_dim)
+    g, beta = -torch.rand(T, lin.value_heads), torch.rand(T, lin.value_heads)
+    reads.clear()
+    flow.delta(0, q, k, v, g, beta)
+    flow.conv(1, x, torch.randn(lin.conv_channels, lin.conv_kernel))
+    assert [r for r in reads if r != "__bool__"] == [], f"a layer read tensors back to the host: {reads}"
+
+
+def test_a_moved_launch_keeps_its_host_copy_for_planning(pair):
+    generator = torch.Generator().manual_seed(4)
+    launch, _ = build_launch([(0, _case(generator, 20))], 64)
+    moved = launch.to("cpu")
+    assert moved.host is launch and moved.to("cpu").host is launch  # the first host copy, however often moved

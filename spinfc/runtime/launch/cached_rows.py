@@ -97,7 +97,7 @@ def reading(launch, starts: Sequence[int], entries: Sequence[CachedContent | Non
     keys = tuple(torch.cat([e.keys[i] for _, e in spans]) for i in range(layers))
     values = tuple(torch.cat([e.values[i] for _, e in spans]) for i in range(layers))
     computed, index, rows = computed.to(device), index.to(device), rows.to(device)
-    layout = dataclasses.replace(launch, block=None, cached=None)
+    layout = dataclasses.replace(launch, block=None, cached=None, host=None)  # its rows are not the host's
     inner = dataclasses.replace(layout, tokens=launch.tokens[computed], positions=launch.positions[computed],
                                 ends=launch.ends[computed], spans=(), rows=index[launch.rows],
                                 **_computed_media(launch, computed, index, from_cache))

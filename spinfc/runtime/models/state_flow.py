@@ -15,9 +15,12 @@ there): {layer: {row: (conv [K - 1, C], state [Hv, Dk, Dv])}}.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import torch
 
-from spinfc.backend.chains import ancestor_taps, chains_of
+from spinfc.backend.chains import Level, ancestor_taps, chains_of
 from spinfc.backend.gated_delta import causal_conv, gated_delta
 
 # On CUDA, levels below the stems run on the branch kernel (backend/kernels/branch_delta.py: every branch reads its
@@ -39,14 +42,74 @@ def branch_delta(*args):
     return kernel(*args)
 
 
+@dataclass(frozen=True)
+class _LevelPlan:
+    """What every layer's delta rule reads of one level, made once per forward (the same for every layer)."""
+
+    level: Level  # the host's: its lengths and last rows
+    rows: torch.Tensor  # [n] int64 on the device: the level's rows, each segment's in order
+    cu_seqlens: torch.Tensor  # [S + 1] int64 on the device (fla's), beside `level.cu_seqlens` on the host
+    cu_host: torch.Tensor  # [S + 1] int64 on the host: fla plans its chunks from it without a device read
+    needed: torch.Tensor  # [m] int64 on the device: this level's segments whose final state is read again
+    compact: dict[int, int]  # segment -> its place in `needed`
+    keep: torch.Tensor  # [S] int64 on the device: `compact` as the branch kernel reads it (-1: not kept)
+    index: torch.Tensor | None  # [S] int64 on the device: each segment's parent's place in the previous level's
+    wanted: tuple[int, ...]  # segments whose final state `record` keeps
+
+
+def _on_device(tensors: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """Host int64 tensors on `device` in one copy from pinned memory (no wait on the device's queue: the work
+    queued before it runs on while the copy is in flight)."""
+    if device.type != "cuda" or not tensors:
+        return [t.to(device) for t in tensors]
+    flat = torch.cat([t.reshape(-1) for t in tensors]).pin_memory().to(device, non_blocking=True)
+    out, at = [], 0
+    for t in tensors:
+        out.append(flat[at:at + t.numel()].view(t.shape))
+        at += t.numel()
+    return out
+
+
 class TreeFlow:
     def __init__(self, config, launch, split_before=(), record: dict | None = None):
+        """The chains of `launch` (read on the host: `launch.host` where it was moved to the device, so planning
+        never waits for the device) and every level's index tensors, made once: the layers then read nothing
+        back from the device."""
         self.config, self.launch, self.record = config, launch, record
+        host = launch.host if launch.host is not None else launch
+        device = launch.ends.device
         # only rows a read depends on: the answer rows (and the rows kept for extraction) with their ancestors
-        self.chains = chains_of(launch.ends, launch.spans, split_before, live=launch.rows.tolist())
-        self.wanted = {int(self.chains.parent[r]) for r in split_before if int(self.chains.parent[r]) >= 0}
-        self.taps = self.chains.taps(config.linear.conv_kernel)  # [K, T]
+        self.chains = chains_of(host.ends.cpu(), launch.spans, split_before, live=host.rows.tolist())
+        parent = self.chains.parent  # [T] on the host
+        self.wanted = {int(parent[r]) for r in split_before if int(parent[r]) >= 0}
+        self.levels = self._plan(device)
         self._conv_inputs: torch.Tensor | None = None
+
+    def _plan(self, device: torch.device) -> tuple[_LevelPlan, ...]:
+        levels, host, layout = self.chains.levels, [], []
+        for depth, level in enumerate(levels):
+            below = levels[depth + 1].parents.tolist() if depth + 1 < len(levels) else []
+            wanted = tuple(i for i, last in enumerate(level.last_rows) if last in self.wanted) \
+                if self.record is not None else ()
+            needed = sorted(set(below) | set(wanted))  # this level's final states that are read again
+            compact = {segment: i for i, segment in enumerate(needed)}
+            cu = torch.tensor(level.cu_seqlens, dtype=torch.int64)
+            parts = [level.rows, cu, torch.tensor(needed, dtype=torch.int64),
+                     torch.tensor([compact.get(i, -1) for i in range(len(level.lengths))], dtype=torch.int64)]
+            layout.append((level, cu, compact, wanted))
+            host.extend(parts)
+        taps = self.chains.taps(self.config.linear.conv_kernel)  # [K, T]
+        moved = _on_device([*host, taps], device)
+        self.taps = moved[-1]
+        plans = []
+        for depth, (level, cu, compact, wanted) in enumerate(layout):
+            rows, cu_device, needed, keep = moved[4 * depth:4 * depth + 4]
+            plans.append(_LevelPlan(level, rows, cu_device, cu, needed, compact, keep, None, wanted))
+        # each level's `index`: its segments' parents' places in the previous level's `needed`
+        indices = [torch.tensor([plans[d - 1].compact[p] for p in levels[d].parents.tolist()], dtype=torch.int64)
+                   for d in range(1, len(plans))]
+        moved = _on_device(indices, device)
+        return tuple(dataclasses.replace(plan, index=moved[d - 1] if d else None) for d, plan in enumerate(plans))
 
     def conv(self, layer: int, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         if self.record is not None:
@@ -57,29 +120,21 @@ class TreeFlow:
         T, Hv, Dv = v.shape
         Dk = q.shape[-1]
         out = v.new_zeros((T, Hv, Dv))
-        levels = self.chains.levels
-        states, index, kept = None, None, {}  # the states the next level starts from, and which each segment reads
-        for depth, level in enumerate(levels):
-            rows = level.rows
-            below = levels[depth + 1].parents.tolist() if depth + 1 < len(levels) else []
-            wanted = ([i for i, last in enumerate(level.last_rows) if last in self.wanted]
-                      if self.record is not None else [])
-            needed = sorted(set(below) | set(wanted))  # this level's final states that are read again
-            compact = {segment: i for i, segment in enumerate(needed)}
+        states, kept = None, {}  # the final states the next level starts from (the kept ones), per wanted row
+        for plan in self.levels:
+            level, rows = plan.level, plan.rows
             parts = (q[rows], k[rows], v[rows], g[rows], beta[rows])
             if states is not None and _branches(v.device, level):
-                keep = torch.tensor([compact.get(i, -1) for i in range(len(level.lengths))], device=v.device)
-                got, finals = branch_delta(*parts, level.cu_seqlens, states, index, keep)
+                got, finals = branch_delta(*parts, level.cu_seqlens, states, plan.index, plan.keep)
             else:
-                initial = (states.index_select(0, index) if states is not None else
+                initial = (states.index_select(0, plan.index) if states is not None else
                            torch.zeros((len(level.lengths), Hv, Dk, Dv), dtype=torch.float32, device=v.device))
-                got, finals = gated_delta(*parts, level.cu_seqlens, initial)
-                finals = finals[torch.tensor(needed, dtype=torch.int64, device=v.device)]
+                got, finals = gated_delta(*parts, level.cu_seqlens, initial, plan.cu_seqlens, plan.cu_host)
+                finals = finals.index_select(0, plan.needed)
             out[rows] = got
-            for i in wanted:
-                kept[level.last_rows[i]] = finals[compact[i]].clone()
+            for i in plan.wanted:
+                kept[level.last_rows[i]] = finals[plan.compact[i]].clone()
             states = finals
-            index = torch.tensor([compact[p] for p in below], dtype=torch.int64, device=v.device)
         if self.record is not None:
             self._keep(layer, kept)
         return out
