@@ -68,6 +68,8 @@ ARGS.add_argument("--extraction", nargs="*", default=["8b", "gemma4"], help="the
 ARGS.add_argument("--smoke", action="store_true", help="tiny models and job on the CPU: checks the script")
 ARGS.add_argument("--work", type=Path, default=None, help="snapshots and logs (default: a temp dir)")
 ARGS.add_argument("--out", type=Path, default=None, help="the results as JSON (also $OUT/perf_round.json)")
+ARGS.add_argument("--root", type=Path, default=serving.ROOT, help="the checkout whose `spinfc serve` is measured "
+                  "(default: this one; an older tree for a before/after on the same card)")
 ARGS.add_argument("--server-arg", action="append", default=[], help="a further `spinfc serve` flag (repeatable): "
                   "measures a setting against the defaults")
 
@@ -113,7 +115,7 @@ def measure(o, name: str, spec: Model, snapshot: Path, params: int, job: jobs.Te
     out: dict = {"model": name, "shape": spec.shape, "layers": o.layers or spec.layers, "scheme": spec.scheme,
                  "non_embedding_params": params, "patterns": {}}
     with serving.served(snapshot, device, work / f"server-{name}.log", loader=loader, args=tuple(o.server_arg),
-                        timeout=420) as server:
+                        root=o.root.resolve(), timeout=420) as server:
         out["ready_s"] = round(server.ready_after, 1)
         warm = clients.pattern(server.url, [job.whole], 1, job.questions)  # the floor cached, as a user's first
         out["tokens"] = warm["answers"][0]["usage"]["input_tokens"]
