@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.rmtree(old[0], ignore_errors=True)
                 began = time.perf_counter()
                 folder = work / f"{spec.shape}-{layers}"
-                params = models.snapshot(spec.shape, folder, o.tokenizer, 2 if o.smoke else layers, o.smoke,
+                params = models.snapshot(spec.shape, folder, o.tokenizer, 4 if o.smoke else layers, o.smoke,
                                          "cpu" if o.smoke else "cuda:0")
                 snapshots = {key: (folder, params)}
                 print(f"{spec.shape} x {layers}: {params / 1e9:.2f} B non-embedding parameters, written in "

@@ -32,8 +32,10 @@ def free_port() -> int:
 
 
 def env_for(root: Path = ROOT) -> dict:
-    """This environment with `root` first on PYTHONPATH: its `spinfc` (and `benchmarks`) are the ones imported."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    """This environment with `root` first on PYTHONPATH: its `spinfc` (and `benchmarks`) are the ones imported;
+    this checkout after it, so a tree holding only `spinfc/` (an older version's) still finds the harness."""
+    paths = [str(root)] + ([str(ROOT)] if Path(root).resolve() != ROOT else []) + [os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def spinfc_command(*args: str, root: Path = ROOT, check: bool = True) -> subprocess.CompletedProcess:
