@@ -40,8 +40,8 @@ from spinfc.runtime.quant.schemes import scheme as scheme_named
 _FP8_MODE: dict[torch.device, str] = {}
 # fp8 products accumulate in the tensor cores' own precision, without cuBLAS promoting the partial sums to float32
 # every few k-steps (what torchao's float8 inference configs do by default). Measured on an H200 at 19,200 rows
-# (benchmarks/gpu_profile.py): one Llama-3-8B layer's four row-wise products 6.89 ms -> 6.22 ms (gate/up 3.80 ->
-# 3.30), every one still row invariant; the precision it costs is measured with the scheme's (gpu_precision.py).
+# (benchmarks/NOTES.md, 2026-12-01): one Llama-3-8B layer's four row-wise products 6.89 ms -> 6.22 ms (gate/up 3.80
+# -> 3.30), every one still row invariant; the precision it costs is measured with the scheme's.
 FP8_FAST_ACCUMULATION = True
 
 
