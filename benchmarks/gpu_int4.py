@@ -46,7 +46,8 @@ CARD = 24e9  # bytes: "one 24 GB GPU, the whole card"
 def quantized_states(c, float_state: dict, device: str) -> dict:
     """{"bf16": ..., "fp8-static": ..., "w4a16": ...} state dicts of the same float weights."""
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.quant import SCHEMES, quantize_state
+    from spinfc.runtime.quant.checkpoint import quantize_state
+    from spinfc.runtime.quant.schemes import SCHEMES
     from spinfc.runtime.quant.calibrate import (DELTA_NET_SHORTS, LINEAR_SHORTS, Calibration, input_maxima,
                                                 sequence_launch, weight_names)
     from spinfc.runtime.quant.checkpoint import is_quantized_linear
