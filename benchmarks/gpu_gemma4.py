@@ -106,18 +106,18 @@ def build(config, scheme: str, device: str, calibration=None, name: str | None =
 
 
 def invariance(hf: dict, device: str, smoke: bool) -> dict:
-    """gpu_checks.invariance's three jobs on a Gemma 4 stack (fp16-mixed, Triton, CUDA graphs)."""
+    """A target content alone, packed with others, and in the second of two passes run in reverse, on a Gemma 4
+    stack (fp16-mixed, Triton, CUDA graphs)."""
     import random
 
-    from benchmarks.gpu_checks import _contents, prepare, relower
-    from benchmarks.harness.launches import compile_job, make_program, random_tokens
+    from benchmarks.harness.launches import compile_job, make_program, prepared, random_contents, random_tokens, relower
     from spinfc.ir.nodes import Option, OptionSlot, Question
     from spinfc.runtime.models.families import from_hf
 
     config = from_hf(hf)
     rng = random.Random(0)
-    targets, others = _contents(rng, 3, "target", config.vocab), _contents(rng, 20 if smoke else 200, "other",
-                                                                           config.vocab)
+    targets = random_contents(rng, 3, "target", config.vocab)
+    others = random_contents(rng, 20 if smoke else 200, "other", config.vocab)
     half, three_quarters = len(others) // 4, 3 * len(others) // 4
     questions = []
     for j in range(4):
@@ -133,7 +133,7 @@ def invariance(hf: dict, device: str, smoke: bool) -> dict:
                                                             others[three_quarters:], questions, budget, block))}
     rows, reads = max(j.shape[1] for j in jobs.values()), max(j.shape[2] for j in jobs.values())
     jobs = {k: relower(j, rows, reads) for k, j in jobs.items()}
-    model = prepare(build(config, "fp16-mixed", device), [(budget, rows, reads)], device)
+    model = prepared(build(config, "fp16-mixed", device), [(budget, rows, reads)], device)
     scores = {}
     for name, job in jobs.items():
         order = list(range(len(job.launches)))[:: -1 if name == "two_passes_reversed" else 1]

@@ -8,8 +8,6 @@ their values):
              pre-lowered passes (gpu_qwen3_5.speed_prelowered), bf16 vs fp8-static vs w4a16, scaled to 64 layers
   invariance content c0's scores bit-identical in the job, in reverse order, alone and beside other questions
              (gpu_qwen3_5.check_invariance), for the w4a16 model
-  GEMMs      the candidate int4 GEMMs side by side at the 27B's products (int4_gemms.compare: speed, error, row
-             invariance)
 
 The w4a16 weights are GPTQ's (`weight_only.gptq_state`, groups of 128) on Hessians from a few random sequences
 through the float model; the fp8-static ones use calibrated maxima of the same run. Exits non-zero on a failed check.
@@ -18,7 +16,8 @@ through the float model; the fp8-static ones use calibrated maxima of the same r
     python -m benchmarks.gpu_int4 --smoke                               # a tiny model on the CPU (checks the script)
 
 Needs, beyond torch and triton: compressed-tensors (packing), flash-linear-attention (Qwen3.5 on CUDA, as
-gpu_qwen3_5.py); gemlite is measured where installed.
+gpu_qwen3_5.py). The candidate int4 GEMMs were compared once (int4_gemms.py, retired; benchmarks/NOTES.md,
+2026-12-04): spinfc's Triton kernel was kept.
 """
 
 from __future__ import annotations
@@ -47,7 +46,8 @@ CARD = 24e9  # bytes: "one 24 GB GPU, the whole card"
 def quantized_states(c, float_state: dict, device: str) -> dict:
     """{"bf16": ..., "fp8-static": ..., "w4a16": ...} state dicts of the same float weights."""
     from spinfc.runtime.models import build_model
-    from spinfc.runtime.quant import SCHEMES, quantize_state
+    from spinfc.runtime.quant.checkpoint import quantize_state
+    from spinfc.runtime.quant.schemes import SCHEMES
     from spinfc.runtime.quant.calibrate import (DELTA_NET_SHORTS, LINEAR_SHORTS, Calibration, input_maxima,
                                                 sequence_launch, weight_names)
     from spinfc.runtime.quant.checkpoint import is_quantized_linear
@@ -168,14 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         del model
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
-    if device.startswith("cuda"):
-        from benchmarks import int4_gemms
-
-        results["gemms"] = int4_gemms.compare()
-        for row in results["gemms"]:
-            print(json.dumps(row), flush=True)
-        if not all(row.get("row_invariant") for row in results["gemms"] if row.get("gemm") == "spinfc-triton"):
-            failures.append("the spinfc int4 GEMM is not row invariant at some launch size")
     results["seconds"] = time.perf_counter() - began
     results["failures"] = failures
     if args.out:

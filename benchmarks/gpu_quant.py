@@ -35,8 +35,7 @@ OPTIONS = ARGS.parse_args([])  # main() parses the command line
 
 import torch
 
-from benchmarks.gpu_checks import prepare
-from benchmarks.harness.launches import seed_job, small_job
+from benchmarks.harness.launches import prepared, seed_job, small_job
 from benchmarks.harness.stacks import LLAMA3_8B, SMALL_CONFIGS, random_state_dict
 from benchmarks.harness.smoke import interpreted
 from benchmarks.quant_job import JobBench, floors_of, run_job
@@ -93,7 +92,7 @@ def gaps(device: str, smoke: bool) -> dict:
         for name in ALL + ("float32",):
             try:
                 model = build(config, state, name, device, calibration=held_out.launches)
-                got = job.scores(run_job(prepare(model, [job.shape], device), job, device))
+                got = job.scores(run_job(prepared(model, [job.shape], device), job, device))
                 row[name] = round(max_gap(got, want), 5)
             except Exception as error:  # e.g. float32 on the Triton path: say what failed, measure the rest
                 row[name] = f"{type(error).__name__}: {str(error)[:200]}"

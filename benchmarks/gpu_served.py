@@ -5,7 +5,7 @@ real tokenizer), scored
     in-process   the engine `start_engine` builds (what `spinfc serve` and `spinfc score` run) in this process:
                  compile + score of the request body, a burst of one-content requests with the time of every pass
                  (the engine's `on_pass` events), and the job's passes as pre-lowered launches replayed back to back
-                 (gpu.py's way: the floor of what the engine adds)
+                 (the floor of what the engine adds)
     over HTTP    `spinfc serve` of the same snapshot in a child process (harness/serving.py), sent the job as a user
                  would: one request of 24 contents; 4 concurrent requests of 6; 24 concurrent one-content requests;
                  a stream of 240 one-content requests from 32 clients (each 429 retried after its Retry-After)

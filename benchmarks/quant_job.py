@@ -1,5 +1,5 @@
 """The seed-shaped job at Llama-3-8B shape per numeric scheme, for `benchmarks/gpu_quant.py` and
-`benchmarks/gpu_precision.py`: seconds, questions/s, each scheme's floor, and alone-vs-packed bit identity."""
+`benchmarks/gpu_gemma4.py`: seconds, questions/s, each scheme's floor, and alone-vs-packed bit identity."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import time
 
 import torch
 
-from benchmarks.gpu_checks import prepare
-from benchmarks.harness.stacks import LLAMA3_8B, non_embedding_params, random_state_dict
-from benchmarks.harness.launches import compile_job, make_program, seed_job
+from benchmarks.harness.stacks import LLAMA3_8B, TINY, non_embedding_params, random_state_dict
+from benchmarks.harness.launches import compile_job, make_program, prepared, seed_job
 from benchmarks.quant_parts import build
 
 from spinfc.backend import split_product
 
 FP8_RATE_DESIGN = 1397.0  # TFLOP/s, measured on this H200 (DESIGN.md)
+SEED_JOB = dict(contents=24, content_tokens=470, questions=56, question_tokens=20)
+TINY_JOB = dict(contents=3, content_tokens=40, questions=4, question_tokens=5, max_budget=256)
 
 
 def sync(device: str) -> None:
@@ -31,9 +32,6 @@ class JobBench:
     """The seed-shaped job at Llama-3-8B shape (TINY on --smoke), one model per scheme on the same weights."""
 
     def __init__(self, device: str, smoke: bool):
-        from benchmarks.harness.stacks import TINY
-        from benchmarks.gpu_run import SEED_JOB, TINY_JOB
-
         self.device, self.smoke = device, smoke
         self.config = TINY if smoke else LLAMA3_8B
         self.spec = TINY_JOB if smoke else SEED_JOB
@@ -57,7 +55,7 @@ class JobBench:
         model = build(self.config, self.state, name, self.device, calibration=self.calibration)
         model.quantize_in_kernels = not separate_quantize
         built = time.perf_counter() - began
-        graphed = prepare(model, [self.job.shape], self.device)
+        graphed = prepared(model, [self.job.shape], self.device)
         warm = time.perf_counter() - began - built
         times = []
         for _ in range(reps):

@@ -1,5 +1,5 @@
 """Writes fixtures/support-messages.parquet: 200 short customer support messages with ids (`id`, `text`), the
-fixture of `spinfc score` (tests/bulk, benchmarks/bulk.py). Deterministic: running it again writes the same rows.
+fixture of `spinfc score` (tests/bulk). Deterministic: running it again writes the same rows.
 
 The messages were written for this project (no data set and no real customer is quoted): forty kinds of message a
 support queue gets (the intents spinfc/support-triage asks about: refunds, cancellations, delivery, log-in,

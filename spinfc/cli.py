@@ -13,6 +13,11 @@
 
 Mistakes in the input print as `file:line:col: error: ...` with a hint and exit with status 2; so does
 `packs validate` when it finds any (after printing every one).
+
+This is the command's start-up path: it builds every command's flags from modules that need only the core install
+(`spinfc.config`, bulk/options.py, calibrate/options.py, cli_quant.py), and imports a command's own modules (the
+engine, the server, pyarrow) inside the function that runs it, so `spinfc compile` and `spinfc packs` start without
+torch, and a command whose extra is missing says what to install.
 """
 
 from __future__ import annotations
@@ -20,21 +25,26 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pathlib import Path
+
+from spinfc import config
+from spinfc.bulk import options as score_options
+from spinfc.calibrate import options as calibrate_options
+from spinfc.cli_quant import add_parity, add_quantize
 from spinfc.compiler import ALIASES, STAGES, compile_stage, launch_shapes, load_source, lower_program
+from spinfc.config import EngineSettings
 from spinfc.errors import BadModelFiles, CompileError
+from spinfc.frontend import validate_packs
+from spinfc.frontend.pack_files import pack_files
 from spinfc.ir.nodes import Program
 from spinfc.ir.printer import print_ir
+from spinfc.packsrc import PackSourceError, list_packs
 from spinfc.passes import PassContext
-from spinfc.shapes import Shapes, ShapeError
 from spinfc.registry import DEFAULT_MODEL, ModelNotFound, load_tokenizer
-
-try:  # the server's own flags; the compiler must keep working where the server part cannot be imported
-    from spinfc.server import cli as server_cli
-except ImportError as error:  # noqa: F841  (kept for the message)
-    server_cli, _server_import_error = None, error
-
+from spinfc.shapes import Shapes, ShapeError
 
 SERVE_EXTRA = ("torch", "transformers", "tokenizers", "gguf", "safetensors", "litestar", "uvicorn", "prometheus_client")
+BULK_EXTRA = ("pyarrow", "ray", "matplotlib")  # `pip install "spinfc[bulk]"`; score and calibrate need the engine too
 
 
 def _positive(text: str) -> int:
@@ -78,28 +88,21 @@ def build_parser() -> argparse.ArgumentParser:
                          help="allow a source to define packs in a reserved namespace (e.g. spinfc)")
     listing.set_defaults(run=_list_packs)
 
-    from spinfc.cli_quant import add_parity, add_quantize
-
     add_quantize(commands)
     add_parity(commands)
 
     serve = commands.add_parser("serve", help="serve /v1/score for one model")
-    if server_cli is not None:
-        server_cli.configure_parser(serve)
+    config.add_arguments(serve)  # MODEL, --config and one flag per setting (spinfc.server.cli runs them)
     serve.set_defaults(run=_serve)
 
     score = commands.add_parser("score", help="score every row of a Parquet, CSV or JSONL file (docs/bulk.md)")
-    from spinfc.bulk import command as score_command
-
-    score_command.configure_parser(score)
-    score.set_defaults(run=score_command.main)
+    score_options.configure_parser(score)
+    score.set_defaults(run=_score)
 
     calibrate = commands.add_parser("calibrate", help="choose a pack's thresholds on a labelled file "
                                     "(docs/calibration.md)")
-    from spinfc.calibrate import command as calibrate_command
-
-    calibrate_command.configure_parser(calibrate)
-    calibrate.set_defaults(run=calibrate_command.main)
+    calibrate_options.configure_parser(calibrate)
+    calibrate.set_defaults(run=_calibrate)
     return parser
 
 
@@ -117,8 +120,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def compile_shapes(device: str, budget: int | None, block: int, sizes: int = 4) -> Shapes:
     """The shapes a server on `device` runs (`Shapes.for_settings`), with its default budget when none is given."""
-    from spinfc.config import EngineSettings
-
     settings = EngineSettings(device=device, token_budget=budget or None, block=block, pass_sizes=sizes)
     try:
         return Shapes.for_settings(settings)
@@ -163,26 +164,18 @@ def format_launches(program: Program, shapes: Shapes | None = None) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from spinfc.frontend import validate_packs
-
     errors = validate_packs(args.directory)
     for error in errors:
         print(str(error), file=sys.stderr)
     if errors:
         print(f"{len(errors)} error(s) in {args.directory}", file=sys.stderr)
         return 2
-    from pathlib import Path
-
-    from spinfc.frontend.pack_files import pack_files
-
     count = len(pack_files(Path(args.directory))[0])
     print(f"{args.directory}: {count} pack{'s' if count != 1 else ''}, all valid")
     return 0
 
 
 def _list_packs(args: argparse.Namespace) -> int:
-    from spinfc.packsrc import PackSourceError, list_packs
-
     try:
         sys.stdout.write(list_packs(args.packs, args.model, official=not args.no_official_packs,
                                     allow_namespaces=args.packs_allow_namespace))
@@ -193,17 +186,42 @@ def _list_packs(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    if server_cli is None:
-        print(f"error: spinfc serve is not available: {_server_import_error}", file=sys.stderr)
-        return 2
     try:
+        from spinfc.server import cli as server_cli
+
         return server_cli.main(args)
     except ModuleNotFoundError as error:  # the core install: the server's packages are the `serve` extra
-        if (error.name or "").split(".")[0] not in SERVE_EXTRA:
-            raise
-        print(f"error: spinfc serve needs {error.name}, which is not installed: pip install \"spinfc[serve]\"",
-              file=sys.stderr)
-        return 2
+        return _missing("serve", error)
+
+
+def _score(args: argparse.Namespace) -> int:
+    try:
+        from spinfc.bulk import command
+
+        return command.main(args)
+    except ModuleNotFoundError as error:
+        return _missing("score", error)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    try:
+        from spinfc.calibrate import command
+
+        return command.main(args)
+    except ModuleNotFoundError as error:
+        return _missing("calibrate", error)
+
+
+def _missing(command: str, error: ModuleNotFoundError) -> int:
+    """2, having said which package `spinfc COMMAND` lacks and the extra that installs it; a module missing that no
+    extra installs is raised again (a bug, not an install)."""
+    top = (error.name or "").split(".")[0]
+    extra = "bulk" if top in BULK_EXTRA else "serve" if top in SERVE_EXTRA else None
+    if extra is None:
+        raise error
+    print(f"error: spinfc {command} needs {error.name}, which is not installed: pip install \"spinfc[{extra}]\"",
+          file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

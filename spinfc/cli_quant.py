@@ -65,7 +65,7 @@ def _strength(text: str) -> float:
 
 
 def _quantize(args: argparse.Namespace) -> int:
-    from spinfc.runtime.quant import quantize_model
+    from spinfc.runtime.quant.quantize import quantize_model
     from spinfc.runtime.quant.calibrate import CalibrationError
     from spinfc.errors import BadModelFiles
     from spinfc.runtime.weights import UnsupportedModel

@@ -20,6 +20,7 @@ import attrs
 
 from spinfc import frontend, passes
 from spinfc.errors import CompileError
+from spinfc.frontend.json_body import read_json
 from spinfc.ir.nodes import Program, SourceLoc
 from spinfc.passes import PASS_NAMES, PassContext
 
@@ -56,8 +57,6 @@ def load_source(path_or_json: str | Path | Mapping[str, Any], model: str, conten
 
 def _read_json(path: Path) -> Any:
     """The file's JSON, read as the server reads a body (depth bounded, invalid_json with line and column)."""
-    from spinfc.frontend.json_body import read_json
-
     return read_json(path.read_bytes(), source=str(path))
 
 
@@ -102,7 +101,7 @@ def launch_shapes(program: Program, shapes=None) -> tuple[tuple[int, int, int], 
 
 def lower_program(program: Program, shapes=None) -> tuple:
     """One `Launch` per pass of a compiled program, each of its shape in `launch_shapes(program, shapes)`."""
-    from spinfc.backend.launch import lower
+    from spinfc.backend.launch import lower  # torch, the serve extra: `spinfc compile` up to layout runs without it
 
     return tuple(lower(layout, rows_padded_to=R, reads_padded_to=N)
                  for layout, (_, R, N) in zip(program.layouts, launch_shapes(program, shapes)))

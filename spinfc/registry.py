@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -20,6 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import attrs
+
+from spinfc.errors import BadModelFiles
+from spinfc.whole_files import reading_gguf
 
 DEFAULT_MODEL = "gemma3-270m"
 
@@ -131,8 +135,6 @@ def _has_config(path: Path) -> bool:
 
 def quantized_from(path: Path) -> tuple[str, str] | None:
     """(base model, scheme) of a checkpoint `spinfc quantize` wrote (its calibration.json), else None."""
-    import json
-
     try:
         summary = json.loads((path / "calibration.json").read_text())
     except (OSError, ValueError):
@@ -212,8 +214,6 @@ def load_tokenizer(name: str | None = None):
     cached = cache_dir() / "tokenizers" / f"{source.name.replace('/', '--')}-{digest}"
     if (cached / "tokenizer_config.json").is_file():
         return AutoTokenizer.from_pretrained(str(cached))
-    from spinfc.whole_files import reading_gguf
-
     with reading_gguf(source.gguf):  # a truncated or zeroed file: one located line
         tokenizer = AutoTokenizer.from_pretrained(str(source.gguf.parent), gguf_file=source.gguf.name)
     cached.parent.mkdir(parents=True, exist_ok=True)
@@ -232,8 +232,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.mo
 
 def check_tokenizer(directory: Path) -> None:
     """Raise BadModelFiles unless `directory` holds a tokenizer's files."""
-    from spinfc.errors import BadModelFiles
-
     if not any((Path(directory) / name).is_file() for name in TOKENIZER_FILES):
         raise BadModelFiles(f"{directory}: no tokenizer (none of {', '.join(TOKENIZER_FILES)}): copy the model's "
                             "tokenizer files beside its config.json (tokenizer.save_pretrained(folder) in "
@@ -242,8 +240,6 @@ def check_tokenizer(directory: Path) -> None:
 
 def _folder_tokenizer(auto, directory: Path):
     """A snapshot's tokenizer; files that transformers cannot read are one line naming the folder."""
-    from spinfc.errors import BadModelFiles
-
     check_tokenizer(directory)
     try:
         return auto.from_pretrained(str(directory))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from spinfc.backend.graphs import GraphedModel
 from spinfc.backend.launch import Launch, lower
 from spinfc.ir.nodes import AnswerRead, Content, Option, OptionSlot, Program, Question
 from spinfc.passes.dedupe_prefixes import dedupe_prefixes
@@ -53,6 +54,11 @@ def random_tokens(rng: random.Random, n: int, vocab: int) -> tuple[int, ...]:
     return tuple(rng.randrange(1, vocab) for _ in range(n))
 
 
+def random_contents(rng: random.Random, n: int, prefix: str, vocab: int) -> list[Content]:
+    """n contents of 30..80 random tokens, named prefix0, prefix1, ..."""
+    return [Content(f"{prefix}{i}", "", tokens=random_tokens(rng, rng.randint(30, 80), vocab)) for i in range(n)]
+
+
 def make_program(contents: list[Content], questions: list[Question], budget: int, block: int) -> Program:
     return Program(model="random", contents=tuple(contents), queries=(), questions=tuple(questions),
                    budget=budget, block=block)
@@ -67,6 +73,21 @@ def compile_job(program: Program, rows: int | None = None, reads: int | None = N
     reads = reads or max(len(l.reads) for l in program.layouts)
     launches = [lower(l, rows_padded_to=rows, reads_padded_to=reads) for l in program.layouts]
     return Job(program, launches, [l.reads for l in program.layouts])
+
+
+def relower(job: Job, rows: int, reads: int) -> Job:
+    """The same layouts lowered with answer rows and reads padded to `rows`/`reads` (one launch shape)."""
+    launches = [lower(l, rows_padded_to=rows, reads_padded_to=reads) for l in job.program.layouts]
+    return Job(job.program, launches, job.reads)
+
+
+def prepared(model, shapes, device: str):
+    """The model as a study runs it: replayed from CUDA graphs on a GPU; as is on the CPU (--smoke)."""
+    if not str(device).startswith("cuda"):
+        return model
+    graphed = GraphedModel(model, shapes)
+    graphed.warm_up()
+    return graphed
 
 
 def seed_questions(rng: random.Random, n: int, tokens: int, vocab: int) -> list[Question]:

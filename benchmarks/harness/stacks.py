@@ -93,7 +93,7 @@ def non_embedding_params(c: ModelConfig) -> int:
     return c.layers * per_layer + c.hidden
 
 
-# gpu.py's --smoke model: the 8B's family at widths the Triton interpreter runs in seconds
+# the --smoke model: the 8B's family at widths the Triton interpreter runs in seconds
 TINY = ModelConfig(family="llama", hidden=128, layers=2, heads=4, kv_heads=2, head_dim=32, intermediate=256,
                    vocab=512, rope_theta=500000.0, norm_eps=1e-5, tie_embeddings=False)
 

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, NamedTuple
 
 import torch
 
+from spinfc.backend import reference
 from spinfc.backend.kv_record import KVBuffers, recording
 from spinfc.backend.launch import Launch, MediaRows, packed, packed_bytes
 
@@ -177,8 +178,6 @@ class GraphedModel:
         device = model.device
         if device.type != "cuda":
             raise ValueError(f"GraphedModel needs a model on a CUDA device, not {device}")
-        from spinfc.backend import reference
-
         if capture and getattr(model, "ops", None) is reference:
             raise ValueError("the reference ops read launch.spans on the host and cannot be captured in a CUDA "
                              "graph: build the model with ops=spinfc.backend.triton_ops, or pass capture=False")

@@ -15,6 +15,7 @@ import logging
 import torch
 
 from spinfc.backend.graphs import GraphedModel, LaunchShape
+from spinfc.backend.invariance import invariant_sizes
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.serving")
@@ -45,8 +46,6 @@ def graph_model(model, shapes: Shapes) -> tuple[GraphedModel, Shapes]:
     not row invariant on this GPU (logged; the full budget must be, or the start fails). Returns once every kernel
     is compiled and every size captured. Slow (seconds): run it off the event loop, before the server reports
     ready."""
-    from spinfc.backend.invariance import invariant_sizes
-
     with torch.cuda.device(model.device):
         sizes = invariant_sizes(model, shapes.launch_sizes())  # raises where the full pass is not invariant
         if len(sizes) < len(shapes.launch_sizes()):

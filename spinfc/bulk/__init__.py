@@ -12,5 +12,6 @@
     writers.py           Parquet dataset folders of part files renamed into place, JSONL; resume; --errors
     progress.py          the bar, the plain lines, the summary
     ray_job.py           --ray: the same per-batch scoring in Ray Data actors, one engine per actor
-    command.py           the command line
+    options.py           the command line's flags (what `spinfc` builds at start-up)
+    command.py           the command: the job of the parsed flags
 """

@@ -17,18 +17,21 @@ import attrs
 from spinfc.bulk.errors import BulkError, Rejected
 from spinfc.bulk.questions import QuestionSet
 from spinfc.bulk.transport import ContentResult, RowContent, text_and_media
-from spinfc.config import Limits
+from spinfc.config import EngineSettings, Limits
 from spinfc.errors import CompileError
 from spinfc.frontend import program_from_request
 from spinfc.ir.nodes import Content, MediaPiece
 from spinfc.runtime.admit.policy import Policy
+from spinfc.runtime.admit.refused import Refused
+from spinfc.runtime.admit.request_packs import add_packs
+from spinfc.runtime.admit.scoring import score
+from spinfc.runtime.engine import PassFailed
+from spinfc.runtime.start import start_engine
 
 
 class EngineTransport:
     def __init__(self, questions: QuestionSet, *, device: str | None = None, dtype: str | None = None,
                  token_budget: int | None = None, limits: Limits | None = None, load_model=None, media_policy=None):
-        from spinfc.config import EngineSettings
-
         self.questions = questions
         self.load_model = load_model  # (name, dtype, device) -> Model, as `create_app`'s; None: the model's files
         self.settings = EngineSettings(model=questions.model, device=device, dtype=dtype, token_budget=token_budget)
@@ -42,9 +45,6 @@ class EngineTransport:
     async def start(self) -> None:
         """Load the model and start the engine; score one short text, so the questions' floor is cached and a
         question the engine refuses stops the job before any work (BulkError)."""
-        from spinfc.runtime.admit.request_packs import add_packs
-        from spinfc.runtime.start import start_engine
-
         loader = {"load_model": self.load_model} if self.load_model is not None else {}
         self.running = await asyncio.to_thread(start_engine, self.settings, media_policy=self.media_policy, **loader)
         self.engine, self.fingerprint = self.running.engine, self.running.fingerprint
@@ -58,10 +58,6 @@ class EngineTransport:
             raise BulkError(f"the engine refuses these questions: {error.code}: {error.message}") from None
 
     async def score(self, texts: list[str | RowContent]) -> list[ContentResult]:
-        from spinfc.runtime.admit.refused import Refused
-        from spinfc.runtime.admit.scoring import score
-        from spinfc.runtime.engine import PassFailed
-
         plan = attrs.evolve(self.plan, program=attrs.evolve(
             self.plan.program, contents=tuple(_content(i, item) for i, item in enumerate(texts))))
         try:  # the runtime's one scoring entry, as the server's /v1/score calls it

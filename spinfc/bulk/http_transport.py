@@ -13,15 +13,18 @@ the server is back. A row's media (read by bulk/media.py) are sent inline as con
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 
 import httpx
+import msgspec
 
 from spinfc.bulk.errors import BulkError, Rejected
 from spinfc.bulk.questions import QuestionSet
 from spinfc.bulk.transport import ContentResult, RowContent, text_and_media
 from spinfc.client.media import data_url
 from spinfc.wire.results import QueryResult
+from spinfc.wire.schemas import PackResult
 
 
 class HttpTransport:
@@ -115,8 +118,6 @@ def _part(source) -> dict:
     if source.kind == "image":
         return {"type": "image_url", "image_url": {"url": data_url(source.data, source.mime)}}
     if source.kind == "audio":
-        import base64
-
         return {"type": "input_audio", "input_audio": {"data": base64.b64encode(source.data).decode("ascii"),
                                                        "format": source.mime.removeprefix("audio/")}}
     if source.frames:
@@ -140,14 +141,8 @@ def _retry_after(response: httpx.Response, attempt: int) -> float:
 
 
 def _query(item: dict) -> QueryResult:
-    import msgspec
-
     return msgspec.convert(item, QueryResult)
 
 
 def _pack(item: dict):
-    import msgspec
-
-    from spinfc.wire.schemas import PackResult
-
     return msgspec.convert(item, PackResult)

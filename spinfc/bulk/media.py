@@ -121,8 +121,6 @@ class MediaColumns:
 
 def media_columns(args: argparse.Namespace):
     """The job's media columns and the policy they are read under (the server's, from the flags)."""
-    from spinfc.media import MediaPolicy
-
     columns = [(kind, getattr(args, f"{kind}_column")) for kind in ("image", "audio", "video")
                if getattr(args, f"{kind}_column", None)]
     policy = MediaPolicy(max_frames=args.max_frames, max_audio_seconds=args.max_audio_seconds,

@@ -16,6 +16,8 @@ import attrs
 from spinfc.bulk.errors import BulkError
 from spinfc.frontend import Pack, load_pack, program_from_request
 from spinfc.ir.nodes import Query
+from spinfc.packsrc import load_pack_registry
+from spinfc.registry import base_model, resolve
 
 
 @attrs.frozen
@@ -30,8 +32,6 @@ class QuestionSet:
 def load_questions(pack_refs: Sequence[str], queries_file: str | None, model: str) -> QuestionSet:
     """Read `queries_file` (a JSON list of queries, `{"queries": [...]}` or a whole /v1/score body) and resolve
     `pack_refs`; raise BulkError (or the frontend's CompileError) for anything that cannot be asked."""
-    from spinfc.registry import resolve
-
     served = resolve(model).name
     queries = _read_queries(queries_file) if queries_file else []
     if not queries and not pack_refs:
@@ -49,7 +49,7 @@ def load_questions(pack_refs: Sequence[str], queries_file: str | None, model: st
 
 
 def _model_codes(model: str) -> tuple[str, ...]:
-    from spinfc.runtime.models.families import codes_of_model
+    from spinfc.runtime.models.families import codes_of_model  # torch: `spinfc score --server` needs none
 
     codes = codes_of_model(model)
     if not codes:
@@ -84,10 +84,6 @@ def _resolve_packs(refs: Sequence[str], model: str) -> list[Pack]:
             pack = load_pack(ref)
         else:
             if registry is None:
-                from spinfc.packsrc import load_pack_registry
-
-                from spinfc.registry import base_model
-
                 registry = load_pack_registry([], base_model(model))  # a quantized checkpoint: its base's packs
             if registry.get(ref) is None:
                 why = next((s.reason for s in registry.skipped if s.id == ref), None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 import time
@@ -24,8 +25,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from spinfc.bulk.columns import Layout
+from spinfc.bulk.engine_transport import EngineTransport
 from spinfc.bulk.errors import BulkError
+from spinfc.bulk.media import media_columns
 from spinfc.bulk.progress import Summary
+from spinfc.bulk.questions import load_questions
+from spinfc.bulk.readers import check_row, input_format, open_input
+from spinfc.bulk.runner import score_rows
+from spinfc.bulk.writers import metadata
 
 
 class BatchScorer:
@@ -35,10 +43,6 @@ class BatchScorer:
 
     def __init__(self, questions, text_column: str, id_column: str, device: str | None, dtype: str,
                  token_budget: int | None, media=None):
-        from spinfc.bulk.columns import Layout
-        from spinfc.bulk.writers import metadata
-        from spinfc.bulk.engine_transport import EngineTransport
-
         self.text_column, self.id_column, self.media = text_column, id_column, media
         self.layout = Layout(questions)
         self.transport = EngineTransport(questions, device=device, dtype=dtype, token_budget=token_budget,
@@ -48,9 +52,6 @@ class BatchScorer:
         self.schema = self.layout.schema(metadata(self.transport))
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        from spinfc.bulk.readers import check_row
-        from spinfc.bulk.runner import score_rows
-
         ids, texts = batch.column(self.id_column).to_pylist(), batch.column(self.text_column).to_pylist()
         media = [batch.column(name).to_pylist() for _, name in self.media.columns] if self.media else []
         rows = [check_row(k, ids[k], texts[k], tuple(m[k] for m in media)) for k in range(len(ids))]
@@ -64,10 +65,6 @@ class BatchScorer:
 
 def run_ray(args: argparse.Namespace) -> Summary:
     import ray
-
-    from spinfc.bulk.media import media_columns
-    from spinfc.bulk.questions import load_questions
-    from spinfc.bulk.readers import input_format, open_input
 
     if args.resume:
         raise BulkError("--resume is not available with --ray: Ray Data writes its own part files; run without --ray "
@@ -111,11 +108,7 @@ def run_ray(args: argparse.Namespace) -> Summary:
 
 
 def _summary(output: str, errors_path: str | None, questions, seconds: float) -> Summary:
-    import json
-
     import pyarrow.dataset as ds
-
-    from spinfc.bulk.columns import Layout
 
     table = ds.dataset(output, format="parquet").to_table(columns=["id", "error_code", "error"])
     codes = table.column("error_code").to_pylist()

@@ -13,6 +13,7 @@ cannot be scored (a malformed JSON line, a missing or non-text value, empty text
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,8 +173,6 @@ class CsvInput:
 def _malformed_records(path: str, delimiter: str) -> dict[int, str]:
     """Record index (0-based, after the header, blank lines not counted) -> why, for every record of `path` whose
     field count differs from the header's, as pyarrow's reader counts them."""
-    import csv
-
     found, index = {}, 0
     with open(path, newline="", encoding="utf-8-sig", errors="replace") as file:
         reader = csv.reader(file, delimiter=delimiter)

@@ -19,7 +19,7 @@ from collections import deque
 import attrs
 
 from spinfc.bulk.columns import Layout
-from spinfc.bulk.errors import Rejected
+from spinfc.bulk.errors import Rejected, RowError
 from spinfc.bulk.progress import Progress, Summary
 from spinfc.bulk.readers import Row
 from spinfc.bulk.transport import RowContent, Transport
@@ -110,7 +110,5 @@ async def run(source, transport: Transport, layout: Layout, output, errors: Erro
 
 
 def _duplicate(row_id: str):
-    from spinfc.bulk.errors import RowError
-
     return RowError("duplicate_id", f"id {row_id!r} was already used by an earlier row: ids must be unique (the "
                     "output and --resume key on them)")

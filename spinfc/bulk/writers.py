@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spinfc import __version__
 from spinfc.bulk.errors import BulkError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -183,7 +184,5 @@ class ErrorLog:
 
 
 def metadata(transport) -> dict[str, str]:
-    from spinfc import __version__
-
     return {"spinfc.system_fingerprint": transport.fingerprint, "spinfc.model": transport.model,
             "spinfc.version": __version__}

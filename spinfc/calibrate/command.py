@@ -19,36 +19,15 @@ import json
 import sys
 from pathlib import Path
 
+from spinfc.bulk import command as score_command
+from spinfc.bulk import options as score_options
 from spinfc.bulk.errors import BulkError
-from spinfc.registry import DEFAULT_MODEL
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", metavar="INPUT", help="a labelled Parquet, CSV or JSONL file: a text column, an id "
-                        "column, and a label column (1/0) per category or question to calibrate")
-    parser.add_argument("--pack", metavar="ID_OR_FILE", help="the pack to calibrate: a bundled id or a .toml file")
-    parser.add_argument("--queries", metavar="FILE", help="questions to calibrate instead of a pack (JSON, as for "
-                        "spinfc score); the thresholds are written to REPORT/calibration.toml")
-    parser.add_argument("--labels", metavar="COLUMNS", help="comma-separated label columns (default: every column "
-                        "named after a category or a question)")
-    parser.add_argument("--target", default="f1", metavar="TARGET",
-                        help='how each threshold is chosen: "f1" (best F1, the default), "precision=0.9" or "recall=0.8"')
-    parser.add_argument("--correct", choices=("none", "floor"), default="none",
-                        help="floor: divide each question's option probabilities by its content-free ones (floor_p) "
-                        "and renormalise before choosing (Calibrate Before Use); categories keep their baseline")
-    parser.add_argument("-o", "--output", metavar="PACK.toml", help="the calibrated pack (default: REPORT/<pack>.toml)")
-    parser.add_argument("--report", metavar="DIR", help="the report folder (default: calibration-<pack name>)")
-    parser.add_argument("--resume", action="store_true", help="continue the scoring REPORT/scores/ holds")
-    parser.add_argument("--text-column", default="text", metavar="NAME")
-    parser.add_argument("--id-column", default="id", metavar="NAME")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"the model (default: {DEFAULT_MODEL})")
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"))
-    parser.add_argument("--token-budget", type=int, default=None)
-    parser.add_argument("--server", metavar="URL", help="score through a running `spinfc serve` at URL")
-    parser.add_argument("--token", default=None, help="bearer token for --server (default: $SPINFC_TOKEN)")
-    parser.add_argument("--batch-size", type=int, default=32, help="rows per engine request (default: 32)")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+from spinfc.bulk.questions import load_questions
+from spinfc.calibrate import labels as labelled
+from spinfc.calibrate.report import Entry, write_report
+from spinfc.calibrate.thresholds import check_target, choose, pr_curve, reliability
+from spinfc.frontend.pack_calibration import Calibration, Threshold, calibration_toml, with_calibration
+from spinfc.frontend.pack_reader import read_pack
 
 
 def main(args: argparse.Namespace) -> int:
@@ -68,16 +47,9 @@ def main(args: argparse.Namespace) -> int:
 
 def calibrate(args: argparse.Namespace, make=None) -> Path:
     """Run the whole command; returns the report page. `make` replaces the transport's maker (tests)."""
-    from spinfc.calibrate import labels as labelled
-    from spinfc.calibrate.report import Entry, write_report
-    from spinfc.calibrate.thresholds import check_target, choose, pr_curve, reliability
-    from spinfc.frontend.pack_calibration import Calibration, Threshold
-
     check_target(args.target)  # before any work
     if bool(args.pack) == bool(args.queries):
         raise BulkError("give the pack to calibrate (--pack ID_OR_FILE) or the questions (--queries FILE), one of them")
-    from spinfc.bulk.questions import load_questions
-
     questions = load_questions([args.pack] if args.pack else [], args.queries, args.model)
     pack = questions.packs[0] if questions.packs else None
     stem = pack.id.split("/")[-1] if pack else Path(args.queries).stem
@@ -135,10 +107,8 @@ def _score(args, folder: Path, make):
     """The scores of every row of INPUT (spinfc score's job into `folder`), as one table in row order."""
     import pyarrow.parquet as pq
 
-    from spinfc.bulk import command as score_command
-
     parser = argparse.ArgumentParser()
-    score_command.configure_parser(parser)
+    score_options.configure_parser(parser)
     job = parser.parse_args([args.input, "-o", str(folder)])
     for key in ("text_column", "id_column", "model", "device", "dtype", "token_budget", "server", "token", "resume",
                 "batch_size", "quiet"):
@@ -147,7 +117,7 @@ def _score(args, folder: Path, make):
     job.queries = args.queries
     if folder.is_dir() and any(folder.glob("part-*.parquet")) and not args.resume:
         raise BulkError(f"{folder} already holds scores: add --resume to continue (or reuse) them, or remove it")
-    asyncio.run(score_command._run(job, make))
+    asyncio.run(score_command.run(job, make))
     table = pq.read_table(folder)
     schema = pq.read_schema(sorted(folder.glob("part-*.parquet"))[0])
     return table.sort_by("row").replace_schema_metadata(schema.metadata)
@@ -159,9 +129,6 @@ def _threshold(entry, Threshold):
 
 
 def _write_pack(args, pack, calibration, report: Path, stem: str) -> Path:
-    from spinfc.frontend.pack_calibration import calibration_toml, with_calibration
-    from spinfc.frontend.pack_reader import read_pack
-
     report.mkdir(parents=True, exist_ok=True)
     if pack is None:
         out = Path(args.output or report / "calibration.toml")

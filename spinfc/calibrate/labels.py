@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from spinfc.bulk.errors import BulkError
 from spinfc.bulk.readers import input_format
+from spinfc.calibrate.thresholds import contextual
 
 TRUE = {"1", "true", "yes", "y", "t"}
 FALSE = {"0", "false", "no", "n", "f"}
@@ -83,8 +84,6 @@ def targets(column_map: list[dict], label_columns: list[str], path: str) -> list
 def target_scores(scores: pa.Table, target: Target, correction: str) -> np.ndarray:
     """The score of each row for `target`: a category's score, or a question's first-option p (corrected by its
     content-free prior when `correction` is "floor")."""
-    from spinfc.calibrate.thresholds import contextual
-
     if target.kind == "category":
         return np.asarray(scores.column(target.columns[0]).to_pylist(), dtype=float)
     p = np.stack([np.asarray(scores.column(c).to_pylist(), dtype=float) for c in target.columns], axis=-1)

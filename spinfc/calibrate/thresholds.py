@@ -17,15 +17,15 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 
+from spinfc.bulk.errors import BulkError
+from spinfc.frontend.pack_calibration import TARGET
+
 
 TARGET_HELP = 'a target is "f1", "precision=P" or "recall=R" with P, R in (0, 1]'
 
 
 def check_target(target: str) -> None:
     """BulkError unless `target` is f1, precision=P or recall=R."""
-    from spinfc.bulk.errors import BulkError
-    from spinfc.frontend.pack_calibration import TARGET
-
     if not TARGET.fullmatch(target) or target.endswith("=0"):
         raise BulkError(f"--target {target!r}: {TARGET_HELP}, e.g. --target precision=0.9")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -282,8 +283,6 @@ def _relative_to(base: Path, source: str) -> str:
 
 
 def _read_toml(path: Path) -> dict:
-    import tomllib
-
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)

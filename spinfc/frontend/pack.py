@@ -17,6 +17,7 @@ from attrs import frozen
 
 from spinfc.frontend.pack_calibration import Calibration
 from spinfc.ir.nodes import Content, Program, Query
+from spinfc.registry import EMBEDDED
 
 Combine = Literal["max", "mean", "weighted_sum", "noisy_or"]
 COMBINERS: tuple[Combine, ...] = ("max", "mean", "weighted_sum", "noisy_or")
@@ -123,8 +124,6 @@ def combinations(query: Query, fixed: tuple[tuple[str, str], ...] = ()) -> list[
 
 def canonical_model(name: str) -> str:
     """The registry's served name for an embedded model's alias; any other name as it is (no files are read)."""
-    from spinfc.registry import EMBEDDED
-
     for served, (aliases, _locate) in EMBEDDED.items():
         if name == served or name in aliases:
             return served

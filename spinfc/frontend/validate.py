@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from spinfc.errors import CompileError, PackError
-from spinfc.frontend.pack_files import SOURCE_REFUSALS, pack_files
+from spinfc.frontend.pack_files import SOURCE_REFUSALS, pack_files, read_pack_text
 from spinfc.frontend.pack_reader import read_pack
+from spinfc.frontend.tomlpos import TomlPositions
 from spinfc.ir.nodes import SourceLoc
 
 
@@ -60,8 +61,5 @@ def validate_packs(directory: str | Path) -> list[CompileError]:
 
 
 def _id_loc(path: Path) -> SourceLoc:
-    from spinfc.frontend.pack_files import read_pack_text
-    from spinfc.frontend.tomlpos import TomlPositions
-
     text, _ = read_pack_text(path)  # read_pack has just read it
     return TomlPositions(text or "", str(path)).loc(("id",))

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from spinfc.packsrc.registry import PackRegistry, load_pack_registry
+from spinfc.registry import DEFAULT_MODEL
 
 
 def list_packs(sources: Sequence[str], model: str | None = None, *, official: bool = True,
@@ -13,8 +14,6 @@ def list_packs(sources: Sequence[str], model: str | None = None, *, official: bo
     """The packs `spinfc serve MODEL --packs SRC...` would enable and skip, with where each came from and why a
     pack is skipped (the same registry as GET /v1/packs). Raises `PackSourceError` for a source that cannot be
     read: the same refusal the server would give."""
-    from spinfc.registry import DEFAULT_MODEL
-
     registry = load_pack_registry(sources, model or DEFAULT_MODEL, official=official,
                                   allow_namespaces=allow_namespaces, cache=cache)
     return format_registry(registry)

@@ -24,6 +24,7 @@ from spinfc.errors import CompileError, RequestError
 from spinfc.frontend import Pack, load_pack, validate_packs
 from spinfc.frontend.pack_files import pack_files
 from spinfc.packsrc.sources import FetchedSource, PackSourceError, SourceSpec, fetch_source, parse_source
+from spinfc.registry import base_model, cache_dir
 
 RESERVED_NAMESPACES = ("spinfc",)  # and every namespace that starts like one: spinfc-official, spinfc.x, spin-fc
 BUNDLED = "bundled"
@@ -105,8 +106,6 @@ def load_pack_registry(sources: Sequence[str], model: str, *, official: bool = T
     """Read the bundled packs (when `official`) and every source in order; keep those written for `model`.
     Raises `PackSourceError` for a source that cannot be read or holds a broken pack file."""
     if cache is None:
-        from spinfc.registry import cache_dir
-
         cache = cache_dir()
     specs = [parse_source(text) for text in sources]  # every spec checked before anything is cloned
     if official:
@@ -137,8 +136,6 @@ def load_pack_registry(sources: Sequence[str], model: str, *, official: bool = T
 
 def registry_from_settings(settings) -> PackRegistry:
     """`load_pack_registry` for a `spinfc.config.Settings`."""
-    from spinfc.registry import base_model
-
     features = settings.features  # a quantized checkpoint gets its base model's packs
     return load_pack_registry(features.packs, base_model(settings.engine.model),
                               official=not features.no_official_packs, allow_namespaces=features.packs_allow_namespace)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 from spinfc.ir.nodes import Program
+from spinfc.ir.verifier import verify as verify_program
 from spinfc.passes.add_floor import add_floor
 from spinfc.passes.context import PassContext
 from spinfc.passes.dedupe_prefixes import dedupe_prefixes
@@ -45,8 +46,6 @@ def run(program: Program, ctx: PassContext, until: str | None = None, verify: bo
     sees the program once, after the last pass run, and may raise to refuse it (the server's limits)."""
     if until is not None and until not in PASS_NAMES:
         raise ValueError(f"unknown pass {until!r}: the passes are {', '.join(PASS_NAMES)}")
-    if verify:
-        from spinfc.ir.verifier import verify as verify_program
     for name, transform in PIPELINE:
         program = transform(program, ctx)
         if verify:

@@ -21,6 +21,7 @@ from spinfc.router import routes
 from spinfc.router.config import RouterConfig
 from spinfc.router.lifespan import AppLifespan
 from spinfc.router.router import Router
+from spinfc.server.app import create_app as serve_app
 from spinfc.server.auth import bearer, matches
 from spinfc.server.errors import ApiError, error_type, exception_handlers
 
@@ -142,6 +143,4 @@ async def _send_error(send, error: ApiError) -> None:
 def create_router_app(settings: Settings, config: RouterConfig, create_app=None) -> RouterApp:
     """The router in front of `config.models`; `create_app(settings)` builds one model's app (default: the
     server's `create_app`, what `spinfc serve` runs for one model)."""
-    if create_app is None:
-        from spinfc.server.app import create_app
-    return RouterApp(settings, config, create_app)
+    return RouterApp(settings, config, create_app or serve_app)

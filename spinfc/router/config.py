@@ -18,6 +18,7 @@ that belong to the listening server (host, port, tokens, shutdown timeout) are t
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 import attrs
@@ -49,8 +50,6 @@ class RouterConfig:
 def read_models(path: Path, base: Settings) -> RouterConfig:
     """The router config of the TOML file at `path`, each model's settings `base` with its table's keys over it.
     Raises `ConfigError` naming the file, the table and the key for anything it cannot use."""
-    import tomllib
-
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -11,8 +11,11 @@ import ctypes
 import gc
 import json
 import math
+import os
 import struct
 from pathlib import Path
+
+from spinfc.registry import resolve
 
 OVERHEAD = 1.15  # activations, staging buffers and the tokenizer beside the weights
 
@@ -28,8 +31,6 @@ def in_use(device: str) -> int:
 
 def resident_bytes() -> int:
     """The process's resident set size, in bytes (Linux /proc/self/statm)."""
-    import os
-
     with open("/proc/self/statm") as handle:
         pages = int(handle.read().split()[1])
     return pages * os.sysconf("SC_PAGE_SIZE")
@@ -55,8 +56,6 @@ def give_back(device: str) -> None:
 def estimate(model: str, device: str) -> int | None:
     """Bytes the named model should take on `device`, from its parameter count; None when it cannot be read
     without loading it (a Hub name not in the cache)."""
-    from spinfc.registry import resolve
-
     try:
         source = resolve(model)
         if source.gguf is not None:

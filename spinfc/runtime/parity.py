@@ -22,10 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import platform
 from pathlib import Path
 
 import attrs
 import msgspec
+
+from spinfc.compiler import load_source
+from spinfc.config import EngineSettings
+from spinfc.registry import DEFAULT_MODEL
+from spinfc.runtime.admit.scoring import score_compiled
+from spinfc.runtime.start import start_engine
 
 FORMAT = "spinfc-parity-1"
 FIELDS = ("logprob", "p", "floor_p", "residual")
@@ -47,8 +54,6 @@ def machine(device: str) -> str:
         with open("/proc/cpuinfo") as info:
             vendor = next((line.split(":", 1)[1].strip() for line in info if line.startswith("vendor_id")), vendor)
     except OSError:
-        import platform
-
         vendor = platform.processor() or platform.machine() or vendor
     return f"{vendor}-{torch.backends.cpu.get_cpu_capability()}"
 
@@ -60,9 +65,6 @@ class ParityError(ValueError):
 async def _score(engine, job: dict, model_name: str, where: str, base: Path):
     """The one adapter onto the engine: compile a job (request body or pack + contents) with no request limits (a
     fixture is the operator's own), score it through the scoring entry's form for compiled work, results."""
-    from spinfc.compiler import load_source
-    from spinfc.runtime.admit.scoring import score_compiled
-
     if "request" in job:
         compiled = await engine.compile_async(job["request"])
     elif "pack" in job:
@@ -79,10 +81,6 @@ def run_fixture(fixture: dict, *, model: str | None = None, device: str = "cpu",
     """Run every job of `fixture` in order (a pack's path is relative to `base`, the fixture's folder); returns
     {format, fingerprint, model, results: one row per option of every query of every input}. `loaded`: a model
     stack already built (on `device`) to run instead of loading `model`."""
-    from spinfc.config import EngineSettings
-    from spinfc.registry import DEFAULT_MODEL
-    from spinfc.runtime.start import start_engine
-
     jobs = fixture.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         raise ParityError("the fixture has no `jobs` list: give one job per request body or pack")

@@ -19,11 +19,16 @@ from collections.abc import Callable
 
 import attrs
 
+from spinfc.backend import serving
 from spinfc.config import EngineSettings
+from spinfc.media import MediaPolicy
+from spinfc.runtime.admit.generator import Generator
 from spinfc.runtime.engine import Engine
+from spinfc.runtime.extract import step
 from spinfc.runtime.load.fingerprint import fingerprint
 from spinfc.runtime.load.loader import load_default
 from spinfc.runtime.load.precision import resolved_precision
+from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
 
 log = logging.getLogger("spinfc.engine")
@@ -70,20 +75,13 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
     if on_loaded is not None:
         on_loaded(model, engine_fingerprint)
     if device.startswith("cuda"):  # check, compile and capture every launch size
-        from spinfc.backend import serving
-
         started = time.perf_counter()
         model, shapes = serving.graph_model(model, shapes)
         log.info("captured the pass (%s) in %.1f s", shapes, time.perf_counter() - started)
         if extraction and not getattr(model, "codes", ()):  # a decision model's head reads codes: nothing decodes
-            from spinfc.runtime.extract import step
-
             started = time.perf_counter()
             step.warm_up(model, shapes.budget)
             log.info("captured the extraction decode in %.1f s", time.perf_counter() - started)
-    from spinfc.media import MediaPolicy
-    from spinfc.runtime.towers import MediaReader
-
     tokenizer = model.tokenizer
     media = MediaReader(getattr(model, "towers", None), media_policy or MediaPolicy(), tokenizer,
                         media_name or settings.model)
@@ -91,8 +89,6 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
                     on_pass=on_pass, media=media, content_cache_tokens=settings.content_cache_tokens).start()
     generator = None
     if generation:  # generations are the engine's work too: they take turns with its passes
-        from spinfc.runtime.admit.generator import Generator
-
         generator = Generator(engine)
     return RunningEngine(engine, model, shapes, device, engine_fingerprint,
                          media, generator)

@@ -7,8 +7,17 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
+
+import uvicorn
 
 from spinfc.config import ConfigError, add_arguments, load_settings
+from spinfc.packsrc import PackSourceError
+from spinfc.router import create_router_app, read_models
+from spinfc.server.app import create_app
+from spinfc.server.framing import framed_protocol
+from spinfc.server.logs import log_config
+from spinfc.server.shutdown import GracefulServer
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -20,12 +29,6 @@ def main(args: argparse.Namespace) -> int:
     """Start uvicorn on the app the settings describe; 2 for settings or a pack source that cannot be used, and
     for a model that cannot be loaded (the server stops then, saying why in one line: a supervisor restarts it or
     an operator fixes it, rather than a server up at 503 model_failed), else 0 once it stops."""
-    import uvicorn
-
-    from spinfc.packsrc import PackSourceError
-    from spinfc.server.app import create_app
-    from spinfc.server.shutdown import GracefulServer
-
     try:
         settings = load_settings(args)
         logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
@@ -52,23 +55,12 @@ def uvicorn_config(app, server, **options):
     """The uvicorn config `spinfc serve` and the router run `app` under (`server`: the ServerSettings; `options`:
     more of uvicorn.Config's arguments): no query string values (a token sent there) in the access log, and HTTP
     framing as server/framing.py answers it."""
-    import uvicorn
-
-    from spinfc.server.framing import framed_protocol
-    from spinfc.server.logs import log_config
-
     return uvicorn.Config(app, host=server.host, port=server.port, log_level=server.log_level,
                           log_config=log_config(), http=framed_protocol(server.body_timeout), **options)
 
 
 def _serve_router(settings) -> int:
     """`--models FILE`: the router in front of every model the file names (none loaded until asked for)."""
-    from pathlib import Path
-
-    import uvicorn
-
-    from spinfc.router import create_router_app, read_models
-
     config = read_models(Path(settings.server.models), settings)
     app = create_router_app(settings, config)
     server = settings.server

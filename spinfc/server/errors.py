@@ -15,6 +15,7 @@ import logging
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
+from spinfc.errors import CompileError
 from spinfc.runtime.admit.refused import Refused
 from spinfc.runtime.engine import EngineClosed, PassFailed
 from spinfc.wire.schemas import ErrorBody, ErrorResponse
@@ -70,11 +71,6 @@ def _compile_error(error) -> ApiError:
 
 def to_api_error(error: Exception) -> ApiError:
     """The answer for any exception a request can raise."""
-    try:
-        from spinfc.errors import CompileError
-    except ImportError:  # the frontend is not installed: no compile errors to map
-        CompileError = ()  # noqa: N806
-
     if isinstance(error, ApiError):
         return error
     if isinstance(error, CompileError):

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import socket
 
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
 PROBE_S = 0.1  # how often a half-closed connection is checked for the reset of a client that is gone
 
 
@@ -49,8 +51,6 @@ def timed_out(seconds: int) -> bytes:
 
 def framed_protocol(body_timeout: int = 5) -> type:
     """uvicorn's h11 HTTP protocol with the answers above; `body_timeout`: seconds a body may stall."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
     class FramedProtocol(H11Protocol):
         body_timer = None  # asyncio.TimerHandle: armed while a request's body is awaited
         probe = None  # asyncio.TimerHandle: armed while a half-closed request is unanswered

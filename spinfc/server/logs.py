@@ -9,6 +9,8 @@ import copy
 import logging
 from urllib.parse import parse_qsl, quote
 
+from uvicorn.config import LOGGING_CONFIG
+
 
 class RedactQuery(logging.Filter):
     """uvicorn.access records carry (client, method, path?query, http version, status): the query's values go."""
@@ -30,8 +32,6 @@ def redact(full_path: str) -> str:
 
 def log_config() -> dict:
     """uvicorn's default logging configuration, with `RedactQuery` on the access log."""
-    from uvicorn.config import LOGGING_CONFIG
-
     config = copy.deepcopy(LOGGING_CONFIG)
     config.setdefault("filters", {})["redact_query"] = {"()": RedactQuery}
     config["handlers"]["access"]["filters"] = ["redact_query"]

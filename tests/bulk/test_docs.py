@@ -2,7 +2,7 @@
 
 import argparse
 
-from spinfc.bulk.command import configure_parser
+from spinfc.bulk.options import configure_parser
 
 from .paths import ROOT
 

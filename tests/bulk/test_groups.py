@@ -11,7 +11,7 @@ import types
 import attrs
 
 from spinfc.bulk import runner
-from spinfc.bulk.command import configure_parser
+from spinfc.bulk.options import configure_parser
 from spinfc.bulk.progress import Progress
 from spinfc.bulk.readers import Row
 from spinfc.bulk.writers import Done

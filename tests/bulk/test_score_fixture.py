@@ -9,7 +9,7 @@ The numbers are compared bit for bit. On the CPU the reference kernels' sums dep
 (by up to ~6e-6 in a logprob), so every run sends the same requests alone: batches of 10 rows (a divisor of the
 fixture's 50-row row groups, where both the in-process reader and Ray Data cut), one in flight, each batch written
 as its own group (so a kill loses at most the batch being scored, and a resumed run's batches are the
-uninterrupted run's). The three runs take ~5 minutes on 2 quiet cores (BENCHMARKS.md, "Bulk scoring").
+uninterrupted run's). The three runs take ~5 minutes on 2 quiet cores (benchmarks/NOTES.md, "What the bulk tests cost").
 """
 
 import itertools

@@ -43,6 +43,16 @@ def test_client_schemas_frontend_ir_and_passes_import_without_torch():
     assert "imported []" in result.stdout
 
 
+def test_score_and_calibrate_against_a_server_import_without_torch():
+    # `spinfc score --server URL` sends the rows to a server: the engine (torch) is imported only without --server
+    result = run_blocked("""
+        import spinfc.bulk.command, spinfc.bulk.http_transport, spinfc.calibrate.command
+        print("imported", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "imported []" in result.stdout
+
+
 def test_media_parts_are_built_without_torch_or_pil():
     result = run_blocked("""
         sys.modules["PIL"] = None  # no image library either: the parts are the file's bytes, typed from them

@@ -1,7 +1,7 @@
 """Decode attention (Triton, interpreted) against the PyTorch reference on fresh random pools, tables and slots, and
 its batch invariance: rows computed alone and packed among other rows, with their pool rows, table and slot moved
 to other places, agree within the interpreter's tolerance (bit-identity is checked on CUDA by
-`benchmarks/gpu_decode_checks.py`)."""
+the acceptance run's `turns`, benchmarks/acceptance/kinds.py)."""
 
 from __future__ import annotations
 

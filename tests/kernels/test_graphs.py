@@ -1,5 +1,5 @@
 """What of `backend.graphs` runs without a GPU: launch shapes, the all-padding warm-up launch, and the refusals.
-(Capture and replay run on the GPU, in benchmarks/gpu.py.)"""
+(Capture and replay run on the GPU, in the acceptance run and benchmarks/gpu_served.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What of `backend.serving` runs without a GPU: the launch shapes a CUDA server uses, and its dtype.
-(Capture and a served request run on the GPU, in benchmarks/gpu_serve.py.)"""
+(Capture and a served request run on the GPU, in the acceptance run: benchmarks/acceptance.)"""
 
 from __future__ import annotations
 

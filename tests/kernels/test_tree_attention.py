@@ -4,7 +4,7 @@ invariance: a content's rows alone and packed with others at another offset.
 Under the interpreter the products are NumPy on the host CPU, whose rounding follows the host's BLAS (one float32
 step differs on some AMD CPUs when a query block straddles two contents), so alone-vs-packed is compared within
 `INVARIANCE_TOL`; a mask that let a row see another content's keys moves it by far more. Bit-identity is promised
-on CUDA and checked there (`benchmarks/gpu_checks.py`, `attention_invariance`)."""
+on CUDA and checked there (the acceptance run's `packed`, benchmarks/acceptance/kinds.py)."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ def test_default_scheme_gap():
 
 def test_fp8_with_a_gap_budget(tmp_path):
     from spinfc.runtime.load.loader import load_model
-    from spinfc.runtime.quant import quantize_model
+    from spinfc.runtime.quant.quantize import quantize_model
 
     texts = (ROOT / "fixtures" / "calibration.jsonl").read_text().splitlines()[:24]
     calibration = tmp_path / "calibration.jsonl"

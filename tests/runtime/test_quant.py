@@ -12,8 +12,10 @@ import torch
 from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.load.precision import Precision
 from spinfc.runtime.models import build_model
-from spinfc.runtime.quant import SCHEMES, QuantizedLinear, quantize_state, write_checkpoint
 from spinfc.runtime.quant.calibrate import Calibration, input_maxima, sequence_launch
+from spinfc.runtime.quant.checkpoint import quantize_state, write_checkpoint
+from spinfc.runtime.quant.linear import QuantizedLinear
+from spinfc.runtime.quant.schemes import SCHEMES
 from spinfc.runtime.quant.schemes import W8A8, quantize_weight, scales_from_max
 from spinfc.runtime.weights import read_snapshot
 

@@ -12,8 +12,10 @@ import torch
 from spinfc.backend.kernels.quantize_reference import quantize_tokens_reference as quantize_tokens
 from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.models import build_model
-from spinfc.runtime.quant import SCHEMES, QuantizedLinear, quantize_state
 from spinfc.runtime.quant.calibrate import Calibration
+from spinfc.runtime.quant.checkpoint import quantize_state
+from spinfc.runtime.quant.linear import QuantizedLinear
+from spinfc.runtime.quant.schemes import SCHEMES
 from spinfc.runtime.quant.schemes import quantize_weight
 from spinfc.runtime.weights import read_snapshot
 from tests.runtime.test_quant import all_logprobs, launches, snapshot  # noqa: F401  (the module's random llama)

@@ -16,10 +16,12 @@ import torch
 
 from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.models import build_model
-from spinfc.runtime.quant import SCHEMES, Int4Linear, write_checkpoint
 from spinfc.runtime.quant.calibrate import DELTA_NET_SHORTS, LINEAR_SHORTS, Calibration, sequence_launch, weight_names
+from spinfc.runtime.quant.checkpoint import write_checkpoint
 from spinfc.runtime.quant.checkpoint import is_quantized_linear
 from spinfc.runtime.quant.gptq import gptq, group_qparams, input_hessians
+from spinfc.runtime.quant.int4 import Int4Linear
+from spinfc.runtime.quant.schemes import SCHEMES
 from spinfc.runtime.quant.weight_only import gptq_state
 from spinfc.runtime.weights import read_snapshot
 

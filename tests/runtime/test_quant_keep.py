@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from spinfc.runtime.models import build_model
-from spinfc.runtime.quant import SCHEMES, QuantizedLinear, quantize_state, write_checkpoint
 from spinfc.runtime.quant.calibrate import Calibration, input_maxima, launches_of
+from spinfc.runtime.quant.checkpoint import quantize_state, write_checkpoint
+from spinfc.runtime.quant.linear import QuantizedLinear
+from spinfc.runtime.quant.schemes import SCHEMES
 from spinfc.runtime.quant.sensitivity import GROUPS, choose, scored_launch
 from spinfc.runtime.weights import read_snapshot
 

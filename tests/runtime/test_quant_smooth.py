@@ -12,10 +12,12 @@ import torch
 
 from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.models import build_model
-from spinfc.runtime.quant import SCHEMES, QuantizedLinear, quantize_state, write_checkpoint
 from spinfc.runtime.quant.calibrate import Calibration, channel_maxima, input_maxima, sequence_launch
+from spinfc.runtime.quant.checkpoint import quantize_state, write_checkpoint
 from spinfc.runtime.quant.checkpoint import is_quantized_linear
+from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.linear import QuantizedInput
+from spinfc.runtime.quant.schemes import SCHEMES
 from spinfc.runtime.quant.schemes import W8A8
 from spinfc.runtime.quant.smooth import smooth_state
 from spinfc.runtime.weights import read_snapshot

@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from spinfc.backend.gated_delta import reference
+
 BLOCK_V = 32
 
 
@@ -85,8 +87,6 @@ def branch_delta(q, k, v, g, beta, cu_seqlens: list[int], states: torch.Tensor, 
 
 def branch_delta_reference(q, k, v, g, beta, cu_seqlens, states, index, keep):
     """The same op in PyTorch: each segment's initial state gathered (`gated_delta.reference`)."""
-    from spinfc.backend.gated_delta import reference
-
     Hv, Dk, Dv = states.shape[1:]
     initial = torch.zeros((len(cu_seqlens) - 1, Hv, Dk, Dv), dtype=torch.float32, device=v.device)
     has = index >= 0

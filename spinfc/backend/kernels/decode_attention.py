@@ -16,7 +16,7 @@ One program computes one row for the query heads of one key/value head (the GQA 
 It walks its pool rows, then its own rows, in blocks of BLOCK_N in ascending order: the blocks, the order they are
 reduced in and every masked position (exactly zero weight, scale factor exactly one) are set by the row's own
 table and count. Nothing another row holds enters its arithmetic, so on CUDA a row's result is bit-identical
-whatever else is in the batch and wherever the row sits in it (checked by `benchmarks/gpu_decode_checks.py`).
+whatever else is in the batch and wherever the row sits in it (checked by the acceptance run's `turns`).
 Under `TRITON_INTERPRET=1` the products are NumPy on the host: tests compare within a tolerance.
 
 Nothing here reads the host, so a decode step can be captured in a CUDA graph with its inputs in static buffers.

@@ -24,7 +24,7 @@ from spinfc.backend.kernels.int4_reference import dequantize, reference  # noqa:
 
 # The one configuration: 256 x 128 output tiles, 64 input channels a step (a multiple of 8: whole packed words).
 # Measured on an H200 at the 27B's gate_up and down (16,384 rows): 360 TFLOP/s, against 324 at 128 x 128 and 268 at
-# 128 x 128 x 128 (benchmarks/int4_gemms.py).
+# 128 x 128 x 128 (benchmarks/NOTES.md, 2026-12-04).
 CONFIG = {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
 
 

@@ -11,7 +11,7 @@ Batch invariance (what is promised). Every content starts at a multiple of `ALIG
 order they are reduced in, are set by the content's own layout. Key blocks of other contents are skipped, and a
 block that is visited but masked for a row leaves its state exactly as it was (scale factor exactly 1, weights
 exactly 0). So on CUDA a row's result is bit-identical wherever its content sits in the pass and whatever else is
-packed with it (checked on the GPU by `benchmarks/gpu_checks.py`, `attention_invariance`).
+packed with it (checked on the GPU by the acceptance run's `packed`).
 
 Not promised: a query block that holds the end of one content and the start of the next (only possible with a
 `blocks` override whose BLOCK_M does not divide the alignment). Its rows then sit at other places inside the tile
@@ -106,7 +106,7 @@ def _tree_attention_kernel(
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) per head-dim class, as `blocks_for` picks them. Module-level so a
 # tuning script can try others; BLOCK_N must divide ALIGNMENT (it sets the reduction order), the rest do not
 # change any row's result.
-# Measured on an H200 (benchmarks/gpu_tune.py, head dim 128, 19,200 rows of the seed job): 64 x 32 tiles with 4
+# Measured on an H200 (benchmarks/NOTES.md, attempt 2; head dim 128, 19,200 rows of the seed job): 64 x 32 tiles with 4
 # warps ran the kernel in ~0.29 ms against ~0.45 ms for 128 x 64 with 8 warps (attempt 1's choice).
 BLOCKS = {"d128": (64, 32, 4, 3), "d256": (64, 32, 8, 3), "d512": (32, 32, 8, 2)}
 # Float32 inputs take twice the shared memory a tile of half inputs does: at head dim 256, 64 x 32 tiles over 3
@@ -115,7 +115,7 @@ BLOCKS = {"d128": (64, 32, 4, 3), "d256": (64, 32, 8, 3), "d512": (32, 32, 8, 2)
 FLOAT32_BLOCKS = {"d256": (32, 32, 8, 2), "d512": (16, 16, 8, 2)}
 # Where a key/value head has a multiple of four query heads, one program takes four of them (`pack_heads`): each
 # key and value tile is loaded once for the four instead of once per query head. Measured on an H200 (32 query
-# heads, head dim 128, 19,200 rows of the seed job; `gpu_tune.py --attention pack`): Llama-3-8B's 8 key/value
+# heads, head dim 128, 19,200 rows of the seed job; benchmarks/NOTES.md): Llama-3-8B's 8 key/value
 # heads, 16 rows x 4 heads, 32-key tiles, 4 warps, 2 stages: 0.458 ms against 0.503 ms one head a program; with 4,
 # 2 and 1 key/value heads (groups of 8, 16, 32) 0.466-0.475 ms against 0.509-0.519, bit-identical to one head a
 # program. Packing a whole larger group was slower (16 a program: 1.50 ms against 0.70; 32: 4.95), as was

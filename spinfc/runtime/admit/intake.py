@@ -18,13 +18,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from spinfc import compiler
+from spinfc.frontend import program_from_request
 from spinfc.ir.nodes import Program
 from spinfc.passes import SCHEDULED_FROM, PassContext
 from spinfc.passes.plan_packing import admits, too_long
 from spinfc.runtime.admit.compiled import Compiled
 from spinfc.runtime.admit.score_map import ScoreMap
 from spinfc.runtime.admit.segment_arrays import SegmentArrays, TreeArrays
-from spinfc.runtime.extract import budget
+from spinfc.runtime.extract import budget, is_extraction
 from spinfc.runtime.schedule.scheduler import floor_key
 
 PENDING_SECONDS = 1.0  # a compiled request not submitted within this long no longer counts as arriving
@@ -35,8 +36,6 @@ SETS_REMEMBERED = 64
 
 
 def _extracts(program: Program) -> bool:
-    from spinfc.runtime.extract import is_extraction
-
     return any(map(is_extraction, program.questions))
 
 
@@ -55,8 +54,6 @@ class Intake:
         """Compile a /v1/score body. `check(program)` sees the program once compiled (before it is queued) and may
         raise to refuse it (the server's limits). Raises CompileError (from the frontend, the passes or `check`;
         ContentTooLong for a content one pass cannot hold) or Refused."""
-        from spinfc.frontend import program_from_request
-
         return self.compile_program(program_from_request(body, model=self.model_name), check)
 
     def compile_program(self, program: Program, check: Callable[[Program], None] | None = None) -> Compiled:

@@ -19,6 +19,7 @@ from itertools import chain
 
 from spinfc.config import LimitExceeded, Limits
 from spinfc.frontend.request_schema import ContentPart, Message, ScoreRequest, ScoringQuery
+from spinfc.registry import load_tokenizer
 
 
 def longest_token(tokenizer) -> int:
@@ -29,8 +30,6 @@ def longest_token(tokenizer) -> int:
 
 def model_longest_token(model_name: str) -> int:
     """`longest_token` of the served model's tokenizer: the one place the server looks the tokenizer up for this."""
-    from spinfc.registry import load_tokenizer
-
     return longest_token(load_tokenizer(model_name))
 
 

@@ -8,6 +8,7 @@ import weakref
 
 import torch
 
+from spinfc.backend.invariance import NotRowInvariant, check_row_invariance
 from spinfc.runtime.extract.kv import KeyPool, PoolStorage, is_recurrent, kv_shapes, stack_of
 
 # Rows of every decode launch on CUDA: one row count for all of them (one GEMM shape each, so a row's bits never
@@ -69,8 +70,6 @@ def padding_inputs(rows: int, slots: int, device) -> torch.Tensor:
 def launch_rows(model) -> int:
     """The row count of the stack's decode launches on CUDA: `CUDA_ROWS`, or the first fallback at which every
     product is row-invariant (checked once per stack). Raises NotRowInvariant when none is."""
-    from spinfc.backend.invariance import NotRowInvariant, check_row_invariance
-
     stack, lock = stack_of(model)
     if stack not in _CHECKED:
         failures = []

@@ -16,12 +16,12 @@ import attrs
 import torch
 
 from spinfc.backend.forward_context import ForwardContext
+from spinfc.runtime.models.base import Model
+from spinfc.runtime.models.families import family_of
 
 
 def stack_of(model):
     """The model stack under an engine's wrappers (`Guarded`, `GraphedModel`), and the lock its forwards hold."""
-    from spinfc.runtime.models.base import Model
-
     lock = getattr(model, "lock", None)
     while not isinstance(model, Model) and hasattr(model, "model"):
         model = model.model
@@ -30,8 +30,6 @@ def stack_of(model):
 
 def is_recurrent(model) -> bool:
     """Whether the model's stack has recurrent (linear-attention) layers: its family says (`FamilySpec.recurrent`)."""
-    from spinfc.runtime.models.families import family_of
-
     stack, _ = stack_of(model)
     family = getattr(stack.config, "family", None)  # (a stand-in's config may name none: not recurrent)
     return family is not None and family_of(family).spec.recurrent

@@ -33,6 +33,9 @@ import attrs
 import numpy as np
 import torch
 
+from spinfc.runtime.extract.kv import stack_of
+from spinfc.runtime.models.base import Model
+
 MIN_TOKENS = 16  # a shorter content costs less to read again than to look up and scatter
 DEFAULT_MEMORY_FRACTION = 0.1  # unset on the CPU: the tokens whose keys and values fit this much of the memory,
 DEFAULT_MEMORY_CAP = 4 << 30  # at most this many bytes
@@ -70,8 +73,6 @@ def default_tokens(model, device: str, records: bool = False) -> int:
     """The budget when none is set: on the CPU the tokens that fit a tenth of the machine's memory (at most 4 GiB);
     on CUDA those that fit `CUDA_FREE_FRACTION` of the device's free memory where the passes that fill the cache
     replay captured graphs (`records`: `GraphedModel.records`), else 0 (off: every pass would run eagerly)."""
-    from spinfc.runtime.models.base import Model
-
     if not isinstance(model, Model):  # (a test's stand-in model: off)
         return 0
     if getattr(model, "attention_layers", model.config.layers) != model.config.layers:
@@ -104,8 +105,6 @@ class ContentCache:
     def for_model(cls, model, device: str, budget: int | None = None) -> "ContentCache":
         """The cache of an engine serving `model` (a stack, or a wrapper around one) on `device`; `budget` in
         tokens, None for `default_tokens`."""
-        from spinfc.runtime.extract.kv import stack_of
-
         stack, _ = stack_of(model)
         if getattr(stack, "attention_layers", None) not in (None, getattr(getattr(stack, "config", None), "layers",
                                                                           None)):

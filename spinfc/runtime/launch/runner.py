@@ -23,9 +23,11 @@ import attrs
 import numpy as np
 import torch
 
-from spinfc.backend.launch import Launch, packed, packed_bytes
+from spinfc.backend.launch import Launch, MediaRows, packed, packed_bytes
 from spinfc.passes.layout import pass_shape
+from spinfc.runtime import extract
 from spinfc.runtime.admit.segment_arrays import SegmentArrays, TreeArrays  # noqa: F401  (the runner's inputs)
+from spinfc.runtime.launch.cached_rows import reading
 from spinfc.shapes import Shapes, round_up
 
 
@@ -172,9 +174,6 @@ class Runner:
         layout, cached rows included) for the extraction decode (`extract.PassKV`) and the content cache
         (`Pending.recorded`); returns once it has run. `prompt_rows`: per segment, its extraction prompts' last rows
         (from the segment's start), where a recurrent stack keeps its states. `cached` as for `launch`."""
-        from spinfc.runtime import extract
-        from spinfc.runtime.launch.cached_rows import reading
-
         launch, pending = self.stage(arrays)
         if self.on_cuda:  # the plain stack reads its launch on the device
             launch = launch.to(self.device)
@@ -206,8 +205,6 @@ class Runner:
 def _media_of(arrays: Sequence[SegmentArrays], starts: Sequence[int], positions: np.ndarray) -> dict:
     """A pass's `Launch.media`, `Launch.firsts` and `Launch.rope_positions` from its segments' media (placed at
     `starts`; `positions` [T]: the staged pass's, which every row without three positions of its own repeats)."""
-    from spinfc.backend.launch import MediaRows
-
     T = len(positions)
     rows, reads, firsts, rope = [], [], None, None
     for a, start in zip(arrays, starts):

@@ -8,6 +8,7 @@ import torch
 from spinfc import registry
 from spinfc.runtime.load.precision import Precision
 from spinfc.runtime.models import Model, build_model
+from spinfc.runtime.quant.reading import is_quantized, read_quantized
 from spinfc.runtime.towers import towers_of
 from spinfc.runtime.weights import load_gguf, read_snapshot, snapshot_hash
 from spinfc.runtime.weights.folder import hf_config, naming_files
@@ -34,8 +35,6 @@ def load_model(
         location = source.gguf
         config, state, weights_hash = load_gguf(source.gguf)
     else:
-        from spinfc.runtime.quant.reading import is_quantized, read_quantized
-
         location = directory = registry.snapshot_directory(source)
         hf = hf_config(directory)  # each file of the folder checked before any is read in full (weights/folder.py)
         if is_quantized(hf):
@@ -57,7 +56,7 @@ def load_default(name: str, dtype, device: str, media: bool = True):
     Triton ops on CUDA (what `serving.graph_model` captures), with the PyTorch reference ops elsewhere; its
     towers unless `media` is False (--no-media)."""
     if device.startswith("cuda"):
-        from spinfc.backend import triton_ops
+        from spinfc.backend import triton_ops  # Triton, the gpu extra: on CUDA only
 
         return load_model(name, dtype=dtype, device=device, ops=triton_ops, media=media)
     return load_model(name, dtype=dtype, device=device, media=media)

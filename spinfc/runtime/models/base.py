@@ -27,10 +27,12 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from spinfc.backend import split_product
+from spinfc.backend import reference, split_product
 from spinfc.backend.forward_context import ForwardContext
 from spinfc.backend.launch import Launch
+from spinfc.registry import load_tokenizer
 from spinfc.runtime.load.precision import Precision, role
+from spinfc.runtime.models.decode import decode
 from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.linear import QuantizedInput, QuantizedLinear
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch
@@ -55,8 +57,6 @@ IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 
 def _default_ops() -> types.ModuleType:
-    from spinfc.backend import reference
-
     return reference
 
 
@@ -269,8 +269,6 @@ class Model:
         """The model's tokenizer, through the registry (cached there)."""
         if self.name is None:
             raise ValueError("this model was built from a state dict without a name, so it has no tokenizer")
-        from spinfc.registry import load_tokenizer
-
         return load_tokenizer(self.name)
 
     # ---- the forward --------------------------------------------------------------------------------------------
@@ -479,8 +477,6 @@ class Model:
         """Generation, one sequence: tokens [T] int64 continue the sequence `cache` (a `decode.KVCache`) holds ->
         [V] float32 logits of the next token; the tokens' keys and values are appended to `cache`. The same
         layers as `forward`, with attention over the cache (spinfc.runtime.models.decode)."""
-        from spinfc.runtime.models.decode import decode
-
         return decode(self, tokens, cache)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from spinfc import registry
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 from spinfc.runtime.weights.decision_head import codes_of, is_decision
 
@@ -118,8 +119,6 @@ def decision_codes(hf: dict[str, Any]) -> tuple[str, ...] | None:
 def codes_of_model(name: str | None) -> tuple[str, ...]:
     """The codes of the named model (empty for a model that reads its vocabulary), from its config.json alone (no
     weights): what `spinfc compile` tokenizes a pack's code questions with."""
-    from spinfc import registry
-
     source = registry.resolve(name)
     if source.gguf is not None:
         return ()

@@ -26,11 +26,14 @@ from pathlib import Path
 
 import torch
 
+from spinfc import __version__
 from spinfc.runtime.load.precision import role
+from spinfc.runtime.models.base import _flat
+from spinfc.runtime.models.families import is_recurrent
 from spinfc.runtime.quant.calibrate import Calibration
+from spinfc.runtime.quant.gptq import BLOCK, DAMPENING
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import Scheme, quantize_weight, scales_from_max
-from spinfc.runtime.models.families import is_recurrent
 from spinfc.runtime.weights.config import ModelConfig
 
 LINEAR_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "gate_proj.weight",
@@ -145,8 +148,6 @@ def recipe_yaml(config: ModelConfig, chosen: Scheme, smoothing: dict | None = No
     modifier = {"targets": ["Linear"], "ignore": kept_in_float(config, kept, chosen.weight_only),
                 "config_groups": {"group_0": group.model_dump(mode="json", exclude_none=True)}}
     if chosen.weight_only:
-        from spinfc.runtime.quant.gptq import BLOCK, DAMPENING
-
         note = ("# written by spinfc quantize: GPTQ on the float32 model's inputs over the calibration texts "
                 "(runtime/quant/gptq.py)\n")
         modifier = {**modifier, "block_size": BLOCK, "dampening_frac": DAMPENING}
@@ -170,9 +171,6 @@ def write_checkpoint(directory: Path, hf_config: dict, config: ModelConfig, stat
     """Write a quantized state (from `quantize_state`) and its config, recipe, calibration summary and
     tokenizer into `directory` (created; files already there are replaced)."""
     from safetensors.torch import save_file
-
-    from spinfc import __version__
-    from spinfc.runtime.models.base import _flat
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

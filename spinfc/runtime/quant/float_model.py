@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from spinfc import registry
+from spinfc.runtime.quant.reading import is_quantized
+from spinfc.runtime.weights import UnsupportedModel, load_gguf, read_snapshot
+from spinfc.runtime.weights.folder import hf_config, model_config
+from spinfc.runtime.weights.hf_config import to_hf
+
 
 def float_model(name: str) -> tuple:
     """(config, float32 state dict, tokenizer, served name, config.json dict) of a GGUF or snapshot model: a
     snapshot keeps its own config.json, a GGUF model gets one written from its metadata (`to_hf`)."""
-
-    from spinfc import registry
-    from spinfc.runtime.quant.reading import is_quantized
-    from spinfc.runtime.weights import UnsupportedModel, load_gguf, read_snapshot
-    from spinfc.runtime.weights.folder import hf_config, model_config
-    from spinfc.runtime.weights.hf_config import to_hf
 
     source = registry.resolve(name)
     if source.gguf is None:  # a folder's config.json checked before transformers reads it with the tokenizer

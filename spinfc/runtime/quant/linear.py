@@ -32,7 +32,7 @@ import attrs
 import torch
 import torch.nn.functional as F
 
-from spinfc.backend.kernels.quantize_reference import ActivationQuant, quantize_tokens_reference
+from spinfc.backend.kernels.quantize_reference import ActivationQuant, quantize_reference, quantize_tokens_reference
 from spinfc.runtime.quant.schemes import Scheme
 from spinfc.runtime.quant.schemes import scheme as scheme_named
 
@@ -40,8 +40,8 @@ from spinfc.runtime.quant.schemes import scheme as scheme_named
 _FP8_MODE: dict[torch.device, str] = {}
 # fp8 products accumulate in the tensor cores' own precision, without cuBLAS promoting the partial sums to float32
 # every few k-steps (what torchao's float8 inference configs do by default). Measured on an H200 at 19,200 rows
-# (benchmarks/gpu_profile.py): one Llama-3-8B layer's four row-wise products 6.89 ms -> 6.22 ms (gate/up 3.80 ->
-# 3.30), every one still row invariant; the precision it costs is measured with the scheme's (gpu_precision.py).
+# (benchmarks/NOTES.md, 2026-12-01): one Llama-3-8B layer's four row-wise products 6.89 ms -> 6.22 ms (gate/up 3.80
+# -> 3.30), every one still row invariant; the precision it costs is measured with the scheme's.
 FP8_FAST_ACCUMULATION = True
 
 
@@ -158,18 +158,16 @@ class QuantizedLinear:
         pass on CUDA (`backend.kernels.quantize`), the same arithmetic in torch elsewhere (a static scheme's)."""
         s = self.scheme
         if x.is_cuda:
-            from spinfc.backend.kernels.quantize import quantize
+            from spinfc.backend.kernels.quantize import quantize  # Triton, the gpu extra: on CUDA only
 
             return quantize(x, self.inv_input_scale, s.storage, s.q_min, s.q_max)
-        from spinfc.backend.kernels.quantize_reference import quantize_reference
-
         return quantize_reference(x, self.inv_input_scale, s.storage, s.q_min, s.q_max)
 
     def quantize_tokens(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x [M, K] -> (each row over its own scale, in the storage dtype [M, K]; the scales [M, 1] float32): one
         Triton pass on CUDA (`backend.kernels.quantize_tokens`), the scheme's torch arithmetic elsewhere."""
         if x.is_cuda:
-            from spinfc.backend.kernels.quantize_tokens import quantize_tokens as kernel
+            from spinfc.backend.kernels.quantize_tokens import quantize_tokens as kernel  # Triton: on CUDA only
 
             return kernel(x, self.scheme)
         return quantize_tokens_reference(x, self.scheme)

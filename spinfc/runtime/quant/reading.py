@@ -9,9 +9,13 @@ from pathlib import Path
 import attrs
 import torch
 
+from spinfc.runtime.quant.int4 import Int4Linear
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import SCHEMES
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel, WeightMismatch
+from spinfc.runtime.weights.folder import hf_config, model_config
+from spinfc.runtime.weights.snapshot import weight_files
+from spinfc.whole_files import check_safetensors
 
 FORMATS = ("float-quantized", "int-quantized", "naive-quantized", "pack-quantized")
 
@@ -29,10 +33,6 @@ def read_quantized(directory: Path) -> tuple[ModelConfig, dict, str | None]:
     from compressed_tensors.quantization import QuantizationConfig
     from pydantic import ValidationError
     from safetensors.torch import load_file
-
-    from spinfc.runtime.weights.folder import hf_config, model_config
-    from spinfc.runtime.weights.snapshot import weight_files
-    from spinfc.whole_files import check_safetensors
 
     hf = hf_config(directory)
     try:
@@ -108,8 +108,6 @@ def _quantized_layer(directory, state: dict, module: str, group) -> tuple:
 
 def _int4_layer(directory, state: dict, module: str, group) -> tuple:
     """A pack-quantized module's tensors (popped from `state`) as an `Int4Linear`, and its scheme's name."""
-    from spinfc.runtime.quant.int4 import Int4Linear
-
     weights, inputs = group.weights, group.input_activations
     tensors = {suffix: state.pop(f"{module}.{suffix}") for suffix in
                ("weight_packed", "weight_scale", "weight_shape", "weight_zero_point", "weight_g_idx")

@@ -8,9 +8,14 @@ from pathlib import Path
 
 import torch
 
-from spinfc.runtime.quant.calibrate import Calibration, file_sha256, read_texts
+from spinfc.runtime.models import build_model
+from spinfc.runtime.quant.calibrate import (Calibration, DELTA_NET_SHORTS, LINEAR_SHORTS, file_sha256, launches_of,
+                                            read_texts, sequences_of, weight_names)
 from spinfc.runtime.quant.checkpoint import is_quantized_linear, write_checkpoint
+from spinfc.runtime.quant.float_model import float_model
+from spinfc.runtime.quant.gptq import gptq, input_hessians
 from spinfc.runtime.quant.int4 import Int4Linear
+from spinfc.runtime.quant.progress import Silent
 from spinfc.runtime.quant.schemes import Scheme
 from spinfc.runtime.weights.config import UnsupportedModel
 
@@ -32,9 +37,6 @@ def gptq_state(config, state: dict[str, torch.Tensor], hessians: dict[str, torch
                device: str = "cpu", steps=None) -> dict:
     """The float `state` with every weight `is_quantized_linear` names (weight-only) as an `Int4Linear` (GPTQ with
     its input's Hessian, on `device`); the rest as it is."""
-    from spinfc.runtime.quant.gptq import gptq
-    from spinfc.runtime.quant.progress import Silent
-
     steps = steps or Silent()
     chosen_keys = check_groups(config, state, chosen)
     out = dict(state)
@@ -50,12 +52,6 @@ def quantize_weight_only(name: str, chosen: Scheme, calibration: Path, out: Path
                          steps=None) -> dict:
     """Calibrate `name` (float32, the reference ops on `device`) on the texts of `calibration`, quantize it with
     GPTQ to `chosen` (a weight-only scheme) and write the checkpoint to `out`; returns the calibration summary."""
-    from spinfc.runtime.models import build_model
-    from spinfc.runtime.quant.calibrate import DELTA_NET_SHORTS, LINEAR_SHORTS, launches_of, sequences_of, weight_names
-    from spinfc.runtime.quant.float_model import float_model
-    from spinfc.runtime.quant.gptq import input_hessians
-    from spinfc.runtime.quant.progress import Silent
-
     steps = steps or Silent()
     texts, sha = read_texts(calibration), file_sha256(calibration)
     steps.say(f"reading {name} as float32 (a GGUF model is dequantized) and its tokenizer")

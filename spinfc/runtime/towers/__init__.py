@@ -19,6 +19,7 @@ from spinfc.media.errors import MediaError
 from spinfc.media.fetch import fetched
 from spinfc.media.parts import MediaSource
 from spinfc.media.policy import MediaPolicy
+from spinfc.passes.tokenize import encode_text
 from spinfc.runtime.models.families import towers_of
 from spinfc.runtime.towers.base import MediaRead, Tower
 
@@ -99,8 +100,6 @@ class MediaReader:
         return self.policy.kinds & (self.towers.kinds if self.towers is not None else frozenset())
 
     def encode(self, text: str) -> tuple[int, ...]:
-        from spinfc.passes.tokenize import encode_text
-
         return encode_text(self.tokenizer, text)
 
     def read(self, source: MediaSource) -> MediaRead:

@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from spinfc import registry
 from spinfc.errors import BadModelFiles
 from spinfc.registry import TOKENIZER_FILES, check_tokenizer  # noqa: F401 (re-exported)
 from spinfc.runtime.models.families import from_hf
@@ -100,8 +101,6 @@ def naming_files(location: Path) -> Iterator[None]:
 
 def location_of(name: str) -> Path:
     """The GGUF file or the snapshot folder a model name resolves to."""
-    from spinfc import registry
-
     source = registry.resolve(name)
     return source.gguf or registry.snapshot_directory(source)
 

@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 import torch
 
+from spinfc.runtime.models.families import FAMILIES, family_of
 from spinfc.runtime.weights.config import ModelConfig, UnsupportedModel
 from spinfc.whole_files import reading_gguf
 
@@ -58,15 +59,11 @@ class GgufReading:
 
 def readings() -> dict[str, tuple[str, GgufReading]]:
     """(family, reading) of the families that read GGUF files, by the architecture name a file gives."""
-    from spinfc.runtime.models.families import FAMILIES
-
     return {f.spec.gguf.architecture: (f.name, f.spec.gguf) for f in FAMILIES if f.spec.gguf is not None}
 
 
 def reading_of(family: str) -> GgufReading:
     """The GGUF reading of a family (one that has none: UnsupportedModel)."""
-    from spinfc.runtime.models.families import family_of
-
     reading = family_of(family).spec.gguf
     if reading is None:
         raise UnsupportedModel(f"the {family} family reads no GGUF files, so spinfc writes no config.json for one")

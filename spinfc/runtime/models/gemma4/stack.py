@@ -22,7 +22,7 @@ import torch
 from spinfc.backend import reference
 from spinfc.backend.forward_context import ForwardContext
 from spinfc.backend.launch import Launch
-from spinfc.runtime.models.base import Model
+from spinfc.runtime.models.base import Model, fuse_into
 from spinfc.runtime.models.gemma4 import blocks
 from spinfc.runtime.models.gemma4.config import text_weights
 
@@ -78,8 +78,6 @@ class Gemma4Model(Model):
     def fuse_projections(self) -> None:
         """q with whichever of k and v the layer has ([rows, D] stacked as `qkv`), and gate/up as `gate_up`; the
         parts become views into them (as `Model.fuse_projections`)."""
-        from spinfc.runtime.models.base import fuse_into
-
         for w in self.layers:
             if "qkv" in w or "gate_up" in w:
                 continue
