@@ -1,7 +1,7 @@
 """The fast set runs in workers (tests/conftest.py, pyproject's addopts), and a failing test's seed still comes back
 from its worker with the command that replays it; a run with slow tests stays in one process. Each run here is a
 pytest of its own on one small test file, under the project's configuration and conftest, with xdist its only
-plugin (a second or two a run)."""
+plugin (a few seconds a run on a loaded machine)."""
 
 from __future__ import annotations
 
