@@ -18,7 +18,13 @@ that would repeat another test's coverage at a higher cost is not added.
 what was frozen, so each test ends with the heap unfrozen.
 
 `seed`: tests on random inputs draw a fresh seed each run (so runs explore), or take `SPINFC_TEST_SEED` (so a
-failure replays). A failing test's report names its seed and the command line that replays it.
+failure replays). A failing test's report names its seed and the command line that replays it, from a worker too.
+
+Workers (`-n auto`, pyproject's addopts; pytest-xdist): a run that leaves the slow tests out (`-m "not slow"`, the
+fast set) spreads its files over up to 4 worker processes (`--dist loadfile`: a module's tests and its module-scoped
+fixtures stay in one); a run with slow tests (CI's whole suite, one slow module) runs in this process alone, so that
+each packaged model is loaded once (several workers would each load every model their modules ask for). `-n N`
+chooses for itself.
 """
 
 from __future__ import annotations
@@ -28,6 +34,19 @@ import os
 import random
 
 import pytest
+from _pytest.mark.expression import Expression
+
+MOST_WORKERS = 4  # each collects the whole suite (~20 s of CPU, ~1 GB) before its first test
+if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker a core: torch's threads would only contend (CPU time doubled)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # before anything here imports torch; its subprocesses inherit it
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto`: one worker a core (at most MOST_WORKERS) where no slow test is selected, else none."""
+    expression = config.option.markexpr
+    slow_selected = not expression or Expression.compile(expression).evaluate(lambda name, **_: name == "slow")
+    return 0 if slow_selected else min(MOST_WORKERS, len(os.sched_getaffinity(0)))
 
 
 @pytest.fixture(autouse=True)

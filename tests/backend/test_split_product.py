@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from spinfc.backend import split_product
+from tests.rounding import assert_same_across_launches
 
 # (half dtype, relative bound of the split product, at least this many times closer than one half product)
 CASES = {torch.float16: (2e-6, 100), torch.bfloat16: (2e-5, 100)}
@@ -47,7 +48,7 @@ def test_a_row_of_the_split_product_is_that_rows_alone(seed):
     other = torch.randn_like(x)
     other[5] = x[5]
     assert torch.equal(split_product.split_mm(other, w)[5], full[5])
-    assert torch.equal(split_product.split_mm(x[:6], w)[5], full[5])
+    assert_same_across_launches(split_product.split_mm(x[:6], w)[5], full[5], x.device)  # fewer rows: another kernel
 
 
 @pytest.mark.parametrize("activation", ["half", "float32"])

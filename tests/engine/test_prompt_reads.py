@@ -1,6 +1,7 @@
 """/v1/completions prompt logprobs as the engine's work (issue 38, item 4): the prompts of many completions packed
-into shared passes, like /v1/score contents, each prompt's scores bit-identical to its own pass alone, and a
-completion whose client left withdrawn within one pass. A small random-weight Llama on the CPU."""
+into shared passes, like /v1/score contents, each prompt's scores those of its own pass alone (bit for bit on CUDA,
+within the CPU's rounding here: a pass of another row count sums in another order), and a completion whose client
+left withdrawn within one pass. A small random-weight Llama on the CPU."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import torch
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.launch.prompt_logprobs import prompt_program, score_prompts
 from spinfc.shapes import Shapes
+from tests.rounding import assert_same_across_launches
 from tests.runtime.test_parity_random import random_pair
 
 
@@ -60,7 +62,7 @@ def test_a_thousand_one_prompt_completions_share_passes_and_score_as_alone(model
     for k in range(0, len(PROMPTS), 97):
         program = prompt_program([PROMPTS[k]], "random", SHAPES.budget, SHAPES.block, largest=SHAPES.largest)
         (alone,) = score_prompts(model, program, top=1)
-        assert answers[k] == [alone]  # bit for bit: its rows are the same in a shared pass
+        assert_same_across_launches(answers[k], [alone], model.device)
 
 
 def test_a_completion_whose_client_left_is_withdrawn_within_one_pass(model):

@@ -32,6 +32,8 @@ FORMS = [
 ]
 MODELS = ["gemma3-270m", "smollm2-135m"]
 
+pytestmark = pytest.mark.slow  # loads both packaged models (each test reads their tokenizers, grammars or answers)
+
 
 def _body(content: str, template: str = QUESTION) -> dict:
     return {"inputs": [{"messages": [{"role": "user", "content": content}]}],
@@ -71,7 +73,6 @@ def test_every_form_is_the_model_own_tokens_under_the_grammar(model, grammars, f
     assert parse_amount(form)[0] is not None
 
 
-@pytest.mark.slow
 def test_each_form_is_the_top_answer_with_its_currency_on_both_models(packaged_model) -> None:
     """The reproductions through the engine, every form in one request on each packaged model: the top answer is
     the amount with its currency, as the content spells it, and one value written two ways (`$30` and `US$30`) is

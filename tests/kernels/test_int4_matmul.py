@@ -1,6 +1,7 @@
 """The W4A16 GEMM (interpreted, float32) against its PyTorch reference on fresh random weights: symmetric and
 asymmetric, groups of 32/64/128, widths that are not a multiple of the tile, and views of a fused weight (the
-row strides of `Int4Linear.split`); each row's result the same alone and packed with others."""
+row strides of `Int4Linear.split`); each row's result the same alone and packed with others (bit for bit on CUDA,
+within the CPU's rounding here: the interpreter's products are NumPy's, whose BLAS picks kernels by row count)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from spinfc.backend.kernels import int4_matmul
+from tests.rounding import assert_same_across_launches
 
 
 def random_weight(K: int, N: int, group: int, asymmetric: bool, seed: int):
@@ -54,7 +56,7 @@ def test_a_row_is_the_same_alone_and_packed():
     packed_out = int4_matmul.w4a16_matmul(x, packed, scales, zeros, 64, torch.float32)
     for row in (0, 77, 139):
         alone = int4_matmul.w4a16_matmul(x[row:row + 1], packed, scales, zeros, 64, torch.float32)
-        assert torch.equal(alone[0], packed_out[row])
+        assert_same_across_launches(alone[0], packed_out[row], x.device)
 
 
 def test_the_launcher_names_the_shapes_it_needs():

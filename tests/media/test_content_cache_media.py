@@ -18,10 +18,10 @@ from spinfc.runtime.launch.content_cache import CachedContent
 from spinfc.runtime.load.loader import load_model
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
+from tests.rounding import assert_same_across_launches
 
 from .snapshots import data_url, gemma3_snapshot, gemma4_snapshot, png
 
-TOLERANCE = 1e-5  # CPU rounding, as tests/engine/test_content_cache.py: the computed rows run in a smaller launch
 TEXT = "The river rose over the bank and the town court moved its records to the hill. " * 2
 OTHER_TEXT = "Shares of the bank fell after the strike, and the record profit was lost to the rain. " * 3
 QUERY = {"queries": [{"id": "shown", "template": "\nIs it red? Answer:<?>", "options": [" yes", " no", " maybe"]}]}
@@ -85,7 +85,7 @@ def test_an_image_content_beside_a_cached_content_scores_as_alone(model, seed, o
     print(f"{model.family} {order}: max |logprob - alone, cache off| "
           + ", ".join(f"{name} {d:.2e}" for name, d in differences.items()))
     assert all(len(got[name]) == len(alone[name]) == 3 for name in names)
-    assert max(differences.values()) <= TOLERANCE, differences
+    assert_same_across_launches(got, alone, model.device)  # the computed rows run in a smaller launch
 
 
 def test_the_computed_rows_launch_holds_their_media_fields() -> None:

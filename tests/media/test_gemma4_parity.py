@@ -21,6 +21,7 @@ from spinfc.shapes import Shapes
 from .snapshots import data_url, gemma4_snapshot, png, wav
 
 TOLERANCE = 1e-4
+SHAPES = Shapes(budget=2048, block=64)
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +45,15 @@ def request(seed: int) -> dict:
     ], "scoring": {"queries": [{"id": "yes", "template": "\nAnswer:<?>", "options": [" yes", " no", " maybe"]}]}}
 
 
+def compiled(model, tokenizer, body: dict):
+    """The request through `segment`, its media read (each piece's tower inputs and rows)."""
+    ctx = PassContext(tokenizer=tokenizer, shapes=SHAPES, media=MediaReader(model.towers, MediaPolicy(), tokenizer))
+    return compiler.compile(program_from_request(body, model="gemma4"), ctx, until="segment", verify=True)
+
+
 def spinfc_scores(model, tokenizer, body: dict):
-    shapes = Shapes(budget=2048, block=64)
-    ctx = PassContext(tokenizer=tokenizer, shapes=shapes, media=MediaReader(model.towers, MediaPolicy(), tokenizer))
-    program = compiler.compile(program_from_request(body, model="gemma4"), ctx, until="segment", verify=True)
-    runner = Runner(model, shapes)
+    program = compiled(model, tokenizer, body)
+    runner = Runner(model, SHAPES)
     got = runner.collect(runner.launch([SegmentArrays.of(segment) for segment in program.segments]))
     reads = [read for segment in program.segments for read in segment.reads]
     return program, dict(zip(((r.content, r.question, r.option, r.step) for r in reads), got))
@@ -114,8 +119,7 @@ def test_a_pieces_embeddings_do_not_depend_on_its_neighbours(gemma4, seed):
     """The towers run fixed batches of pieces (`fixed_batches`), so an image's and a video's embeddings are the same
     bits alone and beside other media of a pass (what batch invariance on CUDA rests on; same shapes, same kernels)."""
     ours, _, tokenizer = gemma4
-    program, _ = spinfc_scores(ours, tokenizer, request(seed % 1000))
-    extra, _ = spinfc_scores(ours, tokenizer, request(seed % 1000 + 1))
+    program, extra = compiled(ours, tokenizer, request(seed % 1000)), compiled(ours, tokenizer, request(seed % 1000 + 1))
     reads = [piece.read for content in program.contents + extra.contents for piece in content.media]
     visual = [read for read in reads if read.kind in ("image", "video")]
     together = ours.towers.embed(visual, "cpu")

@@ -1,4 +1,4 @@
-"""A maximal hostile body (just under --max-body-bytes) is refused in milliseconds and leaves memory as it found it:
+"""A maximal hostile body (just under --max-body-bytes) is refused in milliseconds of CPU and leaves memory as it found it:
 the size, depth and type checks and the character and count limits run before anything is parsed or tokenized
 (the real server's routes, an engine that fails if reached: unready.py)."""
 
@@ -57,11 +57,13 @@ def client():
 def test_a_maximal_hostile_body_is_refused_in_milliseconds(client, name) -> None:
     route, body = ENCODED[name]
     assert len(body) < Limits().max_body_bytes
-    started = time.perf_counter()
+    # the CPU this process (the app and its client) spends on the request: a wall clock also counts the other
+    # processes of a loaded machine (195 ms of wall once, at load 15 beside a second test worker)
+    started = time.process_time()
     response = client.post(route, content=body, headers={"Content-Type": "application/json"})
-    seconds = time.perf_counter() - started
+    seconds = time.process_time() - started
     assert response.status_code == 400, response.text[:300]
-    assert seconds < 0.1, f"{name}: refused in {seconds * 1000:.0f} ms ({response.json()['error']['code']})"
+    assert seconds < 0.1, f"{name}: refused in {seconds * 1000:.0f} ms of CPU ({response.json()['error']['code']})"
 
 
 def test_hostile_bodies_leave_memory_as_they_found_it(client) -> None:

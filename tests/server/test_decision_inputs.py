@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.rounding import assert_same_across_launches
+
 from .test_decisions import PNG, QUESTIONS, STATE, TRUSTED, client  # noqa: F401 (client: the module's server)
 
 pytestmark = pytest.mark.slow  # loads a packaged model
@@ -21,18 +23,6 @@ def alone(client, state: str) -> dict:
                            headers=TRUSTED)
     assert response.status_code == 200, response.text
     return response.json()["answers"]
-
-
-def same_answers(got: dict, want: dict) -> bool:
-    """The same answers: every label and type equal, every number within the CPU's float rounding (a content packed
-    with others runs in a pass of another shape, whose products round otherwise; bit-identical on CUDA)."""
-    if isinstance(want, dict):
-        return isinstance(got, dict) and got.keys() == want.keys() and all(same_answers(got[k], want[k]) for k in want)
-    if isinstance(want, list):
-        return isinstance(got, list) and len(got) == len(want) and all(map(same_answers, got, want))
-    if isinstance(want, float):
-        return got == pytest.approx(want, abs=1e-5)
-    return got == want
 
 
 def error(client, body: dict) -> dict:
@@ -51,7 +41,9 @@ def test_good_inputs_are_answered_as_alone_and_each_bad_one_gets_its_error(clien
     answer = response.json()
     assert "answers" not in answer and [item["index"] for item in answer["inputs"]] == [0, 1, 2, 3]
     good, long, other, file = answer["inputs"]
-    assert same_answers(good["answers"], alone(client, STATE)) and same_answers(other["answers"], alone(client, OTHER))
+    # a content packed with others runs in a pass of another shape, whose products round otherwise on the CPU
+    assert_same_across_launches(good["answers"], alone(client, STATE), "cpu")
+    assert_same_across_launches(other["answers"], alone(client, OTHER), "cpu")
     assert "error" not in good and "answers" not in long and "answers" not in file
     assert (long["error"]["code"], long["error"]["param"]) == ("max_content_tokens_exceeded", "inputs[1].state")
     assert (file["error"]["code"], file["error"]["param"]) == ("unsupported_content",
