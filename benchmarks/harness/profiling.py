@@ -23,7 +23,8 @@ PARTS = (
     ("products", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "scaled_mm", "matmul", "_mm_", "wgmma", "w4a16")),
     ("attention", ("attention", "attn", "flash", "fmha", "block_list")),
     ("recurrent scan", ("chunk", "recurrent", "delta", "conv1d", "causal_conv", "l2norm", "solve_tril", "cumsum")),
-    ("answer head", ("log_softmax", "logsumexp", "softmax", "answer_head", "gather")),
+    ("answer head", ("log_softmax", "logsumexp", "softmax", "answer_head")),
+    ("row gathers", ("gather", "scatter", "index")),  # torch's indexing: a recurrent layer's rows by level
     ("norms/rope/activations", ("norm", "rope", "rotary", "silu", "gelu", "swiglu", "act", "residual", "embed")),
     ("quantize", ("quant", "fp8", "scale", "amax")),
     ("copies", ("memcpy", "memset", "copy", "fill", "cat")),

@@ -27,6 +27,8 @@ def test_kernels_are_sorted_into_the_parts_of_a_pass():
     assert profiling.part_of("chunk_gated_delta_rule_fwd_kernel_h") == "recurrent scan"
     assert profiling.part_of("_row_logsumexp_kernel") == "answer head"
     assert profiling.part_of("Memcpy HtoD (Pinned -> Device)") == "copies"
+    assert profiling.part_of("void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*") == \
+        "row gathers"
     assert profiling.part_of("void at::native::vectorized_elementwise_kernel<4>") == "other elementwise"
 
 
