@@ -130,10 +130,11 @@ def generating(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock=No
     of `prompt.end_tokens` (finish "stop"), a stop string of `sampling.stop` or `prompt.stop` in the text
     (finish "stop", the text cut before it), `sampling.max_tokens` tokens (finish "length"), `cancel` set (finish
     "cancelled", the answer so far, before the next step reads anything). Raises `Cancelled` once `cancelled` is
-    set (the caller stopped waiting: nobody reads the answer). `on_text(text)` is called after each token that does not end the answer, with the
-    answer so far as far as it is `settled`. With `top_logprobs` (0 or more) each drawn token's `StepLogprobs`
-    is recorded in `Generation.logprobs`. A generator: yields after each token, returns the Generation
-    (StopIteration's value), so that generations can take turns token by token (runtime/admit/generator.py)."""
+    set (the caller stopped waiting: nobody reads the answer). `on_text(text)` is called after each token that
+    does not end the answer, with the answer so far as far as it is `settled`. With `top_logprobs` (0 or more)
+    each drawn token's `StepLogprobs` is recorded in `Generation.logprobs`. A generator: yields after each token,
+    returns the Generation (StopIteration's value), so that generations can take turns token by token
+    (runtime/admit/generator.py)."""
     lock = lock or threading.Lock()
     generator = None
     if sampling.temperature > 0:
