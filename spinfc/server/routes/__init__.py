@@ -11,10 +11,11 @@ from spinfc.server.routes.packs import list_packs
 from spinfc.server.routes.playground import ROUTES as PLAYGROUND
 from spinfc.server.routes.messages import messages
 from spinfc.server.routes.score import score
-from spinfc.server.routes.streams import delete_stream, lookup_stream, read_stream
+from spinfc.server.routes.streams import delete_stream, lookup_stream, read_stream, stream_options
 
 ROUTES = [healthz, livez, readyz, list_models, retrieve_model, score, chat_completions, decisions, list_packs, drain, metrics]
 ROUTES.append(completions)  # POST /v1/completions (OpenAI's legacy completions, with echo and logprobs)
 ROUTES += [messages]  # POST /v1/messages (Anthropic's Messages API, with the same `scoring` block as chat)
-ROUTES += [lookup_stream, read_stream, delete_stream, control]  # kept streams (X-Conversation-Id) and cancel
+# kept streams (X-Conversation-Id) and cancel; the path's OPTIONS before its methods, so Litestar adds none of its own
+ROUTES += [lookup_stream, stream_options, read_stream, delete_stream, control]
 ROUTES += PLAYGROUND  # GET / and /playground (the page and its assets), POST /v1/plan

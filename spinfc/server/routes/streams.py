@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from litestar import Request, delete, get, post
+from litestar import HttpMethod, Request, Response, delete, get, post, route
 from litestar.params import Body, FromPath, Parameter
 from litestar.response import Stream
 
@@ -66,3 +66,12 @@ def read_stream(id: FromPath[str], service: ServiceDep, request: Request,
 def delete_stream(id: FromPath[str], service: ServiceDep, request: Request) -> StreamInfo:
     """Forget a kept stream; one still generating is stopped first (its readers get `stream_deleted`)."""
     return info(service.streams.delete(check_id(id, "id"), owner_of(request)), "deleted")
+
+
+ALLOW = ", ".join(sorted({*read_stream.http_methods, *delete_stream.http_methods, "OPTIONS"}))
+
+
+@route("/v1/stream/{id:str}", http_method=HttpMethod.OPTIONS, include_in_schema=False, sync_to_thread=False)
+def stream_options(id: FromPath[str]) -> Response:
+    """OPTIONS /v1/stream/{id}: both methods of the path (Litestar's own answer lists the first handler's alone)."""
+    return Response(None, status_code=204, headers={"Allow": ALLOW})
