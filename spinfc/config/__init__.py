@@ -3,7 +3,7 @@
     [engine]    model, device, dtype, precision, token_budget, block, pass_sizes, served_model_name,
                 content_cache_tokens, warmup
     [server]    host, port, token, trusted_token, queue, max_queued_tokens, shutdown_timeout, body_timeout, debug,
-                models, log_level
+                models, log_level, stream_count, stream_bytes, stream_ttl
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
     [limits]    max_content_tokens, max_query_tokens, ... (see `Limits`)
 
@@ -118,6 +118,13 @@ class ServerSettings:
                                  "(docs/router.md); MODEL is then not used", "optional_str", metavar="FILE")
     log_level: str = setting("info", "log level", "choice",
                              choices=("critical", "error", "warning", "info", "debug"))
+    stream_count: int = setting(256, "streamed generations sent with X-Conversation-Id kept for a client that "
+                                "reconnects (GET /v1/stream/{id}) or cancels; the least recently used finished one "
+                                "makes room; 0 keeps none and turns the header off", "int", minimum=0, metavar="N")
+    stream_bytes: int = setting(64 * 2**20, "bytes the kept streams may hold together; over it the least recently "
+                                "used go, finished ones first", "int", minimum=1, metavar="BYTES")
+    stream_ttl: int = setting(600, "seconds a finished kept stream stays after it was last read", "int", minimum=1,
+                              metavar="SECONDS")
 
 
 @attrs.frozen

@@ -24,7 +24,7 @@ from spinfc.router.router import ModelSlot, Router
 from spinfc.server.auth import PUBLIC
 from spinfc.server.errors import ApiError
 from spinfc.server.routes.chat import MAX_COMPLETION_TOKENS
-from spinfc.server.routes.models import head_card, media_card, model_codes
+from spinfc.server.routes.models import head_card, media_card, model_codes, route_features
 from spinfc.wire.schemas import Health, ModelCard
 
 KEEPALIVE_S = 5.0
@@ -62,7 +62,8 @@ def card(slot: ModelSlot, created: int) -> RoutedModelCard:
         id=slot.name, object="model", created=created, owned_by="spinfc", aliases=aliases,
         ready=slot.state == "ready", status=slot.state, **head_card(service),
         features={"scoring": True, "extraction": settings.features.extraction and not model_codes(service),
-                  "generation": settings.features.generation},
+                  "generation": settings.features.generation,
+                  **route_features(settings, settings.features.generation)},
         limits={"token_budget": shapes.budget if shapes else settings.engine.resolved_budget(),
                 **({"max_pass_rows": shapes.largest} if shapes else {}), **limits.as_dict(),
                 "max_completion_tokens": MAX_COMPLETION_TOKENS},

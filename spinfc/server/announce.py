@@ -14,7 +14,7 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-SCORING_PATHS = frozenset({"/v1/score", "/v1/chat/completions", "/v1/decisions", "/v1/systemone"})
+SCORING_PATHS = frozenset({"/v1/score", "/v1/chat/completions", "/v1/messages", "/v1/decisions", "/v1/systemone"})
 SCOPE_KEY = "spinfc.announcement"  # (intake, handle) of the request's announcement, in its ASGI scope
 
 

@@ -30,7 +30,9 @@ from spinfc.server.routes import ROUTES
 from spinfc.server.routes.completions import ONE_VALUE
 from spinfc.server.service import Service
 from spinfc.wire import decisions as decision_schemas
+from spinfc.wire import messages as messages_schemas
 from spinfc.wire import schemas
+from spinfc.wire import streams as streams_schemas
 
 
 def create_app(settings: Settings | None = None, load_model: Callable = load_default,
@@ -52,7 +54,8 @@ def create_app(settings: Settings | None = None, load_model: Callable = load_def
         lifespan=[service.lifespan],
         openapi_config=docs_page.openapi_config("spinfc", __version__),  # its page's assets served here, no CDN
     )
-    forbid_unknown_fields(app, (schemas, decision_schemas))  # the schema says what body.py refuses
+    # the schema says what body.py refuses
+    forbid_unknown_fields(app, (schemas, decision_schemas, messages_schemas, streams_schemas))
     exclusive_fields(app)  # and which fields a body may not send together
     one_value(app, "CompletionRequest", ONE_VALUE)  # and which it honours at one value only
     app.state.service = service

@@ -1,16 +1,22 @@
-"""Bearer tokens: `--token` closes every route but health; `--trusted-token` marks the operator's own front end.
+"""Tokens: `--token` closes every route but health; `--trusted-token` marks the operator's own front end.
+
+A token comes as `Authorization: Bearer <token>` (OpenAI's SDKs) or `x-api-key: <token>` (Anthropic's); the bearer
+token is read when both are sent.
 
     no --token          every route is open; a trusted caller still needs the trusted token to be trusted
-    --token T           every route but /healthz /livez /readyz needs `Authorization: Bearer T` (or the trusted
-                        token): anything else is 401 invalid_token
+    --token T           every route but /healthz /livez /readyz needs the token T (or the trusted token): anything
+                        else is 401 invalid_token
     --trusted-token S   a caller sending S may send per-call `limits` and `features`, sees the plan of its request
                         (`debug`) and may POST/DELETE /v0/drain; others get 403 trusted_token_required for those
 
 Tokens are compared with `hmac.compare_digest`, so the time a comparison takes does not leak how much matched.
+`owner_of` is who a kept stream belongs to (server/streams/): a digest of the token presented, so only that token
+reads, cancels or deletes it (with no token, the callers that send none).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 
 from litestar.connection import ASGIConnection
@@ -22,10 +28,18 @@ PUBLIC = {"public": True}  # route handler opt of the health routes: no token ne
 
 
 def bearer(connection: ASGIConnection) -> str | None:
-    """The token of an `Authorization: Bearer <token>` header, else None."""
+    """The token of an `Authorization: Bearer <token>` header, else that of `x-api-key`, else None."""
     header = connection.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return connection.headers.get("x-api-key", "").strip() or None
+
+
+def owner_of(connection: ASGIConnection) -> str:
+    """Who the caller is to a kept stream: the SHA-256 of the token it presented ("" for none)."""
+    token = bearer(connection)
+    return hashlib.sha256(token.encode()).hexdigest() if token else ""
 
 
 def matches(given: str | None, expected: str | None) -> bool:
@@ -49,9 +63,10 @@ def require_token(connection: ASGIConnection, handler: BaseRouteHandler) -> None
     given = bearer(connection)
     if matches(given, settings.token) or matches(given, settings.trusted_token):
         return
-    what = "no bearer token" if given is None else "a token that is not this server's"
-    raise ApiError(401, "invalid_token", f"the request has {what}: send `Authorization: Bearer <token>` with the "
-                   "token the server was started with (--token)", headers={"WWW-Authenticate": "Bearer"})
+    what = "no bearer token or x-api-key" if given is None else "a token that is not this server's"
+    raise ApiError(401, "invalid_token", f"the request has {what}: send `Authorization: Bearer <token>` (or "
+                   "`x-api-key: <token>`) with the token the server was started with (--token)",
+                   headers={"WWW-Authenticate": "Bearer"})
 
 
 def require_trusted(connection: ASGIConnection, what: str, param: str | None = None) -> None:

@@ -1,33 +1,27 @@
-"""A generated answer as server-sent events (`stream: true`), in OpenAI's chunk format:
+"""A generated answer as server-sent events (`stream: true`), in OpenAI's chunk format (server/generating.py runs it):
 
     data: {"object": "chat.completion.chunk", "choices": [{"delta": {"role": "assistant", "content": ""}, ...}]}
     data: {... "choices": [{"delta": {"content": "The capital"}, "finish_reason": null}]}     one per settled piece
-    data: {... "choices": [{"delta": {}, "finish_reason": "stop"}]}
+    data: {... "choices": [{"delta": {}, "finish_reason": "stop"}]}              "cancelled": stopped by its owner
     data: {... "choices": [], "usage": {...}}                                                  with include_usage
     data: [DONE]
 
 The pieces joined are the answer a non-streamed request gets. Text that could still begin a stop string is held
-back until it cannot (runtime/launch/generate.py `settled`). An error after the first event (the status is already 200)
-is sent as one event holding OpenAI's error envelope, which the SDKs raise, and the stream ends without [DONE]; so
-is the end of a stream cut by the shutdown deadline (code `shutting_down`, server/shutdown.py). A client that hangs
-up ends the stream (Litestar stops the iterator), which stops the generation and frees the admission place.
+back until it cannot (runtime/launch/generate.py `settled`). An error after the first event is one event holding
+OpenAI's error envelope, which the SDKs raise, and the stream ends without [DONE].
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
 
 import msgspec
-from litestar.response import ServerSentEvent
 
 from spinfc.runtime.admit.chat_format import ChatPrompt
-from spinfc.runtime.admit.generator import Generator
-from spinfc.runtime.launch.generate import Generation, Sampling
-from spinfc.server.errors import to_api_error
-from spinfc.server.hangup import before_deadline
+from spinfc.runtime.launch.generate import Generation
+from spinfc.server.errors import ApiError
+from spinfc.server.sse import frame
 from spinfc.wire.schemas import (
     ChatChunkChoice,
     ChatCompletionChunk,
@@ -38,39 +32,34 @@ from spinfc.wire.schemas import (
 )
 
 
-def stream_answer(service, generator: Generator, prompt: ChatPrompt, sampling: Sampling, include_usage: bool,
-                  place: contextlib.ExitStack) -> ServerSentEvent:
-    """The SSE response; `place` (holding an admission place) is closed when the stream ends, however it ends."""
-    chunk_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+class ChatFrames:
+    route = "chat.completions"
 
-    def chunk(choices: list[ChatChunkChoice], usage: ChatUsage | msgspec.UnsetType = msgspec.UNSET) -> str:
-        return msgspec.json.encode(ChatCompletionChunk(
-            id=chunk_id, object="chat.completion.chunk", created=created, model=service.model_name,
-            system_fingerprint=service.fingerprint, choices=choices, usage=usage,
-        )).decode()
+    def __init__(self, service, include_usage: bool) -> None:
+        self.service, self.include_usage = service, include_usage
+        self.id, self.created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
-    async def events() -> AsyncIterator[str]:
-        try:
-            yield chunk([ChatChunkChoice(index=0, delta=ChatDelta(role="assistant", content=""))])
-            final: Generation | None = None
-            async with contextlib.aclosing(generator.stream(prompt, sampling)) as pieces:  # closed: generation stops
-                async for item in before_deadline(pieces, service):  # the shutdown deadline ends it: ShuttingDown
-                    if isinstance(item, str):
-                        yield chunk([ChatChunkChoice(index=0, delta=ChatDelta(content=item))])
-                    else:
-                        final = item
-            yield chunk([ChatChunkChoice(index=0, delta=ChatDelta(), finish_reason=final.finish_reason)])
-            if include_usage:
-                done = len(final.tokens)
-                yield chunk([], ChatUsage(prompt_tokens=final.prompt_tokens, completion_tokens=done,
-                                          total_tokens=final.prompt_tokens + done))
-            yield "[DONE]"
-        except Exception as error:  # the status line is sent: say what went wrong in the stream itself
-            api = to_api_error(error)
-            yield msgspec.json.encode(ErrorResponse(ErrorBody(
-                message=api.message, type="server_error" if api.status >= 500 else "invalid_request_error",
-                code=api.code, param=api.param))).decode()
-        finally:
-            place.close()
+    def chunk(self, choices: list[ChatChunkChoice], usage: ChatUsage | msgspec.UnsetType = msgspec.UNSET) -> bytes:
+        return frame(msgspec.json.encode(ChatCompletionChunk(
+            id=self.id, object="chat.completion.chunk", created=self.created, model=self.service.model_name,
+            system_fingerprint=self.service.fingerprint, choices=choices, usage=usage,
+        )).decode())
 
-    return ServerSentEvent(events(), headers={"Cache-Control": "no-cache"})
+    def opening(self, prompt: ChatPrompt) -> list[bytes]:
+        return [self.chunk([ChatChunkChoice(index=0, delta=ChatDelta(role="assistant", content=""))])]
+
+    def piece(self, text: str) -> bytes:
+        return self.chunk([ChatChunkChoice(index=0, delta=ChatDelta(content=text))])
+
+    def closing(self, final: Generation) -> list[bytes]:
+        frames = [self.chunk([ChatChunkChoice(index=0, delta=ChatDelta(), finish_reason=final.finish_reason)])]
+        if self.include_usage:
+            done = len(final.tokens)
+            frames.append(self.chunk([], ChatUsage(prompt_tokens=final.prompt_tokens, completion_tokens=done,
+                                                   total_tokens=final.prompt_tokens + done)))
+        return [*frames, frame("[DONE]")]
+
+    def error(self, error: ApiError) -> bytes:
+        return frame(msgspec.json.encode(ErrorResponse(ErrorBody(
+            message=error.message, type="server_error" if error.status >= 500 else "invalid_request_error",
+            code=error.code, param=error.param))).decode())

@@ -31,13 +31,14 @@ WHEN = {
 BODY_ROUTE = (400, 401, 403, 413, 415, 429, 500, 503)  # a route that reads a JSON body and runs the engine
 
 
-def error_spec(description: str) -> ResponseSpec:
-    return ResponseSpec(data_container=ErrorResponse, description=description, generate_examples=False)
+def error_spec(description: str, envelope: type = ErrorResponse) -> ResponseSpec:
+    return ResponseSpec(data_container=envelope, description=description, generate_examples=False)
 
 
-def errors(*statuses: int) -> dict[int, ResponseSpec]:
-    """The error responses of a route: `statuses`, each with its description and the envelope's schema."""
-    return {status: error_spec(WHEN[status]) for status in statuses}
+def errors(*statuses: int, envelope: type = ErrorResponse) -> dict[int, ResponseSpec]:
+    """The error responses of a route: `statuses`, each with its description and the envelope's schema (OpenAI's;
+    /v1/messages answers Anthropic's)."""
+    return {status: error_spec(WHEN[status], envelope) for status in statuses}
 
 
 def forbid_unknown_fields(app, modules) -> None:

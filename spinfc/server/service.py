@@ -10,7 +10,7 @@ Loading happens in the app's lifespan as a background task, so /healthz answers 
 
 The service also holds what the server preloads or counts: the enabled packs (read before the app starts, so a
 pack source that cannot be read refuses the start), the admission of requests (queue, drain), the shutdown clock
-(shutdown.py) and the metrics.
+(shutdown.py), the kept streams (streams/) and the metrics.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from spinfc.runtime.weights.config import UnsupportedModel
 from spinfc.server.admission import Admission
 from spinfc.server.errors import ApiError
 from spinfc.server.shutdown import Shutdown, on_daemon_thread
+from spinfc.server.streams import StreamRegistry
 from spinfc.shapes import Shapes
 
 # How long a thread holding the GIL keeps it while another waits (Python's default: 5 ms). Each of the CUDA calls
@@ -69,6 +70,8 @@ class Service:
         self.metrics = metrics or Metrics()
         self.admission = Admission(settings.server.queue, settings.server.max_queued_tokens)
         self.shutdown = Shutdown(settings.server.shutdown_timeout)  # started by the first SIGTERM/SIGINT
+        server = settings.server  # streams sent with X-Conversation-Id, for a reconnect or a cancel
+        self.streams = StreamRegistry(server.stream_count, server.stream_bytes, server.stream_ttl)
         self.status = "loading"
         self.error: str | None = None
         self.engine: Engine | None = None
@@ -146,6 +149,7 @@ class Service:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+            self.streams.close()
             if self.generator is not None:
                 self.generator.close()
             if self.engine is not None:  # waits for the pass in flight; a forced exit (cancelled) does not

@@ -215,7 +215,8 @@ class ChatDelta(msgspec.Struct, omit_defaults=True):
 class ChatChunkChoice(msgspec.Struct):
     index: int
     delta: ChatDelta
-    finish_reason: Literal["stop", "length"] | None = None  # in the last chunk of the choice
+    # in the last chunk of the choice; "cancelled": stopped by POST /v1/chat/completions/control
+    finish_reason: Literal["stop", "length", "cancelled"] | None = None
     logprobs: None = None
 
 

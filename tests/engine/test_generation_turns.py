@@ -1,11 +1,13 @@
 """Generations as the engine's work (turns.py): a generation draws a token at a time in the engine's loop, in turn with
 the passes and the other generations; its tokens are those it draws alone; one whose caller left is dropped before
-its next token; the engine's close ends those still running. A small random-weight Llama on the CPU."""
+its next token; one cancelled (its cancel token set) ends at its next step as an answer, the others untouched;
+the engine's close ends those still running. A small random-weight Llama on the CPU."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import time
 from types import SimpleNamespace
 
@@ -97,3 +99,28 @@ def test_a_generation_the_model_fails_is_told_and_the_loop_goes_on(model):
     with pytest.raises(Cancelled):
         late.future.result(timeout=1)
     assert isinstance(late.future, concurrent.futures.Future)
+
+
+def test_a_cancelled_generation_ends_at_its_next_step_and_frees_its_place_the_others_untouched(model):
+    """The cancel token (POST /v1/chat/completions/control) ends one generation as an answer, finish "cancelled",
+    with the tokens it drew (those it draws alone); its steps end (their KV cache goes with them) and it leaves the
+    engine's turns; the generation beside it draws exactly what it draws alone."""
+    engine = Engine(model, SHAPES, tokenizer=SimpleNamespace(pad_token_id=0)).start()
+    cancel = threading.Event()
+    try:
+        cancelled = engine.generate(steps(model, 4000, cancel=cancel), 4000)
+        other = engine.generate(steps(model, 300), 300)
+        deadline = time.monotonic() + 60
+        while cancelled.left > 3990 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cancel.set()
+        cut = cancelled.future.result(timeout=60)
+        assert cut.finish_reason == "cancelled" and 10 <= len(cut.tokens) < 4000
+        assert cancelled.steps.gi_frame is None and cancelled.left == 0  # its steps ended: its cache is freed
+        drawn = other.future.result(timeout=120)
+        assert cancelled not in engine.scheduler.turns.active and not engine.scheduler.turns.active
+    finally:
+        engine.close()
+    assert cut.tokens == generate(model, Digits(), PROMPT, Sampling(max_tokens=len(cut.tokens), temperature=0)).tokens
+    assert drawn.finish_reason == "length"
+    assert drawn.tokens == generate(model, Digits(), PROMPT, Sampling(max_tokens=300, temperature=0)).tokens

@@ -93,13 +93,15 @@ def test_the_schema_documents_every_error_as_the_envelope() -> None:
             for status, response in operation["responses"].items():
                 if status.startswith(("4", "5")):
                     ref = response["content"]["application/json"]["schema"]["$ref"]
-                    assert ref.endswith("/ErrorResponse"), (path, method, status)
+                    envelope = "/MessagesErrorResponse" if path == "/v1/messages" else "/ErrorResponse"  # Anthropic's
+                    assert ref.endswith(envelope), (path, method, status)
             assert expected.get(path, set()) <= set(operation["responses"]), (path, method)
     assert set(schema["paths"]["/v0/drain"]) >= {"post", "delete"}
     assert "403" in schema["paths"]["/v0/drain"]["delete"]["responses"]
     assert "head" in schema["paths"]["/healthz"] and "/health" in schema["paths"]
     components = schema["components"]["schemas"]
-    for name in ("ScoreRequest", "ScoringQuery", "Message", "ChatRequest", "DecisionRequest", "DecisionQuestion"):
+    for name in ("ScoreRequest", "ScoringQuery", "Message", "ChatRequest", "DecisionRequest", "DecisionQuestion",
+                 "MessagesRequest", "ContentBlock", "StreamLookup", "StreamControl"):
         assert components[name]["additionalProperties"] is False, name  # as body.py refuses an unknown field
     assert components["ChatRequest"]["properties"]["messages"]["minItems"] == 1
 

@@ -81,7 +81,8 @@ def test_models_lists_the_served_model_its_aliases_features_and_limits(client) -
     assert card.id == "gemma3-270m"
     extra = card.model_extra
     assert "google/gemma-3-270m" in extra["aliases"] and extra["ready"] is True
-    assert extra["features"] == {"scoring": True, "extraction": True, "generation": True}
+    assert extra["features"] == {"scoring": True, "extraction": True, "generation": True, "messages": True,
+                                 "resumable_streams": True, "cancel": True}
     assert extra["limits"]["max_completion_tokens"] == 2048 and extra["limits"]["token_budget"] == 512
 
 

@@ -86,7 +86,7 @@ class Generator:
         return await self.call(work)
 
     def _start(self, prompt: ChatPrompt, sampling: Sampling, cancelled: threading.Event, on_text=None,
-               top_logprobs: int | None = None) -> concurrent.futures.Future:
+               top_logprobs: int | None = None, cancel: threading.Event | None = None) -> concurrent.futures.Future:
         if self._closed:
             future: concurrent.futures.Future = concurrent.futures.Future()
             future.set_exception(Cancelled("the server is shutting down"))
@@ -94,7 +94,7 @@ class Generator:
         if self._steps_tokenizer is None:  # the engine thread's own copy
             self._steps_tokenizer = copy.deepcopy(self.model.tokenizer)
         steps = generating(self.model, self._steps_tokenizer, prompt, sampling, None, cancelled, on_text,
-                           top_logprobs)
+                           top_logprobs, cancel)
         turn = self.engine.generate(steps, sampling.max_tokens)
         with self._lock:
             self._live.add(turn)
@@ -117,9 +117,11 @@ class Generator:
             future.add_done_callback(_retrieve)
             raise
 
-    async def stream(self, prompt: ChatPrompt, sampling: Sampling) -> AsyncIterator[str | Generation]:
+    async def stream(self, prompt: ChatPrompt, sampling: Sampling,
+                     cancel: threading.Event | None = None) -> AsyncIterator[str | Generation]:
         """The answer as it is generated: text pieces (joined, they are the answer's text), then the `Generation`.
-        Closing the iterator early stops the generation at its next token."""
+        Closing the iterator early stops the generation at its next token; setting `cancel` (from any thread) ends
+        it there too, as an answer: the Generation of what was drawn, finish "cancelled"."""
         loop = asyncio.get_running_loop()
         pieces: asyncio.Queue = asyncio.Queue()
         cancelled = threading.Event()
@@ -130,7 +132,7 @@ class Generator:
                 loop.call_soon_threadsafe(pieces.put_nowait, text[len(sent[0]):])
                 sent[0] = text
 
-        future = asyncio.wrap_future(self._start(prompt, sampling, cancelled, on_text))
+        future = asyncio.wrap_future(self._start(prompt, sampling, cancelled, on_text, cancel=cancel))
         future.add_done_callback(lambda _: pieces.put_nowait(None))  # after every piece the thread queued
         try:
             while (piece := await pieces.get()) is not None:

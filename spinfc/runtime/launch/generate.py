@@ -54,10 +54,12 @@ class StepLogprobs:
 class Generation:
     text: str  # the completion, cut before the first stop string; without the end-of-turn token
     tokens: tuple[int, ...]  # every token drawn, the end-of-turn token included
-    finish_reason: Literal["stop", "length"]  # stop: an end token or a stop string; length: max_tokens reached
+    # stop: an end token or a stop string; length: max_tokens reached; cancelled: its `cancel` token was set
+    finish_reason: Literal["stop", "length", "cancelled"]
     prompt_tokens: int
     template: str  # which prompt format was used (chat_format.ChatPrompt.template)
     logprobs: tuple[StepLogprobs, ...] = ()  # with top_logprobs: per drawn token, the end-of-turn token left out
+    stop_sequence: str | None = None  # the request's stop string that ended it (not the prompt format's own)
 
 
 class Cancelled(Exception):
@@ -79,8 +81,18 @@ def pick(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | 
 
 def first_stop(text: str, stops: Sequence[str]) -> int | None:
     """Where the earliest stop string starts in `text`, or None."""
-    found = [i for i in (text.find(stop) for stop in stops if stop) if i >= 0]
-    return min(found) if found else None
+    found = earliest_stop(text, stops)
+    return found[0] if found else None
+
+
+def earliest_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
+    """(where, which) of the stop string that starts earliest in `text` (the first listed of those starting
+    there), or None."""
+    found = [(text.find(stop), k) for k, stop in enumerate(stops) if stop and stop in text]
+    if not found:
+        return None
+    where, k = min(found)
+    return where, stops[k]
 
 
 def settled(text: str, stops: Sequence[str], prompt: ChatPrompt) -> str:
@@ -101,9 +113,9 @@ def step_logprobs(logits: torch.Tensor, token: int, top: int) -> StepLogprobs:
 
 def generate(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock: threading.Lock | None = None,
              cancelled: threading.Event | None = None, on_text: Callable[[str], None] | None = None,
-             top_logprobs: int | None = None) -> Generation:
+             top_logprobs: int | None = None, cancel: threading.Event | None = None) -> Generation:
     """`generating` run to its end: the Generation."""
-    steps = generating(model, tokenizer, prompt, sampling, lock, cancelled, on_text, top_logprobs)
+    steps = generating(model, tokenizer, prompt, sampling, lock, cancelled, on_text, top_logprobs, cancel)
     while True:
         try:
             next(steps)
@@ -113,14 +125,16 @@ def generate(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock: thr
 
 def generating(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock=None,
                cancelled: threading.Event | None = None, on_text: Callable[[str], None] | None = None,
-               top_logprobs: int | None = None) -> Iterator[None]:
+               top_logprobs: int | None = None, cancel: threading.Event | None = None) -> Iterator[None]:
     """Generate from `prompt.tokens` with `model.decode` (each step under `lock`). Stops at the first of: one
     of `prompt.end_tokens` (finish "stop"), a stop string of `sampling.stop` or `prompt.stop` in the text
-    (finish "stop", the text cut before it), `sampling.max_tokens` tokens (finish "length"). Raises `Cancelled`
-    once `cancelled` is set. `on_text(text)` is called after each token that does not end the answer, with the
-    answer so far as far as it is `settled`. With `top_logprobs` (0 or more) each drawn token's `StepLogprobs`
-    is recorded in `Generation.logprobs`. A generator: yields after each token, returns the Generation
-    (StopIteration's value), so that generations can take turns token by token (runtime/admit/generator.py)."""
+    (finish "stop", the text cut before it), `sampling.max_tokens` tokens (finish "length"), `cancel` set (finish
+    "cancelled", the answer so far, before the next step reads anything). Raises `Cancelled` once `cancelled` is
+    set (the caller stopped waiting: nobody reads the answer). `on_text(text)` is called after each token that
+    does not end the answer, with the answer so far as far as it is `settled`. With `top_logprobs` (0 or more)
+    each drawn token's `StepLogprobs` is recorded in `Generation.logprobs`. A generator: yields after each token,
+    returns the Generation (StopIteration's value), so that generations can take turns token by token
+    (runtime/admit/generator.py)."""
     lock = lock or threading.Lock()
     generator = None
     if sampling.temperature > 0:
@@ -131,10 +145,13 @@ def generating(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock=No
     drawn: list[int] = []
     scored: list[StepLogprobs] = []
     step = torch.tensor(prompt.tokens, dtype=torch.int64)  # [T]: the prompt first, then one token at a time
-    text, finish = "", "length"
+    text, finish, stopped_by = "", "length", None
     while len(drawn) < sampling.max_tokens:
         if cancelled is not None and cancelled.is_set():
             raise Cancelled("the caller stopped waiting")
+        if cancel is not None and cancel.is_set():
+            finish = "cancelled"
+            break
         with lock:
             logits = model.decode(step, cache)  # [V]
         token = pick(logits, sampling, generator)
@@ -145,9 +162,10 @@ def generating(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock=No
             finish = "stop"
             break
         text = tokenizer.decode(drawn, skip_special_tokens=False)
-        cut = first_stop(text, stops)
+        cut = earliest_stop(text, stops)
         if cut is not None:
-            text, finish = text[:cut], "stop"
+            text, finish = text[:cut[0]], "stop"
+            stopped_by = cut[1] if cut[1] in sampling.stop else None
             break
         if on_text is not None:
             on_text(settled(text, stops, prompt))
@@ -156,4 +174,5 @@ def generating(model, tokenizer, prompt: ChatPrompt, sampling: Sampling, lock=No
     if finish == "stop" and drawn and drawn[-1] in prompt.end_tokens:
         text = tokenizer.decode(drawn[:-1], skip_special_tokens=False)
     return Generation(text=prompt.clean(text), tokens=tuple(drawn), finish_reason=finish,
-                      prompt_tokens=len(prompt.tokens), template=prompt.template, logprobs=tuple(scored))
+                      prompt_tokens=len(prompt.tokens), template=prompt.template, logprobs=tuple(scored),
+                      stop_sequence=stopped_by)

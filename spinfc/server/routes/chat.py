@@ -6,25 +6,27 @@
                        is generated
     without either     an answer is generated from the model's chat template (or the plain transcript of
                        spinfc.runtime.admit.chat_format), greedy or sampled, on the generation thread (runtime/launch/generate.py);
-                       with `stream: true` it is sent as server-sent events as it is generated
+                       with `stream: true` it is sent as server-sent events as it is generated, and with the
+                       X-Conversation-Id header kept for a reconnect and cancellable (server/generating.py)
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from typing import Annotated
 
 from litestar import Request, post
 from litestar.params import Body
-from litestar.response import ServerSentEvent
+from litestar.response import Stream
 
 from spinfc.runtime.launch.generate import Sampling
 from spinfc.server.announce import withdraw
-from spinfc.server.chat_stream import stream_answer
+from spinfc.server.chat_stream import ChatFrames
 from spinfc.server.context import CallContext, call_context
+from spinfc.server.conversation import keep_as
 from spinfc.server.errors import ApiError
+from spinfc.server.generating import prepared, streamed
 from spinfc.server.hangup import while_connected
 from spinfc.server.logprobs import Pieces, chat_logprobs, ids_in
 from spinfc.server.openapi import BODY_ROUTE, errors
@@ -51,6 +53,7 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     """A ChatCompletion; with `stream: true`, the answer as server-sent events (server/chat_stream.py)."""
     ctx = call_context(request, data.limits, data.features)
     refuse_unsupported(data)
+    keep = keep_as(request, service, streamed=bool(data.stream))
     scoring = data.scoring is not None or bool(data.packs)
     if not scoring:  # what can be checked without the model is checked first (an empty `messages` is body.py's)
         withdraw(request.scope)  # generated, not scored: no pass waits for it
@@ -64,8 +67,8 @@ async def chat_completions(data: Annotated[ChatRequest, Body(title="A chat compl
     ctx.policy(service.longest_token).prechecks.messages(messages, "messages")  # before the prompt is tokenized
     stream = (data.stream_options or StreamOptions()) if data.stream else None
     top = (data.top_logprobs or 0) if data.logprobs else None
-    if stream is not None:  # a stream notices a client that leaves itself (chat_stream.py) and stops the generation
-        return await generated(messages, service, ctx, sampling, stream, top)
+    if stream is not None:  # a stream notices a client that leaves itself (generating.py) and stops the generation
+        return await generated(messages, service, ctx, sampling, stream, top, keep)
     return await while_connected(request, service, generated(messages, service, ctx, sampling, stream, top))
 
 
@@ -143,20 +146,15 @@ def sampling_of(data: ChatRequest, ctx: CallContext) -> Sampling:
 
 
 async def generated(messages: list[dict], service, ctx: CallContext, sampling: Sampling,
-                    stream: StreamOptions | None, top: int | None = None) -> ChatCompletion | ServerSentEvent:
-    """An answer generated from `messages` ([{"role", "content": str}]); with `stream`, as server-sent events;
-    with `top` (0 or more), each generated token's logprob and `top` most likely tokens."""
-    generator = service.generator
-    if generator is None or not generator.available:
-        raise ApiError(400, "generation_not_available", f"the model {service.model_name!r} cannot generate in this "
-                       "server; send a `scoring` block instead")
-    policy = ctx.policy(service.longest_token)
-    with contextlib.ExitStack() as place:
-        place.enter_context(service.admission.admit("generate", sampling.max_tokens))
-        prompt = await generator.prepare(
-            messages, check=lambda prompt: policy.check_prompt_tokens("messages", len(prompt.tokens)))
-        if stream is not None:  # the stream holds the admission place until it ends
-            return stream_answer(service, generator, prompt, sampling, stream.include_usage, place.pop_all())
+                    stream: StreamOptions | None, top: int | None = None,
+                    keep: tuple[str, str] | None = None) -> ChatCompletion | Stream:
+    """An answer generated from `messages` ([{"role", "content": str}]); with `stream`, as server-sent events
+    (with `keep`, kept under that conversation id and owner); with `top` (0 or more), each generated token's
+    logprob and `top` most likely tokens."""
+    generator, prompt, place = await prepared(messages, service, ctx, sampling)
+    if stream is not None:  # the stream holds the admission place until it ends
+        return streamed(ChatFrames(service, stream.include_usage), service, generator, prompt, sampling, place, keep)
+    with place:
         answer = await generator.run(prompt, sampling, top_logprobs=top)
     completion_tokens = len(answer.tokens)
     usage = ChatUsage(prompt_tokens=answer.prompt_tokens, completion_tokens=completion_tokens,
@@ -168,16 +166,16 @@ async def generated(messages: list[dict], service, ctx: CallContext, sampling: S
     return result
 
 
-def stop_strings(stop: str | list[str] | None) -> tuple[str, ...]:
-    """The request's stop strings: none, one, or a list of at most 16 non-empty strings."""
+def stop_strings(stop: str | list[str] | None, field: str = "stop") -> tuple[str, ...]:
+    """The request's stop strings (its `field`): none, one, or a list of at most 16 non-empty strings."""
     stops = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
     if len(stops) > MAX_STOP_STRINGS:
         raise ApiError(400, "invalid_stop", f"{len(stops)} stop strings: send at most {MAX_STOP_STRINGS}",
-                       param="stop")
+                       param=field)
     for i, text in enumerate(stops):
         if not text:
             raise ApiError(400, "invalid_stop", "a stop string is empty: it would end every answer before it "
-                           "starts; remove it", param="stop" if isinstance(stop, str) else f"stop[{i}]")
+                           "starts; remove it", param=field if isinstance(stop, str) else f"{field}[{i}]")
     return tuple(stops)
 
 

@@ -1,4 +1,5 @@
-"""GET /v1/models: the served model, its aliases, whether it is ready, and the effective features and limits.
+"""GET /v1/models: the served model, its aliases, whether it is ready, and the effective features (the routes that
+are on among them) and limits.
 GET /v1/models/{id}: that card alone (OpenAI's `models.retrieve`), under any name `model` accepts."""
 
 from __future__ import annotations
@@ -43,10 +44,19 @@ def model_card(service) -> ModelCard:
         id=service.model_name, object="model", created=service.created, owned_by="spinfc",
         aliases=service.aliases, ready=service.status == "ready", **head_card(service),
         features={"scoring": True, "extraction": settings.features.extraction and not model_codes(service),
-                  "generation": generation_available(service)},
+                  "generation": generation_available(service),
+                  **route_features(settings, generation_available(service))},
         limits={**pass_limits(service), **settings.limits.as_dict(), "max_completion_tokens": MAX_COMPLETION_TOKENS},
         media=media_card(service),
     )
+
+
+def route_features(settings, generates: bool) -> dict[str, bool]:
+    """Which of the other surfaces are on: /v1/messages (always: it scores, and generates where `generation` is on),
+    resumable streams (X-Conversation-Id, /v1/stream/{id}: off with --stream-count 0) and the cancel of a kept
+    stream's generation (POST /v1/chat/completions/control: with resumable streams, where the model `generates`)."""
+    kept = settings.server.stream_count > 0
+    return {"messages": True, "resumable_streams": kept, "cancel": kept and generates}
 
 
 def model_codes(service) -> tuple[str, ...]:
