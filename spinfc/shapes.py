@@ -3,7 +3,7 @@ lowering and the CUDA graphs (one value, so they cannot disagree).
 
     budget        T  token rows per pass (--token-budget)
     block            every content starts at a multiple of it (so its rows, and its results, do not depend on
-                     where it lands: the kernels' batch invariance)
+                     where it lands: the kernels' batch invariance); a prompt of a prompt pass at `prompt_block`
     answer_rows   R  answer rows each launch gathers before the LM head, fixed on CUDA (None: as many as used)
     reads         N  log-probabilities each launch returns, fixed on CUDA (None: as many as used)
     trim             launch only the blocks a pass uses (the CPU, where a padding row costs as much as a used one)
@@ -136,6 +136,14 @@ class Shapes:
     def with_sizes(self, sizes: tuple[int, ...]) -> "Shapes":
         """The same shapes launching only `sizes` (those a device checked: `backend.serving.graph_model`)."""
         return attrs.evolve(self, sizes=tuple(sizes))
+
+    @property
+    def prompt_block(self) -> int:
+        """Where a prompt may start in a prompt-logprobs pass (/v1/completions' echo, runtime/launch/prompt_logprobs):
+        at any row where passes are trimmed (the CPU, where a padding row costs a used row's time and no kernel
+        needs an alignment: a thousand prompts of 15 tokens take 15,000 rows, not 128,000), at the block elsewhere
+        (the CUDA tree-attention kernel's alignment)."""
+        return 1 if self.trim else self.block
 
     @property
     def fixed(self) -> bool:

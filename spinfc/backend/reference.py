@@ -150,7 +150,9 @@ def tree_attention(
     Per span, each block of QUERY_BLOCK queries reads only the keys it can see, gathered once per layer per block
     for all heads ([Hk, K, D]); a query group's heads share a batched product against them (no copy per head); the
     blocks' key lists and masks (an additive 0 / -inf bias) depend on the launch alone, so they are made once for
-    every layer of a forward (`_attention_plan`)."""
+    every layer of a forward (`_attention_plan`). Short spans side by side within QUERY_BLOCK rows (prompts packed
+    row to row, /v1/completions' echo) are one block, each span masked from the others: a pass of a thousand
+    prompts makes a few products per layer, not one per prompt."""
     T, H, D = q.shape
     Hk = k.shape[1]
     if H % Hk:
@@ -164,7 +166,7 @@ def tree_attention(
         plan = _attention_plan(ends, positions, spans, window, group)
         if plan.padding.numel():  # a softmax over the row's own key alone is 1, so the output is that row's value
             out[plan.padding] = v[plan.padding].repeat_interleave(group, dim=1).to(dtype)
-        for (start, stop), blocks in zip(spans, plan.blocks):
+        for (start, stop), blocks in zip(plan.ranges, plan.blocks):
             S = stop - start
             q_span = q[start:stop].float().reshape(S, Hk, group, D).transpose(0, 1).contiguous()  # [Hk, S, G, D]
             k_span = k[start:stop].float().transpose(0, 1).contiguous()  # [Hk, S, D]
@@ -214,16 +216,22 @@ def tree_attention(
 
 
 class _Plan:
-    """A launch's attention blocks: per span, (lo, hi, keys [K] int64, bias [B * G, K] float32: each query's row
-    repeated for the G heads of its group) offsets in the span, and the padding rows [P] int64."""
+    """A launch's attention blocks: per row range (a span, or short spans side by side: `_ranges`), (lo, hi,
+    keys [K] int64, bias [B * G, K] float32: each query's row repeated for the G heads of its group) offsets in the
+    range, and the padding rows [P] int64."""
 
     def __init__(self, ends: torch.Tensor, positions: torch.Tensor, spans, window: int | None, group: int) -> None:
         device = ends.device
         covered = torch.zeros(ends.shape[0], dtype=torch.bool, device=device)
-        self.blocks = []
-        for start, stop in spans:
+        self.ranges, self.blocks = [], []
+        for members in _ranges(spans):
+            start, stop = members[0][0], members[-1][1]
             covered[start:stop] = True
             key_end = ends[start:stop].long()
+            # which span each row of the range is in (-1: padding between them, which sees only itself)
+            span_of = torch.full((stop - start,), -1, dtype=torch.long, device=device)
+            for k, (lo, hi) in enumerate(members):
+                span_of[lo - start:hi - start] = k
             blocks = []
             for lo in range(0, stop - start, QUERY_BLOCK):
                 hi = min(lo + QUERY_BLOCK, stop - start)
@@ -231,13 +239,30 @@ class _Plan:
                 keys = torch.nonzero(key_end[:hi] > lo + start).squeeze(1)  # [K]
                 query = torch.arange(lo, hi, device=device)[:, None]  # [B, 1]
                 visible = (keys[None, :] <= query) & (query + start < key_end[keys][None, :])  # [B, K]
+                if len(members) > 1:
+                    same = span_of[lo:hi, None] == span_of[keys][None, :]
+                    visible = (visible & same & (span_of[keys][None, :] >= 0)) | (keys[None, :] == query)
                 if window is not None:
                     visible &= (positions[start + lo:start + hi, None] - positions[start + keys][None, :]) < window
                 bias = torch.zeros(visible.shape, dtype=torch.float32, device=device).masked_fill_(~visible,
                                                                                                    float("-inf"))
                 blocks.append((lo, hi, keys, bias.repeat_interleave(group, 0) if group > 1 else bias))
+            self.ranges.append((start, stop))
             self.blocks.append(blocks)
         self.padding = torch.nonzero(~covered).squeeze(1)
+
+
+def _ranges(spans) -> list[list[tuple[int, int]]]:
+    """The spans in row ranges of attention: consecutive spans whose rows from the first's start to the last's stop
+    are at most QUERY_BLOCK, together; any other span alone (so a span at the block of 128 rows, every score pass's
+    content, is always alone, and its blocks are what they were before ranges)."""
+    ranges: list[list[tuple[int, int]]] = []
+    for span in spans:
+        if ranges and span[1] - ranges[-1][0][0] <= QUERY_BLOCK and span[0] >= ranges[-1][-1][1]:
+            ranges[-1].append(span)
+        else:
+            ranges.append([span])
+    return ranges
 
 
 # The last plans made, per window: every layer of a forward asks for the same ones (a sliding-window model for two).

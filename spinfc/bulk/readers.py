@@ -172,18 +172,26 @@ class CsvInput:
 
 def _malformed_records(path: str, delimiter: str) -> dict[int, str]:
     """Record index (0-based, after the header, blank lines not counted) -> why, for every record of `path` whose
-    field count differs from the header's, as pyarrow's reader counts them."""
+    field count differs from the header's, as pyarrow's reader counts them.
+
+    Python's `csv` refuses a field over its limit (131,072 characters by default) where pyarrow reads up to
+    CSV_BLOCK_BYTES: the limit is raised to that (never lowered; it is the module's one setting) so that every row
+    pyarrow read is counted here too."""
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_BLOCK_BYTES))
     found, index = {}, 0
     with open(path, newline="", encoding="utf-8-sig", errors="replace") as file:
         reader = csv.reader(file, delimiter=delimiter)
         width = len(next(reader, []))
         line = reader.line_num + 1
-        for fields in reader:
-            if fields:
-                if len(fields) != width:
-                    found[index] = f"line {line}: {len(fields)} fields where the header has {width}"
-                index += 1
-            line = reader.line_num + 1
+        try:
+            for fields in reader:
+                if fields:
+                    if len(fields) != width:
+                        found[index] = f"line {line}: {len(fields)} fields where the header has {width}"
+                    index += 1
+                line = reader.line_num + 1
+        except csv.Error:
+            pass  # a field over CSV_BLOCK_BYTES: pyarrow's reader stops the job there too, with its line (`_read`)
     return found
 
 

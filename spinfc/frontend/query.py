@@ -13,6 +13,8 @@ Both have the same keys and the same rules, so a mistake reads the same in a pac
     temperature   <gen> only: 0 (the default) is greedy; above 0 samples
     seed          <gen> only, with a temperature: the same seed gives the same text
     generate      true turns a <*> text slot into generated free text (as <gen>)
+    free          <n> and <$> only: true answers any number (amount) the model finds, not only those the content
+                  writes
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from spinfc.ir.nodes import (
 )
 
 QUERY_KEYS = ("id", "template", "options", "codes", "placeholders", "max_tokens", "beam_width", "temperature",
-              "seed", "generate")
-EXTRACTION_KEYS = ("max_tokens", "beam_width", "temperature", "seed", "generate")
+              "seed", "generate", "free")
+EXTRACTION_KEYS = ("max_tokens", "beam_width", "temperature", "seed", "generate", "free")
 QUERY_ID = r"[A-Za-z0-9_][A-Za-z0-9_.:-]*"
 MAX_TOKENS_LIMIT = 512
 BEAM_WIDTH_LIMIT = 64  # the server's --max-beam-width (default 16) is the usual bound
@@ -185,6 +187,10 @@ def _extractor(f: Fields, kind: str, after: str) -> Slot:
     (`beam_width`) or sampling (`temperature`, `seed`) settings, each only where the kind uses it."""
     cls = _EXTRACTORS[kind]
     default = cls()
+    if f.has("free") and kind not in ("number", "amount"):
+        f.fail("free", f"`free` lets a <n> or <$> slot answer a number or amount the content does not write; this is "
+               f"a {kind} slot", code="not_allowed", at_key=True,
+               hint="remove `free`: the answers of a <*> or <gen> slot are whatever text the model finds")
     max_tokens = _count(f, "max_tokens", default.max_tokens, MAX_TOKENS_LIMIT)
     if kind == "generate":
         if f.has("beam_width"):
@@ -205,7 +211,10 @@ def _extractor(f: Fields, kind: str, after: str) -> Slot:
             f.fail(key, f"`{key}` is for generated slots (<gen>); a {kind} slot is searched, not sampled",
                    code="not_allowed", at_key=True, hint=f"remove `{key}`, or set `beam_width` for more answers")
     beam_width = _count(f, "beam_width", default.beam_width, BEAM_WIDTH_LIMIT)
-    return cls(stop=after, max_tokens=max_tokens, beam_width=beam_width)
+    if kind == "text":
+        return cls(stop=after, max_tokens=max_tokens, beam_width=beam_width)
+    return cls(stop=after, max_tokens=max_tokens, beam_width=beam_width,
+               free=bool(f.value("free", bool, "flag", "true", default=False)))
 
 
 def _count(f: Fields, key: str, default: int, limit: int) -> int:

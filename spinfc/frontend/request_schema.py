@@ -50,6 +50,7 @@ class ScoringQuery(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
     temperature: float | None = None  # <gen>: 0 (default) greedy, above 0 sampled
     seed: Seed | None = None  # <gen> sampled: the same seed gives the same text
     generate: bool | None = None  # true turns a <*> slot into generated free text
+    free: bool | None = None  # <n> <$>: true answers any number (amount), not only those the content writes
 
 
 class Scoring(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

@@ -120,22 +120,26 @@ class TextSlot:
 
 @frozen
 class NumberSlot:
-    """`<n>`: the most likely numbers (sign, digits, thousands separators, decimal point), searched like `<*>`."""
+    """`<n>`: the most likely numbers (sign, digits, thousands separators, decimal point), searched like `<*>`, among
+    the numbers the content writes where it writes some; `free`: any number the model answers."""
 
     stop: str = ""
     max_tokens: int = 12
     beam_width: int = 4
     lead: str = ""  # as TextSlot's
+    free: bool = False
 
 
 @frozen
 class AmountSlot:
-    """`<$>`: the most likely amounts (a currency symbol or ISO code, and a number), searched like `<*>`."""
+    """`<$>`: the most likely amounts (a currency symbol or ISO code, and a number), searched like `<*>`, among the
+    amounts the content writes (or its numbers, where it writes no amount); `free`: any amount the model answers."""
 
     stop: str = ""
     max_tokens: int = 16
     beam_width: int = 4
     lead: str = ""  # as TextSlot's
+    free: bool = False
 
 
 @frozen

@@ -94,7 +94,8 @@ def _slot(slot) -> str:
     search = f", beam_width={slot.beam_width}" if hasattr(slot, "beam_width") else \
         f", temperature={slot.temperature}" + (f", seed={slot.seed}" if slot.seed is not None else "")
     lead = f", lead={slot.lead!r}" if getattr(slot, "lead", "") else ""
-    return f"{kind}(stop={slot.stop!r}, max_tokens={slot.max_tokens}{search}{lead})"
+    free = ", free" if getattr(slot, "free", False) else ""
+    return f"{kind}(stop={slot.stop!r}, max_tokens={slot.max_tokens}{search}{lead}{free})"
 
 
 def _question_name(i: int, q: Question) -> str:

@@ -176,7 +176,7 @@ class Engine:
         """Every prompt's token logprobs and `top` most likely next tokens (prompt_logprobs.py), its passes shared
         with other completions' prompts. Refused at once (`ContentTooLong`) for a prompt longer than a pass holds;
         if the awaiting task is cancelled (the client left), its prompts not yet in a pass are dropped."""
-        prompt_program(prompts, self.model.name, self.shapes.budget, self.shapes.block,
+        prompt_program(prompts, self.model.name, self.shapes.budget, self.shapes.prompt_block,
                        largest=self.shapes.largest)  # the one check: every prompt fits a pass
         future: concurrent.futures.Future = concurrent.futures.Future()
         if self._closed:

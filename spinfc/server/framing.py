@@ -11,10 +11,15 @@ router:
                         is sent): 408 `request_timeout` and the connection closed; the app sees the client leave
     a half-close        a client that shuts down its sending side after a whole request (shutdown(SHUT_WR)) still
                         gets its answer, and the connection closes after it. A client that closes its socket
-                        sends the same FIN, so a half-closed HTTP/1.1 request is sent `100 Continue` (which a
-                        client must accept before any answer, RFC 9110 15.2): a closed socket answers it with a
-                        reset, which the connection checks for every PROBE_S and takes as the client leaving
-                        (its work withdrawn, server/hangup.py)
+                        sends the same FIN, so once the app waits on a half-closed HTTP/1.1 request's work (it
+                        asks for the next ASGI message after the whole body: the disconnect, server/hangup.py) the
+                        request is sent `100 Continue` (which a client must accept before any answer, RFC 9110
+                        15.2): a closed socket answers it with a reset, which the connection checks for every
+                        PROBE_S and takes as the client leaving (its work withdrawn). An answer given without
+                        waiting (a 400 or 415 on the body) comes alone, with no interim response before it
+    a half-cut body     a client that shuts down its sending side before its whole body: an answer the app gives
+                        without the body (413 on a Content-Length over --max-body-bytes, 401, 415) is sent; an app
+                        that asks for the body finds the client gone (the rest can never come)
 """
 
 from __future__ import annotations
@@ -53,7 +58,10 @@ def framed_protocol(body_timeout: int = 5) -> type:
     """uvicorn's h11 HTTP protocol with the answers above; `body_timeout`: seconds a body may stall."""
     class FramedProtocol(H11Protocol):
         body_timer = None  # asyncio.TimerHandle: armed while a request's body is awaited
-        probe = None  # asyncio.TimerHandle: armed while a half-closed request is unanswered
+        probe = None  # asyncio.TimerHandle: armed while a half-closed request's work is awaited
+        half_closed = False  # the client's FIN came
+        body_read = False  # the app has received the cycle's whole body
+        waiting = None  # what the app's receive() awaits now: "body", "disconnect" or None
 
         def send_400_response(self, msg: str) -> None:
             self._refuse(RESPONSE)
@@ -68,8 +76,11 @@ def framed_protocol(body_timeout: int = 5) -> type:
             self.transport.close()
 
         def handle_events(self) -> None:
+            before = self.cycle
             super().handle_events()
             cycle = self.cycle
+            if cycle is not None and cycle is not before:
+                self._watch_receive(cycle)
             if cycle is None or self.transport.is_closing():
                 return
             if not cycle.response_started and _two_framings(self.headers):
@@ -93,15 +104,48 @@ def framed_protocol(body_timeout: int = 5) -> type:
             self.logger.info("a request's body stalled for %s s (--body-timeout): 408", body_timeout)
             self._refuse(timed_out(body_timeout))
 
+        def _watch_receive(self, cycle) -> None:
+            """The new cycle's `receive`, wrapped to know what the app waits for. Set before its task first runs
+            (uvicorn creates the task in this same call; asyncio starts it at the loop's next turn)."""
+            receive = cycle.receive
+            self.body_read, self.waiting = False, None
+
+            async def watched_receive():
+                if self.body_read:
+                    self.waiting = "disconnect"
+                    self._probe()
+                elif self.half_closed and cycle.more_body:
+                    self.transport.abort()  # the rest of the body can never come: the app sees the client gone
+                else:
+                    self.waiting = "body"
+                try:
+                    message = await receive()
+                finally:
+                    self.waiting = None
+                if message["type"] == "http.request" and not message.get("more_body", False):
+                    self.body_read = True
+                return message
+
+            cycle.receive = watched_receive
+
         def eof_received(self) -> bool | None:
             cycle = self.cycle
-            if cycle is None or cycle.response_complete or cycle.more_body:
-                return None  # nothing whole to answer: asyncio closes the connection (the app sees it go)
+            if cycle is None or cycle.response_complete or (cycle.more_body and self.waiting == "body"):
+                return None  # nothing to answer: asyncio closes the connection (the app sees it go)
+            self.half_closed = True
             cycle.keep_alive = False  # answer, then close
-            if self.scope["http_version"] == "1.1" and not cycle.response_started:
+            if self.waiting == "disconnect":
+                self._probe()
+            return True  # keep the sending side open for the answer
+
+        def _probe(self) -> None:
+            """On a half-closed HTTP/1.1 request whose work the app awaits: `100 Continue`, then a check for the
+            reset every PROBE_S."""
+            cycle = self.cycle
+            if (self.half_closed and self.probe is None and self.scope["http_version"] == "1.1"
+                    and not cycle.response_started and not self.transport.is_closing()):
                 self.transport.write(CONTINUE)
                 self.probe = self.loop.call_later(PROBE_S, self._check_gone)
-            return True  # keep the sending side open for the answer
 
         def _check_gone(self) -> None:
             cycle = self.cycle

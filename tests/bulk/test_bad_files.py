@@ -3,6 +3,8 @@ row at fault while the good rows are kept; never a traceback."""
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -59,3 +61,18 @@ def test_a_csv_field_past_the_reader_block_stops_with_a_located_line(tmp_path, m
     path.write_text("id,text\na,good\nb," + "x" * (1 << 18) + "\n")
     with pytest.raises(BulkError, match=f"input {path}: cannot be read past here"):
         [row for batch in open_input(str(path)).batches(10) for row in batch]
+
+
+@pytest.mark.slow
+def test_score_on_a_csv_with_a_long_field_and_a_malformed_line_writes_every_row(tmp_path, capsys):
+    """Issue 47 item 3's reproduction through the CLI on SmolLM2: a traceback (`field larger than field limit`) and no
+    rows before; now the long row is refused with its row number, the malformed line named, the others scored."""
+    path, out = tmp_path / "h.csv", tmp_path / "o.jsonl"
+    path.write_text('id,text\na,x\nb,"' + "x" * 200_000 + '"\nd,too,many,fields\ne,y\n')
+    status = main(["score", str(path), "-o", str(out), "--queries", QUERIES, "--model", "smollm2-135m", "--quiet"])
+    assert status == 0 and "Traceback" not in capsys.readouterr().err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(row["row"], row["id"], row["error_code"]) for row in rows] == [
+        (0, "a", None), (1, "b", "max_content_tokens_exceeded"), (2, None, "malformed_line"), (3, "e", None)]
+    assert rows[2]["error"] == "line 4: 4 fields where the header has 2"
+    assert all(0 <= rows[k]["q__refund__yes__p"] <= 1 for k in (0, 3))

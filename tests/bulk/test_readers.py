@@ -77,6 +77,18 @@ def test_a_malformed_csv_line_keeps_its_place_among_the_rows(tmp_path, size):
     assert rows[2].problem.message == "line 4: 4 fields where the header has 2"
 
 
+def test_a_field_over_pythons_csv_limit_beside_a_malformed_line(tmp_path):
+    """Issue 47 item 3: Python's `csv` (which places the malformed line) stopped at a field over its 131,072
+    characters with `_csv.Error`, and no row came; the field is read as pyarrow reads it, the line named in place."""
+    path = tmp_path / "in.csv"
+    path.write_text('id,text\na,x\nb,"' + "x" * 200_000 + '"\nd,too,many,fields\ne,y\n')
+    rows = _rows(open_input(str(path)), size=2)
+    assert [(r.index, r.id, r.problem and r.problem.code) for r in rows] == [
+        (0, "a", None), (1, "b", None), (2, None, "malformed_line"), (3, "e", None)]
+    assert len(rows[1].text) == 200_000
+    assert rows[2].problem.message == "line 4: 4 fields where the header has 2"
+
+
 def test_malformed_csv_lines_first_last_and_after_a_multiline_value(tmp_path):
     path = tmp_path / "in.csv"
     path.write_text('id,text\nx,y,z\na,"two\nlines"\n\nb,fine\nc\nd,ok\nq,r,s\n')

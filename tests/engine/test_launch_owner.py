@@ -55,7 +55,7 @@ def test_the_default_budget_is_the_settings_alone() -> None:
 def test_the_engine_asks_its_scheduler_and_the_scheduler_its_sizing() -> None:
     engine, scheduler = SOURCES["runtime/engine.py"][0], SOURCES["runtime/schedule/scheduler.py"][0]
     assert {"schedule", "deliver"} <= engine and not engine & {"next_pass", "full", "waits_for_more"}
-    assert {"next_pass", "full", "waits_for_more", "longest_wait", "holds_rows"} <= scheduler
+    assert {"next_pass", "full", "waits_for_more", "longest_wait", "holds_prompts"} <= scheduler
     assert not (engine | scheduler) & {"launch_for", "launch_size", "used_rows", "round_up", "fill",
                                        "room_for_one_more"}
 

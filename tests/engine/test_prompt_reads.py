@@ -1,7 +1,7 @@
 """/v1/completions prompt logprobs as the engine's work (issue 38, item 4): the prompts of many completions packed
-into shared passes, like /v1/score contents, each prompt's scores those of its own pass alone (bit for bit on CUDA,
-within the CPU's rounding here: a pass of another row count sums in another order), and a completion whose client
-left withdrawn within one pass. A small random-weight Llama on the CPU."""
+into shared passes, like /v1/score contents, row to row on the CPU, each prompt's scores those of its own pass alone
+(bit for bit on CUDA, within the CPU's rounding here: a pass of another row count sums in another order), and a
+completion whose client left withdrawn within one pass. A small random-weight Llama on the CPU."""
 
 from __future__ import annotations
 
@@ -58,9 +58,11 @@ def test_a_thousand_one_prompt_completions_share_passes_and_score_as_alone(model
         answers = asyncio.run(go())
     finally:
         engine.close()
-    assert engine.stats.prompt_passes == math.ceil(len(PROMPTS) / (SHAPES.budget // SHAPES.block))  # 63, not 1,000
+    # packed row to row on the CPU (Shapes.prompt_block): 3,000 rows in 3 passes, not one 16-row block per prompt
+    # (63 passes; issue 47 item 4: a pass's cost is its rows, padding included)
+    assert engine.stats.prompt_passes == math.ceil(sum(map(len, PROMPTS)) / SHAPES.budget) == 3
     for k in range(0, len(PROMPTS), 97):
-        program = prompt_program([PROMPTS[k]], "random", SHAPES.budget, SHAPES.block, largest=SHAPES.largest)
+        program = prompt_program([PROMPTS[k]], "random", SHAPES.budget, SHAPES.prompt_block, largest=SHAPES.largest)
         (alone,) = score_prompts(model, program, top=1)
         assert_same_across_launches(answers[k], [alone], model.device)
 

@@ -1,7 +1,7 @@
 """Extraction on the packaged models (Gemma 3 270M, SmolLM2-135M, float32 on the CPU) against transformers on the
 same GGUF weights: every answer's logprob (and its floor logprob) is transformers' logprob of the same continuation;
-the first text and number answers are what transformers' own beam search (same width, same grammar, answers
-ranked by their logprob) ranks first; <gen> is transformers' greedy decode; number answers parse."""
+the first text and (`free`) number answers are what transformers' own beam search (same width, same grammar,
+answers ranked by their logprob) ranks first; <gen> is transformers' greedy decode; number answers parse."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ QUERIES = [
     {"id": "what", "template": "\n\nQ: Which word names a month, a city or a weekday?\nA: \"{*}\"", "beam_width": WIDTH,
      "max_tokens": 8},
     {"id": "count", "template": "\n\nQ: How many items are mentioned?\nA: <n>\n", "beam_width": WIDTH,
-     "max_tokens": 6},
+     "max_tokens": 6, "free": True},  # the search alone (not only the numbers the content writes): transformers' beams
     {"id": "gen", "template": "\n\nQ: Say it in a few words.\nA:<gen>", "max_tokens": 6},
 ]
 

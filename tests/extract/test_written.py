@@ -1,5 +1,6 @@
 """The written-amount reader (extract/written.py): the amounts a content writes with their currency, the answers
-a `<$>` slot reads for them, and how a bare number is grounded and merged with the amount written."""
+a `<$>` slot reads for them, and how a bare number is grounded and merged with the amount written; the numbers it
+writes, and the answers a `<n>` or `<$>` slot keeps: those of a value written."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ import math
 
 import pytest
 
-from spinfc.runtime.extract.answers import Answer, grounded, merged
+from spinfc.ir.nodes import AmountSlot, NumberSlot
+from spinfc.runtime.extract.answers import Answer, among_written, grounded, merged
 from spinfc.runtime.extract.written import (
     WrittenAmount,
+    amount_spellings,
     written_amounts,
     written_answers,
     written_currency,
+    written_for,
+    written_numbers,
 )
 
 
@@ -70,7 +75,7 @@ def test_each_written_amount_is_read_in_its_spelling_and_as_its_number() -> None
     """After the slot's lead: the spelling and the number alone, each ending with the terminator (a newline
     without one); within the slot's max_tokens and its beams' rows."""
     tokenizer = _Characters()
-    amounts = written_amounts("It cost US$30, US$30 in all.")
+    amounts = amount_spellings(written_amounts("It cost US$30, US$30 in all."))
     assert [tokenizer.decode(t) for t in written_answers(tokenizer, amounts, " ", "", 16, 64)] == [" US$30\n", " 30\n"]
     assert [tokenizer.decode(t) for t in written_answers(tokenizer, amounts, "", '"', 16, 64)] == ['US$30"', '30"']
     assert [len(t) for t in written_answers(tokenizer, amounts, " ", "", 6, 64)] == [4]  # ` US$30\n` is 7 long
@@ -98,3 +103,31 @@ def test_a_merged_amount_is_written_as_the_content_spells_it() -> None:
     assert merged(answers)[0].text == "$30"
     (one,) = merged(answers, frozenset({"US$30"}))
     assert (one.text, one.forms) == ("US$30", ("$30", "30", "US$30"))
+
+
+def test_the_numbers_a_content_writes_in_digits_and_words() -> None:
+    """`<n>` answers among them (issue 47 item 5): digits as written, not inside a word or a longer number, and the
+    number words as their digits."""
+    got = [(n.text, n.value) for n in written_numbers("Invoice 2231: $1,250 due in two weeks, COVID-19, A4, "
+                                                      "1.250,00 EUR, -5 and +7.5")]
+    assert got == [("2231", 2231), ("1,250", 1250), ("19", 19), ("-5", -5), ("+7.5", 7.5), ("2", 2)]
+    assert written_numbers("Nothing is owed.") == ()
+
+
+def test_what_a_slot_answers_among() -> None:
+    """`<$>`: the amounts written with a currency, or where none is written the bare numbers (as `<$>` reads them);
+    `<n>`: every number."""
+    amount = written_for(AmountSlot(), "Invoice 2231: $1,250 due.")
+    assert amount.values == {(1250, "USD")} and amount.spellings == ("$1,250", "1,250")
+    assert written_for(AmountSlot(), "Invoice 2231 is due.").values == {(2231, None)}
+    assert written_for(AmountSlot(), "Pay +7.5 now.").spellings == ()  # `+7.5` is no answer of <$>: not read
+    assert written_for(NumberSlot(), "Invoice 2231: $1,250 due.").values == {(2231, None), (1250, None)}
+
+
+def test_the_answers_are_those_of_a_value_written_with_its_currency_or_none() -> None:
+    """After "Pay USD 45 now.": `USD 45`, `$45`, `45`, not ` 1.00` (the issue's top answer) nor `€45`."""
+    written = written_for(AmountSlot(), "Pay USD 45 now.")
+    answers = (_answer("1.00", -3.0, 1.0, None), _answer("USD 45", -4.0, 45, "USD"), _answer("$45", -5.0, 45, "USD"),
+               _answer("€45", -5.5, 45, "EUR"), _answer("45", -6.0, 45, None))
+    assert [a.text for a in among_written(answers, written)] == ["USD 45", "$45", "45"]
+    assert among_written(answers, written_for(AmountSlot(), "Nothing is owed.")) == ()

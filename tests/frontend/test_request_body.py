@@ -98,6 +98,14 @@ def test_content_parts_and_generate_and_max_tokens():
     assert isinstance(program.queries[1].slot, GenerateSlot)
 
 
+def test_free_lets_a_number_or_amount_slot_answer_what_the_content_does_not_write():
+    request = body()
+    request["scoring"]["queries"] = [{"id": "n", "template": "Count: <n>", "free": True},
+                                     {"id": "a", "template": "Amount: <$>"}]
+    slots = [q.slot for q in program_from_request(request, "m").queries]
+    assert [slot.free for slot in slots] == [True, False]
+
+
 def test_a_request_naming_packs_may_have_no_queries():
     assert program_from_request(body(scoring={}, packs=[{"id": "spinfc/moderation"}]), "m").queries == ()
     assert error_of(body(scoring={"queries": []})).code == "no_queries"
@@ -138,6 +146,9 @@ def test_a_request_naming_packs_may_have_no_queries():
             "not_allowed",
             "scoring.queries[0].generate",
         ),
+        (with_queries({"id": "t", "template": "Name: <*>", "free": True}), "not_allowed", "scoring.queries[0].free"),
+        (with_queries({"id": "a", "template": "Pay: <$>", "free": "yes"}), "wrong_type", "scoring.queries[0].free"),
+        (with_queries(query(free=True)), "not_allowed", "scoring.queries[0].free"),
         (with_queries({"id": "x", "template": "No slot here"}), "missing_slot", "scoring.queries[0].template"),
         (with_queries({"template": "Is it?<?>", "options": [" a", " b"]}), "missing_field", "scoring.queries[0].id"),
         (with_queries(query(id="has space")), "invalid_value", "scoring.queries[0].id"),

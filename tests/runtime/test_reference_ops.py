@@ -61,6 +61,29 @@ def test_tree_attention_matches_the_dense_rule(window, block, monkeypatch):
     torch.testing.assert_close(got[10], v[10].repeat_interleave(2, dim=0))
 
 
+def test_short_spans_side_by_side_share_their_products_and_keep_the_rule(monkeypatch):
+    """Prompts packed row to row (/v1/completions' echo, issue 47 item 4): 60 spans of 1 to 9 rows in 300 rows, one
+    fused attention product per 128 rows or so, not one per span (main made 60 a layer), each span masked from
+    the others; spans at the 128-row block (every score pass's contents) stay alone."""
+    torch.manual_seed(1)
+    lengths = torch.randint(1, 10, (60,)).tolist()
+    starts = [sum(lengths[:k]) for k in range(len(lengths))]
+    spans = tuple((start, start + n) for start, n in zip(starts, lengths))
+    T, H, Hk, D = spans[-1][1] + 3, 4, 2, 8  # three padding rows after the last
+    ends = torch.tensor([stop for start, stop in spans for _ in range(start, stop)] + [T - 2, T - 1, T],
+                        dtype=torch.int32)
+    positions = torch.tensor([row - start for start, stop in spans for row in range(start, stop)] + [0, 0, 0])
+    q, k, v = torch.randn(T, H, D), torch.randn(T, Hk, D), torch.randn(T, Hk, D)
+    calls = []
+    fused = ops.F.scaled_dot_product_attention
+    monkeypatch.setattr(ops.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or fused(*a, **kw))
+    got = ops.tree_attention(q, k, v, ends, positions, spans, scale=D**-0.5, window=None)
+    torch.testing.assert_close(got, dense_tree_attention(q, k, v, ends, positions, spans, D**-0.5, None),
+                               atol=1e-6, rtol=1e-6)
+    assert len(calls) <= 2 * T // ops.QUERY_BLOCK + 1 < len(spans)
+    assert [len(members) for members in ops._ranges(((0, 50), (128, 200), (256, 300)))] == [1, 1, 1]
+
+
 def test_rms_norm_matches_transformers():
     from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
     from transformers.models.llama.modeling_llama import LlamaRMSNorm

@@ -90,6 +90,31 @@ def test_a_half_closed_client_gets_its_answer(port, raw) -> None:
         assert {o["text"] for o in options} == {" yes", " no"}, body
 
 
+@pytest.mark.parametrize("raw, status, code", [
+    (post(b"{not json"), b"400", "invalid_json"),
+    (post(SCORE).replace(b"application/json", b"text/plain"), b"415", "unsupported_media_type"),
+], ids=["invalid-json", "text-plain"])
+def test_a_half_closed_bad_body_is_answered_with_no_interim_response(port, raw, status, code) -> None:
+    """Issue 47 item 8: the 400 and 415 came after an unsolicited `100 Continue` (sent to every half-closed request)."""
+    reply, _ = exchange(port, raw, half_close=True)
+    assert reply.startswith(b"HTTP/1.1 " + status), reply
+    assert final(reply)[1]["error"]["code"] == code
+
+
+def test_a_half_closed_content_length_over_the_limit_is_413(port) -> None:
+    """Issue 47 item 8: with the sending side shut after the headers the connection closed with no byte; the 413
+    needs no byte of the body."""
+    reply, _ = exchange(port, post(b"", length=99999999999), half_close=True)
+    assert reply.startswith(b"HTTP/1.1 413"), reply
+    assert final(reply)[1]["error"]["code"] == "max_body_bytes_exceeded"
+
+
+def test_a_half_closed_body_shorter_than_its_content_length_closes_at_once(port) -> None:
+    """The rest of the body can never come: the connection closes, with no 408 after --body-timeout."""
+    reply, took = exchange(port, post(SCORE, length=len(SCORE) + 50), half_close=True)
+    assert reply == b"" and took < BODY_TIMEOUT, (reply, took)
+
+
 def test_a_half_closed_http10_client_gets_its_answer_without_an_interim_response(port) -> None:
     reply, _ = exchange(port, b"GET /healthz HTTP/1.0\r\n\r\n", half_close=True)
     assert reply.startswith(b"HTTP/1.1 200 OK"), reply

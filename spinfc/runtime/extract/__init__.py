@@ -5,9 +5,10 @@ values (the content is never prefilled again).
     extract_pass(model, pass K/V, items)  -> per floor item: each question's PromptContext (kept with the floor's
                                              scores, for floor_p); per content item: each question's Searched or
                                              Generated result, every slot of every item decoded in one batch
-                                             (decode.walk; a <$> slot's written amounts read beside its search,
-                                             written.py), then the answers a search returns read on its floor
-                                             (Forced, all their tokens at once)
+                                             (decode.walk; a <n> or <$> slot's written numbers or amounts read
+                                             beside its search, and unless it is `free` its answers only those
+                                             of a value written: written.py), then the answers a search returns
+                                             read on its floor (Forced, all their tokens at once)
 
 The engine runs `extracting` (the same, one decode launch at a time: a generator) in slices between its scoring
 passes and the other decodes in flight (scheduling.Decoding); what it returns replaces the extraction questions'
@@ -22,9 +23,10 @@ from collections.abc import Callable, Sequence
 import attrs
 import torch
 
-from spinfc.ir.nodes import EXTRACTION_SLOTS, SEARCHED_SLOTS, AmountSlot, GenerateSlot, PromptRow, Question
-from spinfc.runtime.extract.answers import (Generated, Searched, answer_text, generated_text, grounded, make_answer,
-                                            merged, most_likely)
+from spinfc.ir.nodes import (EXTRACTION_SLOTS, SEARCHED_SLOTS, AmountSlot, GenerateSlot, NumberSlot, PromptRow,
+                             Question)
+from spinfc.runtime.extract.answers import (Generated, Searched, among_written, answer_text, generated_text, grounded,
+                                            make_answer, merged, most_likely)
 from spinfc.runtime.extract.budget import decode_tokens
 from spinfc.runtime.extract.beams import Forced, Found, Sample, Search
 from spinfc.runtime.extract.decode import Start, WalkStats, decode_threads, walking
@@ -38,7 +40,7 @@ from spinfc.runtime.extract.kv import (
     states_at,
     visible_rows,
 )
-from spinfc.runtime.extract.written import written_amounts, written_answers
+from spinfc.runtime.extract.written import Written, written_answers, written_for
 from spinfc.runtime.launch.generate import Sampling
 
 KIND = {"TextSlot": "text", "NumberSlot": "number", "AmountSlot": "amount"}
@@ -75,7 +77,10 @@ class PassItem:
     floor: Sequence | None = None  # the floor's scores, when it ran in an earlier pass (or was cached)
     floor_item: int | None = None  # else the index of the floor's item in this pass
     live: Callable[[], bool] | None = None  # false once nobody waits for the item's answers
-    content_text: str = ""  # the content as written: a <$> slot's written amounts are read from it (written.py)
+    # the content as written: a <n> or <$> slot's written numbers or amounts are read from it (written.py); None (or
+    # a content with media, `has_media`, whose numbers may be in an image): its answers are the search's alone
+    content_text: str | None = None
+    has_media: bool = False
 
 
 def extract_pass(model, kv: PassKV, items: Sequence[PassItem], vocabulary: Vocabulary | None = None
@@ -111,7 +116,7 @@ def extracting(model, vocabulary: Vocabulary, kv: PassKV, items: Sequence[PassIt
     pool = KeyPool(kv.keys, kv.values, kv.positions,
                    pool_storage(model, int(kv.positions.shape[0]), kv.keys[0], lane))
     starts, owners = [], []  # owners: (item, question) per start
-    written = {}  # start index of a <$> search -> (the content's written amounts, the Forced starts reading them)
+    written = {}  # start index of a <n> or <$> search -> (what the content writes, the Forced starts reading it)
     for i, item in enumerate(items):
         if item.is_floor:
             out[i] = floor_contexts(kv, item)
@@ -135,33 +140,33 @@ def extracting(model, vocabulary: Vocabulary, kv: PassKV, items: Sequence[PassIt
             token, position = int(kv.tokens[prompt.row]), int(kv.positions[prompt.row])
             starts.append(Start(walker, table, token, position, slot.max_tokens, item.live))
             owners.append((i, prompt.question))
-            if isinstance(slot, AmountSlot) and item.content_text:  # its written amounts, read exactly beside it
-                amounts = written_amounts(item.content_text)
-                answers = written_answers(tokenizer, amounts, slot.lead, end, slot.max_tokens,
+            if isinstance(slot, NumberSlot | AmountSlot) and item.content_text is not None and not item.has_media:
+                found = written_for(slot, item.content_text)  # its written values, read exactly beside it
+                answers = written_answers(tokenizer, list(found.spellings), slot.lead, end, slot.max_tokens,
                                           decode_tokens(slot))
-                written[len(starts) - 1] = (amounts, _reading(answers, slot.beam_width, table, token, position,
-                                                              item.live))
+                written[len(starts) - 1] = (found, _reading(answers, slot.beam_width, table, token, position,
+                                                            item.live))
     reads = [read for _, reading in written.values() for read in reading]
     stats = yield from walking(model, pool, starts + reads, memory=memory)
     floor_starts, floor_owners = [], []
     for k, (start, (i, q)) in enumerate(zip(starts, owners)):
         walker = start.walker
-        amounts, reading = written.get(k, ((), []))
+        on_content, reading = written.get(k, (None, []))
         found = with_read(walker.found, [read.walker for read in reading]) if isinstance(walker, Search) else ()
-        if found:
-            item, slot = items[i], items[i].questions[q].slot
+        item, slot = items[i], items[i].questions[q].slot
+        answers = candidates(tokenizer, stops, slot, found, on_content)
+        if answers:
             context = item.floor[q] if item.floor is not None else \
                 out[item.floor_item].get(q) if item.floor_item is not None else None
             if not isinstance(context, PromptContext):
                 raise ValueError(f"question {q} has no floor context: the floor must run before its contents")
-            answers = most_likely(grounded(tuple(
-                make_answer(slot, answer_text(tokenizer, f.tokens, terminator(slot.stop), stops, slot.lead),
-                            f.tokens, f.logprob, 0.0) for f in found), amounts), walker.width)
+            answers = most_likely(answers, walker.width)
             floor_starts.append(_reading([a.tokens for a in answers], walker.width, pool.append(context),
                                          context.token, context.position, item.live))
-            floor_owners.append((i, q, answers, frozenset(a.text for a in amounts)))
+            floor_owners.append((i, q, answers, frozenset(a.text for a in on_content.amounts) if on_content else
+                                 frozenset()))
         elif isinstance(walker, Search):
-            out[i][q] = Searched((), reason=empty_reason(items[i].questions[q].slot, walker))
+            out[i][q] = Searched((), reason=empty_reason(slot, walker, on_content, bool(found)))
         else:
             question = items[i].questions[q]
             text = generated_text(tokenizer, tuple(walker.tokens), terminator(question.slot.stop) or "\n", stops)
@@ -190,9 +195,30 @@ def with_read(found: list[Found], reads: list[Forced]) -> list[Found]:
     return sorted([*found, *extra.values()], key=lambda f: -f.logprob)
 
 
-def empty_reason(slot, search: Search) -> str:
-    """Why a search found no answer: its beams ran to max_tokens without finishing, or the grammar left none."""
+def candidates(tokenizer, stops, slot, found: list[Found], written: Written | None) -> tuple:
+    """A search's answers (`found`, with the written values read beside it) as `Answer`s: a bare number given the
+    currency the content writes beside its value, and, unless the slot is `free`, only those of a value the content
+    writes (`among_written`)."""
+    answers = tuple(make_answer(slot, answer_text(tokenizer, f.tokens, terminator(slot.stop), stops, slot.lead),
+                                f.tokens, f.logprob, 0.0) for f in found)
+    if written is None:
+        return answers
+    answers = grounded(answers, written.amounts)
+    return answers if slot.free else among_written(answers, written)
+
+
+def empty_reason(slot, search: Search, written: Written | None = None, found: bool = False) -> str:
+    """Why a search found no answer: none of a value the content writes (a slot not `free`), its beams ran to
+    max_tokens without finishing, or the grammar left none."""
     kind = SYNTAX[type(slot).__name__]
+    what = "amount" if isinstance(slot, AmountSlot) else "number"
+    if written is not None and not slot.free and not written.values:
+        return (f"the content writes no {what}, and a {kind} slot answers among the {what}s the content writes: "
+                f"set `free` true on the query for the model's own answer")
+    if written is not None and not slot.free and found:
+        return (f"none of the answers found is a {what} the content writes, and none of those it writes "
+                f"finished within max_tokens ({slot.max_tokens}): raise the slot's max_tokens, or set `free` true "
+                "on the query for the model's own answers")
     if search.reached_max_tokens:
         return (f"no answer of the {kind} slot's form finished within max_tokens ({slot.max_tokens}): the model's "
                 "likely continuations are longer or of another form; raise the slot's max_tokens, or ask with <*> "

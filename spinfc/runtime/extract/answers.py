@@ -18,7 +18,7 @@ import attrs
 from spinfc.ir.nodes import AmountSlot, NumberSlot
 from spinfc.runtime.extract.amounts import parse_amount
 from spinfc.runtime.extract.grammars import parse_number
-from spinfc.runtime.extract.written import WrittenAmount, written_currency
+from spinfc.runtime.extract.written import Written, WrittenAmount, written_currency
 
 
 @attrs.frozen
@@ -109,6 +109,13 @@ def grounded(answers: tuple[Answer, ...], amounts: tuple[WrittenAmount, ...]) ->
     (`written.written_currency`): `7.5` after "The sandwich was £7.50." is the content's £7.50."""
     return tuple(attrs.evolve(a, currency=written_currency(amounts, a.value))
                  if a.value is not None and a.currency is None else a for a in answers)
+
+
+def among_written(answers: tuple[Answer, ...], written: Written) -> tuple[Answer, ...]:
+    """The answers of a value the content writes (`written.values`), with its currency or none: after "Pay USD 45
+    now." `USD 45`, `$45` and `45`, not `1.00` or `€45`. What a `<n>` or `<$>` slot answers unless it is `free`."""
+    return tuple(a for a in answers if any(a.value == value and (currency is None or a.currency in (None, currency))
+                                           for value, currency in written.values))
 
 
 def _logsumexp(values: list[float]) -> float:

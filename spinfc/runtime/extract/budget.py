@@ -3,7 +3,7 @@ request limit `max_decode_tokens`) and its memory (each decode batch's own keys 
 
     decode_tokens(slot)      the most tokens one slot decodes for one input: max_tokens for each of its beams
     decode_work(program)     a request's decode rows at most: every input's slots, their answers read on the floor,
-                             a <$> slot's written amounts read
+                             a <n> or <$> slot's written numbers or amounts read
     slot_bytes(model, rows)  one slot's own keys and values, every layer: what a beam holds while it is walked
     slots_within(model, n)   how many slots of n tokens a CPU decode batch holds within DECODE_MEMORY_BYTES
     check_fits(model, prog)  Refused("decode_too_large") for a slot whose beams alone do not fit: never run
@@ -40,9 +40,10 @@ def decode_tokens(slot) -> int:
     return slot.max_tokens * (1 if isinstance(slot, GenerateSlot) else slot.beam_width)
 
 
-# A slot's walks per input, each of at most `decode_tokens` rows: <gen> its sampling; <*> <n> its search and its
-# answers read on the floor; <$> also the amounts the content writes, read on the content and the floor (written.py)
-WALKS = {GenerateSlot: 1, TextSlot: 2, NumberSlot: 2, AmountSlot: 4}
+# A slot's walks per input, each of at most `decode_tokens` rows: <gen> its sampling; <*> its search and its answers
+# read on the floor; <n> <$> also the numbers or amounts the content writes, read on the content and the floor
+# (written.py)
+WALKS = {GenerateSlot: 1, TextSlot: 2, NumberSlot: 4, AmountSlot: 4}
 
 
 def decode_work(program: Program, inputs: int) -> int:

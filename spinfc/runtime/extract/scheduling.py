@@ -101,6 +101,7 @@ class Decoding:
                 questions=job.compiled.program.questions, start=start, prompt_rows=_rows(unit, start),
                 is_floor=False, floor=job.scores.get(job.compiled.floor), live=unit.wanted,
                 content_text=job.compiled.program.contents[content].text,
+                has_media=bool(job.compiled.program.contents[content].media),
             ))
         self._on_cpu = kept.positions.device.type == "cpu"
         self._steps = extract.extracting(model, vocabulary, kept, items, memory, lane)

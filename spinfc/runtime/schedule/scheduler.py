@@ -166,7 +166,7 @@ class Scheduler(Queues):
         for read in (r for r in self.reads if r.top == top):
             while read.next < len(read.prompts):
                 n = len(read.prompts[read.next])
-                if picked and not self.sizing.holds_rows([*lengths, n]):
+                if picked and not self.sizing.holds_prompts([*lengths, n]):
                     break
                 picked.append((read, read.next))
                 lengths.append(n)
@@ -176,7 +176,7 @@ class Scheduler(Queues):
         self.quiet, self.decode_next = False, bool(self.decodings)
         shapes = self.shapes
         program = prompt_program([read.prompts[k] for read, k in picked], getattr(self.model, "name", ""),
-                                 budget=shapes.budget, block=shapes.block, largest=shapes.largest)
+                                 budget=shapes.budget, block=shapes.prompt_block, largest=shapes.largest)
         return PromptPass(picked, program, top)
 
     # ---- deliver -------------------------------------------------------------------------------------------

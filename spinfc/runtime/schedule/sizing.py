@@ -55,9 +55,10 @@ class PassSizing:
         size holding them); None where they are not fixed or `units` need more than a pass."""
         return gather.launch(list(map(_item, units)), self.shapes) if self.shapes.fixed else None
 
-    def holds_rows(self, lengths: list[int]) -> bool:
-        """Whether segments of `lengths` rows (each at the next multiple of the block) fit one pass's budget."""
-        return used_rows(lengths, self.shapes.block) <= self.shapes.budget
+    def holds_prompts(self, lengths: list[int]) -> bool:
+        """Whether prompts of `lengths` tokens (each at the next multiple of `Shapes.prompt_block`) fit one prompt
+        pass's budget."""
+        return used_rows(lengths, self.shapes.prompt_block) <= self.shapes.budget
 
     def launch_rows(self, units: list) -> int:
         """The rows a pass of `units` would launch with (the budget where they need a pass or more)."""
