@@ -22,10 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import torch
+
+from spinfc.runtime.quant.progress import Steps
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "parity" / "support-and-news.json"
@@ -86,8 +89,9 @@ def rotated_state(config, state: dict, chosen) -> dict:
     return out
 
 
-def way_state(way: str, model_name: str, config, state: dict, log) -> tuple[dict, str, dict]:
-    """(the quantized state of `way`, its scheme name, what it kept) for `model_name`."""
+def way_state(way: str, model_name: str, config, state: dict, steps) -> tuple[dict, str, dict]:
+    """(the quantized state of `way`, its scheme name, what it kept) for `model_name`; `steps` (`progress.Steps`)
+    hears a gap budget's measurements."""
     from spinfc.runtime.quant import SCHEMES, calibrated, keep_within, quantize_state
     from spinfc.runtime.quant.calibrate import Calibration
 
@@ -101,7 +105,7 @@ def way_state(way: str, model_name: str, config, state: dict, log) -> tuple[dict
         for _, config, state, found, tokenizer, served, _ in calibrated(model_name, CALIBRATION, (0.0,)):
             chosen = SCHEMES["fp8-static" if way == "static" else "fp8-dynamic"]
             if way == "dynamic-budget":
-                found = keep_within(0.25, chosen, config, state, found, tokenizer, CALIBRATION, served, log=log)
+                found = keep_within(0.25, chosen, config, state, found, tokenizer, CALIBRATION, served, steps=steps)
             kept = {"kept": len((found.kept or {}).get("modules", ()))}
             return quantize_state(config, state, found, chosen), chosen.name, kept
     raise SystemExit(f"unknown way {way!r}: use static, dynamic, dynamic-hadamard or dynamic-budget")
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         config, state, _, served, _ = float_model(name)
         for way in args.ways:
             began = time.perf_counter()
-            quantized, scheme, kept = way_state(way, name, config, state, lambda text: print("  ", text, flush=True))
+            quantized, scheme, kept = way_state(way, name, config, state, Steps("  fp8_dynamic_gap", sys.stdout))
             model = build_model(config, quantized, name=served, weights_hash=f"{way}", fuse=False, device="cpu",
                                 precision=precision, quant_scheme=scheme)
             found = {"model": name, "way": way, "around": args.around, **kept, **gaps(model, reference),
