@@ -5,7 +5,7 @@ of the parity fixture's held-out requests; and each scheme's time on the seed-sh
 questions) with the packaged model's own weights, its scores bit-identical with the contents in reversed order.
 
     python -m benchmarks.gpu_fp8_gap --smollm2 PATH/SmolLM2-135M-Instruct.Q4_1.gguf \\
-        --gemma PATH/gemma-3-270m-q4_k_m.gguf [--budgets 0.25 0.15] [--reps 3]
+        --gemma PATH/gemma-3-270m-q4_k_m.gguf [--budgets 0.25 0.15] [--reps 3] [--scheme fp8-dynamic]
 
 (a model left out is skipped). Calibration runs on the GPU in float32 (the reference ops), as gpu_precision.py
 does. Prints progress, then a table; exits 1 when a goal is missed (default within 0.02 in logprob; the chosen
@@ -62,13 +62,13 @@ def timed(model_name: str, reps: int) -> dict:
             "reversed_equal": all(torch.equal(scores[k], again[k]) for k in scores), "fingerprint": model.scheme}
 
 
-def measure(kind: str, path: str, budgets: list[float], reps: int, results: dict) -> None:
+def measure(kind: str, path: str, budgets: list[float], reps: int, results: dict, scheme: str = "fp8-static") -> None:
     from benchmarks.quant_gap import CALIBRATION, gap
     from spinfc.runtime.quant import quantize_model
 
     reference = reference_of(kind)
-    variants = [("default (fp16-mixed)", None, None), ("fp8-static, every layer", "fp8-static", None)]
-    variants += [(f"fp8-static --max-gap {b:g}", "fp8-static", b) for b in budgets]
+    variants = [("default (fp16-mixed)", None, None), (f"{scheme}, every layer", scheme, None)]
+    variants += [(f"{scheme} --max-gap {b:g}", scheme, b) for b in budgets]
     for label, scheme, budget in variants:
         began = time.perf_counter()
         key = f"{kind} {label}"
@@ -96,13 +96,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gemma", default=None, help="gemma-3-270m-q4_k_m.gguf (the gemma3-270m package's file)")
     parser.add_argument("--budgets", nargs="+", type=float, default=[0.25], help="--max-gap budgets to check")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--scheme", choices=("fp8-static", "fp8-dynamic"), default="fp8-static",
+                        help="the W8A8 scheme quantized (default fp8-static)")
     args = parser.parse_args(argv)
     results: dict = {}
     models = [(k, p) for k, p in (("smollm2-135m", args.smollm2), ("gemma3-270m", args.gemma)) if p]
     if not models:
         raise SystemExit("give --smollm2 and/or --gemma: the packaged GGUF files")
     for kind, path in models:
-        measure(kind, path, args.budgets, args.reps, results)
+        measure(kind, path, args.budgets, args.reps, results, args.scheme)
     failed = []
     print("\n| model, scheme | layer groups kept | logprob | p | floor_p | seconds | questions/s | reversed equal |\n"
           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
