@@ -1,7 +1,8 @@
 """Resident memory of a server over a stream of varied requests (issue 38): `spinfc serve` in a child process
 (harness/serving.py), N requests over HTTP (scores with a question set of their own, extraction slots, chat and
 completions), the server process's resident set size after every 100, and its growth from the end of the warm-up
-(the first `--warm`) to the end. Every cache the server keeps between requests is bounded; the content cache, the
+(the first `--warm`) to the end, each read after `--settle` seconds idle (MALLOC_ARENA_MAX in the environment
+reaches the server; `--root` serves another checkout, for an A/B). Every cache the server keeps between requests is bounded; the content cache, the
 largest, is reported beside from /metrics (its budget is --content-cache-tokens: unset, a tenth of the memory, at
 most 4 GiB, on the CPU).
 
@@ -61,6 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--every", type=int, default=100, help="requests between readings (default 100)")
     parser.add_argument("--content-cache-tokens", type=int, help="the content cache's budget (default: the server's)")
     parser.add_argument("--smoke", action="store_true", help="a random-weight llama, 120 requests, 40 to warm up")
+    parser.add_argument("--settle", type=float, default=0.5,
+                        help="seconds idle before each reading (default 0.5: past the engine's idle trim)")
+    parser.add_argument("--root", type=Path, default=None, help="the checkout whose `spinfc serve` runs (an A/B)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="spinfc-soak-"))
     model = args.model
@@ -71,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     args.n = args.n or (120 if args.smoke else 1000)
     args.warm = args.warm or (40 if args.smoke else 300)
     cache = () if args.content_cache_tokens is None else ("--content-cache-tokens", str(args.content_cache_tokens))
-    with served(model, "cpu", work / "server.log", args=("--warmup", "none", *cache)) as server, \
+    root = {} if args.root is None else {"root": args.root}
+    with served(model, "cpu", work / "server.log", args=("--warmup", "none", *cache), **root) as server, \
             httpx.Client(base_url=server.url, timeout=600) as client:
         process = psutil.Process(server.process.pid)
 
@@ -87,9 +92,12 @@ def main(argv: list[str] | None = None) -> None:
             answer = client.post(path, json=body)
             if answer.status_code != 200:
                 raise SystemExit(f"request {i} ({path}): {answer.status_code} {answer.text[:300]}")
+            read = (i + 1) % args.every == 0 or i + 1 == args.n or i + 1 == args.warm
+            if read:
+                time.sleep(args.settle)
             if i + 1 == args.warm:
                 reference = process.memory_info().rss / 2**20
-            if (i + 1) % args.every == 0 or i + 1 == args.n or i + 1 == args.warm:
+            if read:
                 print(f"{i + 1:5d} requests  {time.perf_counter() - started:7.1f} s  {reading()}", flush=True)
         end = process.memory_info().rss / 2**20
     print(f"growth from request {args.warm} to {args.n}: {end - reference:+.1f} MB resident "

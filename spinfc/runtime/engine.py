@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 
 from spinfc.ir.nodes import Program
 from spinfc.passes import PassContext
+from spinfc.runtime import allocator
 from spinfc.runtime.admit.compiled import Compiled, Scored
 from spinfc.runtime.admit.intake import Intake
 from spinfc.runtime.extract.kv import stack_of
@@ -99,7 +100,8 @@ class Engine:
         self.scheduler = Scheduler(shapes, model, self.stats, decode_limit=decodes_at_once(model, device),
                                    ran=lambda pending: self.runner.done(pending),
                                    expecting=lambda: self.intake.expecting, on_pass=on_pass,
-                                   floor_cache_size=floor_cache_size)
+                                   floor_cache_size=floor_cache_size, on_idle=allocator.trim,
+                                   idle_seconds=allocator.IDLE_TRIM_SECONDS)
         # the compile side's entry points (runtime/admit/intake.py), on the engine as every caller knows them
         self.compile, self.compile_program = self.intake.compile, self.intake.compile_program
         self.compile_async, self.compile_program_async = self.intake.compile_async, self.intake.compile_program_async

@@ -1,21 +1,23 @@
 """A gap budget (`spinfc quantize --max-gap`): the layers kept in the half dtype are the fewest of the sensitivity
 order that bring the measured gap within the budget, the checkpoint lists them under `ignore` and records the
-choice, and it loads back to the scores of the in-memory model."""
+choice, and it loads back to the scores of the in-memory model; the choice measures each group once, from its own
+layer on, every measurement one forward of its texts packed together."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import attrs
 import pytest
 import torch
 
 from spinfc.runtime.models import build_model
-from spinfc.runtime.quant.calibrate import Calibration, input_maxima, launches_of
+from spinfc.runtime.quant.calibrate import Calibration, input_maxima, launches_of, packed_launch
 from spinfc.runtime.quant.checkpoint import quantize_state, write_checkpoint
 from spinfc.runtime.quant.linear import QuantizedLinear
 from spinfc.runtime.quant.schemes import SCHEMES
-from spinfc.runtime.quant.sensitivity import GROUPS, choose, scored_launch
+from spinfc.runtime.quant.sensitivity import GROUPS, FromLayer, choose, scored_launch
 from spinfc.runtime.weights import read_snapshot
 
 SHAPE = dict(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
@@ -94,3 +96,50 @@ def test_checkpoint_records_and_loads_the_kept_layers(setup, tmp_path):
     launch = scored_launch(sequences[0])
     with torch.inference_mode():
         torch.testing.assert_close(loaded.forward(launch), again.forward(launch), rtol=0, atol=1e-6)
+
+
+def test_a_run_from_a_layer_is_the_whole_stack(setup):
+    """`FromLayer`: the float run's layers handed on, then the layers from `first` as they are now, give what the
+    whole stack gives (a group quantized at layer `first`, the layers before it float)."""
+    directory, config, state, sequences, model, found, quantized = setup
+    launch = packed_launch(sequences[:4], every_row=True)
+    with torch.inference_mode():
+        from_layer = FromLayer(model, launch)
+        assert not from_layer.carried
+        torch.testing.assert_close(from_layer.float_hidden, model.hidden(launch), rtol=0, atol=0)
+        for first in range(config.layers - 1):
+            down = model.layers[first]["down"]
+            model.layers[first]["down"] = quantized[f"model.layers.{first}.mlp.down_proj.weight"]
+            try:
+                whole = model.hidden(launch)
+                assert not torch.equal(whole, from_layer.float_hidden)  # the quantized layer shows
+                torch.testing.assert_close(from_layer.hidden(first), whole, rtol=0, atol=0)
+            finally:
+                model.layers[first]["down"] = down
+
+
+def test_each_group_is_measured_once_in_one_launch(setup, monkeypatch):
+    """The choice's cost: one forward per measurement (the texts packed into one launch), each group's sensitivity
+    measured once from its own layer on, and a bisection over the groups. Before, every text was a forward of its
+    own and every group ran the whole stack: on this model 52 sensitivity forwards of 4 layers, 12 per gap."""
+    from spinfc.runtime.models.base import Model
+    from spinfc.runtime.models.llama import LlamaModel
+
+    directory, config, state, sequences, model, found, quantized = setup
+    forwards, layers = [], []
+    hidden, layer = Model.hidden, LlamaModel.layer
+    monkeypatch.setattr(Model, "hidden", lambda self, launch, context=None: forwards.append(launch.budget) or
+                        hidden(self, launch, context))
+    monkeypatch.setattr(LlamaModel, "layer", lambda self, index, *args, **kwargs: layers.append(index) or
+                        layer(self, index, *args, **kwargs))
+    all_quantized = choose(model, quantized, sequences, max_gap=1e9).gap_all_quantized
+    forwards.clear(), layers.clear()
+    kept = choose(model, quantized, sequences, max_gap=all_quantized / 3)
+    groups = sum(1 for k in quantized if k.endswith(("q_proj.weight", "o_proj.weight", "gate_proj.weight",
+                                                     "down_proj.weight")))
+    steps = math.ceil(math.log2(groups + 1))
+    assert kept.modules and groups == 4 * config.layers - 3  # the last layer's o/gate/up/down stay float
+    assert len(forwards) <= 3 + groups + steps, forwards
+    from_own_layer = sum(config.layers - int(k.split(".")[2]) for k in quantized
+                         if k.endswith(("q_proj.weight", "o_proj.weight", "gate_proj.weight", "down_proj.weight")))
+    assert len(layers) <= (3 + steps) * config.layers + from_own_layer, len(layers)

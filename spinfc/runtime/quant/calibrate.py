@@ -18,6 +18,7 @@ import torch
 from spinfc.backend.launch import Launch
 
 MAX_TOKENS = 512  # per calibration text; longer ones are cut (the scales are maxima, a long tail adds little)
+PACK_TOKENS = 512  # rows of one calibration launch: short texts packed together (`launches_of`)
 
 
 class CalibrationError(ValueError):
@@ -72,12 +73,33 @@ def read_texts(path: Path) -> list[str]:
 
 def sequence_launch(tokens: list[int], device) -> Launch:
     """One causal sequence as a launch: every row sees the rows before it; the last row is the one answer row."""
-    T = len(tokens)
-    ids = torch.tensor(tokens, dtype=torch.int64, device=device)
-    index = torch.zeros(1, dtype=torch.int64, device=device)
-    return Launch(tokens=ids, positions=torch.arange(T, device=device),
-                  ends=torch.full((T,), T, dtype=torch.int32, device=device), spans=((0, T),),
-                  rows=torch.tensor([T - 1], device=device), read_row=index, read_token=index)
+    return packed_launch([tokens], device)
+
+
+def packed_launch(sequences: list[list[int]], device="cpu", scored: int | None = None,
+                  every_row: bool = False) -> Launch:
+    """Causal sequences in one launch, each a span of its own (positions from 0) that no other row sees. The answer
+    rows: each sequence's last row (reading nothing of note: token 0), or with `scored` the last `scored` positions
+    of each, reading the log p of the token after them (the last token is only read), or with `every_row` every
+    row, reading nothing (`Model.hidden` gives them all)."""
+    tokens, positions, ends, spans, rows, read_token = [], [], [], [], [], []
+    for sequence in sequences:
+        start, T = len(tokens), len(sequence) - (scored is not None)
+        tokens += sequence[:T]
+        positions += range(T)
+        ends += [start + T] * T
+        spans.append((start, start + T))
+        if scored is not None:
+            first = max(0, T - scored)
+            rows += range(start + first, start + T)
+            read_token += sequence[first + 1:T + 1]
+        else:
+            rows += range(start, start + T) if every_row else [start + T - 1]
+            read_token += [] if every_row else [0]
+    tensor = lambda values, dtype=torch.int64: torch.tensor(values, dtype=dtype, device=device)  # noqa: E731
+    return Launch(tokens=tensor(tokens), positions=tensor(positions), ends=tensor(ends, torch.int32),
+                  spans=tuple(spans), rows=tensor(rows), read_row=torch.arange(len(read_token), device=device),
+                  read_token=tensor(read_token))
 
 
 LINEAR_SHORTS = ("q", "k", "v", "o", "gate", "up", "down")
@@ -128,8 +150,18 @@ def sequences_of(tokenizer, texts: list[str]) -> list[list[int]]:
     return [tokenizer(text)["input_ids"][:MAX_TOKENS] for text in texts]
 
 
-def launches_of(sequences: list[list[int]], device):
-    return (sequence_launch(ids, device) for ids in sequences)
+def launches_of(sequences: list[list[int]], device, tokens: int = PACK_TOKENS) -> list[Launch]:
+    """The sequences packed into launches of at most `tokens` rows (a longer sequence alone): a small model's
+    forward reads every weight whatever its rows, so one launch of many short texts costs about what one text
+    does. A row sees only its own sequence, so its activations are what the text alone gives."""
+    launches, group, size = [], [], 0
+    for sequence in sequences:
+        if group and size + len(sequence) > tokens:
+            launches.append(packed_launch(group, device))
+            group, size = [], 0
+        group.append(sequence)
+        size += len(sequence)
+    return launches + ([packed_launch(group, device)] if group else [])
 
 
 def calibrate(model, tokenizer, texts: list[str], source_sha256: str = "",

@@ -22,7 +22,7 @@ class Steps:
         if self.stream.isatty():
             from tqdm import tqdm
 
-            yield from tqdm(items, total=total, desc=f"{self.command}: {what}", unit="text", file=self.stream)
+            yield from tqdm(items, total=total, desc=f"{self.command}: {what}", unit="step", file=self.stream)
             return
         began = last = time.perf_counter()
         for done, item in enumerate(items, start=1):

@@ -37,7 +37,8 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
     steps.say(f"calibrating on {len(texts)} texts ({counts['tokens']:,} tokens) from {calibration}")
     with naming_files(location_of(name)):  # a tensor missing or of the wrong shape: the file that holds it
         model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
-    launches = steps.over(launches_of(sequences, model.device), len(sequences), "calibrating")
+    launches = launches_of(sequences, model.device)
+    launches = steps.over(launches, len(launches), f"calibrating ({len(launches)} launches of packed texts)")
     x_max = {k: v.cpu() for k, v in channel_maxima(model, launches).items()}
     del model
     for strength in strengths:
@@ -48,14 +49,15 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
         steps.say(f"smoothing (strength {strength:g}) and calibrating the smoothed model again")
         smoothed, summary = smooth_state(config, state, x_max, strength, lambda k: is_quantized_linear(k, config))
         model = build_model(config, smoothed, name=served, weights_hash="calibration", fuse=False, device=device)
-        launches = steps.over(launches_of(sequences, model.device), len(sequences), "calibrating (smoothed)")
+        launches = launches_of(sequences, model.device)
+        launches = steps.over(launches, len(launches), "calibrating (smoothed)")
         found = Calibration(maxima=input_maxima(model, launches), smoothing=summary, **counts)
         del model
         yield strength, config, smoothed, found, tokenizer, served, hf
 
 
 def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path, smoothing: float = 0.0,
-                   device: str = "cpu", steps=None, max_gap: float | None = None, log=None,
+                   device: str = "cpu", steps=None, max_gap: float | None = None,
                    group_size: int | None = None) -> dict:
     """Calibrate `name` (float32, the reference ops on `device`: the CPU unless a benchmark asks for speed) on the
     texts of `calibration` (JSONL; `DEFAULT_CALIBRATION`, the bundled set, when None), smooth its activation
@@ -75,11 +77,9 @@ def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path, sm
             raise UnsupportedModel(f"{chosen.name} quantizes weights only (GPTQ): --smoothing and --max-gap apply to "
                                    "the W8A8 schemes' activation scales; leave them out")
         return quantize_weight_only(name, chosen, calibration, out, device, steps)
-    if log is None:
-        log = steps.say if steps is not None else (lambda text: None)
     for _, config, state, found, tokenizer, served, hf in calibrated(name, calibration, (smoothing,), device, steps):
         if max_gap is not None:
-            found = keep_within(max_gap, chosen, config, state, found, tokenizer, calibration, served, device, log)
+            found = keep_within(max_gap, chosen, config, state, found, tokenizer, calibration, served, device, steps)
         if steps is not None:
             steps.say(f"quantizing the linear layers ({chosen.name}) and writing {out}")
         write_quantized(out, chosen, config, state, found, tokenizer, served, hf)
@@ -87,13 +87,13 @@ def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path, sm
 
 
 def keep_within(max_gap: float, chosen: Scheme, config, state: dict, found: Calibration, tokenizer, calibration: Path,
-                served: str, device: str = "cpu", log=lambda text: None) -> Calibration:
+                served: str, device: str = "cpu", steps=None) -> Calibration:
     """`found` with the layers to keep in the half dtype so that the gap to float32 on the calibration texts is
-    at most `max_gap` (`sensitivity.choose`)."""
+    at most `max_gap` (`sensitivity.choose`; `steps`, a `progress.Steps`, hears each measurement)."""
     quantized = {k: v for k, v in quantize_state(config, state, found, chosen).items()
                  if isinstance(v, QuantizedLinear)}
     model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
-    kept = choose(model, quantized, sequences_of(tokenizer, read_texts(calibration)), max_gap, log)
+    kept = choose(model, quantized, sequences_of(tokenizer, read_texts(calibration)), max_gap, steps)
     return attrs.evolve(found, kept=kept.summary())
 
 

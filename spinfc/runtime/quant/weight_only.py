@@ -62,7 +62,8 @@ def quantize_weight_only(name: str, chosen: Scheme, calibration: Path, out: Path
     model = build_model(config, state, name=served, weights_hash="calibration", fuse=False, device=device)
     names = {i: key for i, key in weight_names(model, LINEAR_SHORTS + DELTA_NET_SHORTS).items()
              if is_quantized_linear(key, config, weight_only=True)}
-    launches = steps.over(launches_of(sequences, model.device), len(sequences), "calibrating")
+    launches = launches_of(sequences, model.device)
+    launches = steps.over(launches, len(launches), f"calibrating ({len(launches)} launches of packed texts)")
     hessians, maxima = input_hessians(model, launches, names)
     del model
     found = Calibration(maxima=maxima, texts=len(texts), tokens=sum(map(len, sequences)), source_sha256=sha)

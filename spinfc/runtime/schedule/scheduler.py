@@ -65,11 +65,14 @@ class Flight:
 class Scheduler(Queues):
     def __init__(self, shapes: Shapes, model, stats: EngineStats, *, decode_limit: int, ran: Callable,
                  expecting: Callable[[], bool] = lambda: False, on_pass: Callable | None = None,
-                 floor_cache_size: int = 256):
+                 floor_cache_size: int = 256, on_idle: Callable[[], object] | None = None,
+                 idle_seconds: float = 0.25):
         """`ran(pending)`: whether a launched pass has run (the runner's); `expecting()`: whether requests are on
-        their way (compiling); `on_pass(rows used, rows launched, seconds)` after each pass (metrics)."""
+        their way (compiling); `on_pass(rows used, rows launched, seconds)` after each pass (metrics); `on_idle()`
+        once nothing has been queued or running for `idle_seconds` (the engine hands free memory back then)."""
         self.sizing, self.shapes, self.model, self.stats = PassSizing(shapes), shapes, model, stats
         self.decode_limit, self.ran, self.expecting, self.on_pass = decode_limit, ran, expecting, on_pass
+        self.on_idle, self.idle_seconds = on_idle, idle_seconds
         self.overlap = False  # set once at start (`Engine.start`): the runner's launches are asynchronous
         super().__init__(stats, floor_cache_size)
         self.decodings: collections.deque[Decoding] = collections.deque()  # taking turns, the next in turn first
@@ -224,9 +227,13 @@ class Scheduler(Queues):
             self._deliver_pass(held)
         if isinstance(work, Wait) and work.seconds != 0:
             try:
-                first = self.inbox.get(timeout=work.seconds)
+                first = self.inbox.get(timeout=self.idle_seconds if work.seconds is None and self.on_idle
+                                       else work.seconds)
             except queue.Empty:
-                return
+                if work.seconds is not None or self.on_idle is None:
+                    return
+                self.on_idle()  # idle a while: then wait for as long as it takes
+                first = self.inbox.get()
             self._admit(first)
 
     def _deliver_pass(self, flight: Flight) -> None:
