@@ -12,8 +12,9 @@ inputs (GPTQ's original, non-sequential form), which needs one run instead of on
 On any device (`spinfc quantize --device`), the same Hessians give the same integers and scales: the steps whose
 float32 result would depend on the device's reduction order (each launch's X^T X, the inverse's factorizations, the
 block updates) run in float64 and are rounded to float32 once (`rounded_product`), and everything else is element by
-element (exact in IEEE arithmetic on every device). What float64 leaves is a double rounding: a sum that lands within
-float64's error of a float32 tie rounds either way, about one element in 10^7, one float32 step. The calibration forward itself is
+element (exact in IEEE arithmetic on every device). What float64 leaves is a double rounding: a result that lands
+within float64's error of a float32 tie rounds either way, one float32 step (a sum: about one in 10^7; the inverse,
+whose float64 error grows with the dampened Hessian's condition: more), and a code can follow. The calibration forward itself is
 float32 and its products round in the device's order (cuBLAS on a GPU, the CPU's BLAS on the CPU), so a GPU's layer
 inputs, and with them its Hessians, differ from the CPU's by float32's rounding; GPTQ turns that into a few codes one
 step apart (docs/quantization.md, "On a GPU"). float64 costs the CPU about twice the time of those products.
