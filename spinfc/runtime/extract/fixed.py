@@ -28,6 +28,11 @@ POOL_MARGIN = 4096
 CUDA_LANES = 2
 
 
+def pool_rows(pass_rows: int) -> int:
+    """Rows of one lane's pool buffers for passes of `pass_rows` rows: the pass's and their margin."""
+    return pass_rows + max(POOL_MARGIN, pass_rows // 4)
+
+
 def slot_tokens(longest: int) -> int:
     """G for a walk whose slots hold at most `longest` rows."""
     return next((g for g in SLOT_TOKENS if g >= longest), longest)
@@ -99,7 +104,7 @@ def pool_storage(model, rows: int, like: torch.Tensor, lane: int = 0) -> PoolSto
     lanes = _STORAGE.setdefault(stack, {})
     storage = lanes.get(lane)
     if storage is None or not storage.fits(shapes, like.dtype):
-        storage = lanes[lane] = PoolStorage(shapes, like.dtype, like.device, rows + max(POOL_MARGIN, rows // 4))
+        storage = lanes[lane] = PoolStorage(shapes, like.dtype, like.device, pool_rows(rows))
     return storage
 
 
