@@ -114,15 +114,17 @@ class Limit:
     that cannot fit even without workspaces is refused then, before minutes of capture), and the cache's budget
     once everything is captured."""
 
-    def __init__(self, limit: int, device: str, budget: int, block: int, kv_tokens: int):
-        self.limit, self.device, self.budget, self.kv_tokens = limit, device, budget, kv_tokens
+    def __init__(self, limit: int, device: str, budget: int, block: int):
+        self.limit, self.device, self.budget = limit, device, budget
         self.contents = budget // block  # at most one content starts per block of a pass
         self.before = held(device)
-        self.weights = 0
+        self.weights, self.kv_tokens = 0, 0
+        self.footprint: Footprint | None = None  # once started
 
-    def loaded(self, stack) -> None:
-        """Measure the weights; raise MemoryTooSmall where they, the state and the K/V already exceed the limit."""
-        self.weights = held(self.device) - self.before
+    def loaded(self, stack, kv_tokens: int) -> None:
+        """Measure the weights; raise MemoryTooSmall where they, the state and the K/V of `kv_tokens` tokens (a
+        pass's and the decode's pools) already exceed the limit."""
+        self.weights, self.kv_tokens = held(self.device) - self.before, kv_tokens
         plan_room(self.limit, footprint(stack, self.weights, 0, self.kv_tokens, self.contents),
                   free_bytes(self.device), self.budget)
 
