@@ -40,6 +40,10 @@ def add_quantize(commands) -> None:
                           help="keep the layers that calibration finds most sensitive in the half dtype until the "
                           "largest log p difference to float32 on the calibration texts is at most X (e.g. 0.25; "
                           "default: every layer quantized)")
+    quantize.add_argument("--device", default="cpu", metavar="DEVICE",
+                          help="where the calibration forwards, the Hessians and GPTQ run: cpu or cuda:N (default: "
+                          "cpu); the checkpoint is written from the host either way, and differs from the CPU's "
+                          "only by the GPU's float32 rounding (docs/quantization.md, \"On a GPU\")")
     quantize.set_defaults(run=_quantize)
 
 
@@ -70,8 +74,14 @@ def _quantize(args: argparse.Namespace) -> int:
     from spinfc.errors import BadModelFiles
     from spinfc.runtime.weights import UnsupportedModel
 
+    from spinfc.runtime.load.device import DeviceError, usable_device
     from spinfc.runtime.quant.progress import Steps
 
+    try:
+        device = usable_device(args.device)  # before any work: a device this machine lacks is one line
+    except DeviceError as error:
+        print(f"spinfc quantize: {error}", file=sys.stderr)
+        return 2
     calibration = Path(args.calibration) if args.calibration else DEFAULT_CALIBRATION
     if not calibration.is_file():
         print(f"spinfc quantize: the calibration file {calibration} does not exist: give --calibration FILE "
@@ -83,10 +93,10 @@ def _quantize(args: argparse.Namespace) -> int:
               "directory's path (or remove the file)", file=sys.stderr)
         return 2
     steps = Steps()
-    steps.say(f"{args.model} -> {args.output} ({args.scheme}); calibration: {calibration}")
+    steps.say(f"{args.model} -> {args.output} ({args.scheme}) on {device}; calibration: {calibration}")
     try:
         summary = quantize_model(args.model, args.scheme, calibration, Path(args.output),
-                                 smoothing=args.smoothing, steps=steps, max_gap=args.max_gap,
+                                 smoothing=args.smoothing, device=device, steps=steps, max_gap=args.max_gap,
                                  group_size=args.group_size)
     except (CalibrationError, BadModelFiles, UnsupportedModel, OSError, ValueError) as error:
         print(f"spinfc quantize: {error}", file=sys.stderr)

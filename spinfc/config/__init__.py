@@ -1,7 +1,7 @@
 """The server's settings: one frozen struct, layered flags > `SPINFC_*` variables > TOML file > defaults.
 
     [engine]    model, device, dtype, precision, token_budget, block, pass_sizes, served_model_name,
-                content_cache_tokens, warmup
+                content_cache_tokens, max_memory, warmup
     [server]    host, port, token, trusted_token, queue, max_queued_tokens, shutdown_timeout, body_timeout, debug,
                 models, log_level, stream_count, stream_bytes, stream_ttl
     [features]  extraction, generation, packs, no_official_packs, packs_allow_namespace
@@ -69,6 +69,12 @@ class EngineSettings:
                                                "unset: what fits a tenth of the memory (at most 4 GiB) on the CPU, "
                                                "a quarter of the free device memory on CUDA; 0 turns it off", "optional_int", minimum=0,
                                                metavar="TOKENS")
+    max_memory: int | None = setting(None, "device memory the server may hold, e.g. 24GiB (24GB, 24G or bytes): the "
+                                     "content cache is sized so that the weights, the recurrent state, the K/V of a "
+                                     "pass and its decode, the graphs' workspaces and the cache stay inside it, and "
+                                     "the start is refused, naming each part in GiB, where even those without the "
+                                     "cache do not fit (CUDA; on the CPU it sizes the cache, docs/models.md)",
+                                     "optional_size", metavar="SIZE")
     warmup: str = setting("full", "what runs before /readyz turns 200: full (a pass of every launch shape), short "
                           "(one small pass) or none (first calls pay it)", "choice", choices=("full", "short", "none"))
 

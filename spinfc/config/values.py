@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import attrs
 
+from spinfc.config.sizes import EXAMPLE as SIZE_EXAMPLE
+from spinfc.config.sizes import parse_size
+
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
 KIND_WORDS = {
     "int": "an integer", "optional_int": "an integer", "str": "a string", "optional_str": "a string",
     "bool": "true or false", "list": "a list of strings", "choice": "one of the listed words",
+    "optional_size": f"a size, e.g. {SIZE_EXAMPLE}",
 }
 
 
 def setting(default, help: str, kind: str, *, env: tuple[str, ...] = (), flag: str | None = None,
             aliases: tuple[str, ...] = (), metavar: str | None = None, secret: bool = False, **rules):
-    """A settings field: `kind` is int, str, optional_str, optional_int, bool, list or choice; `rules` are
+    """A settings field: `kind` is int, str, optional_str, optional_int, optional_size (bytes, written `24GiB`:
+    sizes.py), bool, list or choice; `rules` are
     minimum, maximum, choices; `env` replaces the default variable name SPINFC_<KEY> (the first given wins);
     `aliases` are other flags for the same setting; a `secret` is masked in the settings' repr."""
     metadata = {"help": help, "kind": kind, "env": env, "flag": flag, "aliases": aliases, "rules": rules,
@@ -62,6 +67,8 @@ def _example(f: attrs.Attribute) -> str:
         return "x,y"
     if kind == "choice":
         return f.metadata["rules"]["choices"][0]
+    if kind == "optional_size":
+        return "24GiB"
     return "value"
 
 
@@ -104,6 +111,15 @@ def parse_value(f: attrs.Attribute, raw, source: Source):
         if not isinstance(raw, bool):
             _fail(f, raw, source)
         return raw
+    if kind == "optional_size":  # text from anywhere; a TOML integer is bytes
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw if raw > 0 else _fail(f, raw, source, "must be a size above 0")
+        if not isinstance(raw, str):
+            _fail(f, raw, source)
+        try:
+            return parse_size(raw)
+        except ValueError:
+            _fail(f, raw, source, f"expected {KIND_WORDS[kind]}")
     if kind == "list":
         if from_text:
             return tuple(part.strip() for part in raw.split(",") if part.strip())

@@ -80,11 +80,12 @@ def warmup_request(codes: tuple[str, ...]) -> dict:
 class Engine:
     def __init__(self, model, shapes: Shapes, *, device: str = "cpu", tokenizer=None, floor_cache_size: int = 256,
                  on_pass: Callable[[int, int, float], None] | None = None, content_cache_tokens: int | None = None,
-                 media=None):
+                 content_cache_room: int | None = None, media=None):
         """`model.forward(launch) -> [N] logprobs` (a stack, or a GraphedModel of `shapes` on CUDA); `shapes` the
         pass shapes chosen at start-up (`Shapes.for_device`); `tokenizer` the model's (default: `model.tokenizer`);
         `on_pass(tokens_used, rows_launched, seconds)` is called after each pass (metrics); `content_cache_tokens`
-        the content cache's budget (`content_cache.py`; None: its default for the device, 0: off)."""
+        the content cache's budget (`content_cache.py`; None: its default for the device, within
+        `content_cache_room` bytes where `--max-memory` leaves that much, 0: off)."""
         self.model = model
         self.shapes = shapes
         self.device = device
@@ -95,7 +96,7 @@ class Engine:
                                    codes=getattr(model, "codes", ()))
         self.runner = Runner(model, shapes, device, pad=self.tokenizer.pad_token_id or 0)
         self.stats = EngineStats()
-        self.contents = PassCache(ContentCache.for_model(model, device, content_cache_tokens))
+        self.contents = PassCache(ContentCache.for_model(model, device, content_cache_tokens, content_cache_room))
         self.intake = Intake(model, self.context)
         self.scheduler = Scheduler(shapes, model, self.stats, decode_limit=decodes_at_once(model, device),
                                    ran=lambda pending: self.runner.done(pending),

@@ -25,8 +25,10 @@ from spinfc.media import MediaPolicy
 from spinfc.runtime.admit.generator import Generator
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.extract import step
+from spinfc.runtime.extract.fixed import pool_tokens
 from spinfc.runtime.load.fingerprint import fingerprint
 from spinfc.runtime.load.loader import load_default
+from spinfc.runtime.load.memory import Limit
 from spinfc.runtime.load.precision import resolved_precision
 from spinfc.runtime.towers import MediaReader
 from spinfc.shapes import Shapes
@@ -68,9 +70,14 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
     device = settings.resolved_device()
     # a budget or block the kernels cannot run fails here, naming the flag
     shapes = Shapes.for_settings(settings)
+    limit = None if settings.max_memory is None else Limit(settings.max_memory, device, shapes.budget, shapes.block)
     # On CUDA: the Triton ops (fp16 matmuls around a float32 residual stream unless set otherwise), every pass at one
     # of a few fixed launch sizes, each replayed from a CUDA graph.
     model = load_model(settings.model, resolved_precision(settings), device, **({} if towers else {"media": False}))
+    stack = model
+    if limit is not None:  # refused here, before the capture, where the weights, K/V and state alone do not fit
+        decodes = extraction and not getattr(model, "codes", ())  # the decode's pools are made at start (warm_up)
+        limit.loaded(stack, shapes.budget + (pool_tokens(stack, shapes.budget) if decodes else 0))
     engine_fingerprint = fingerprint(model, device)
     if on_loaded is not None:
         on_loaded(model, engine_fingerprint)
@@ -85,8 +92,9 @@ def start_engine(settings: EngineSettings, *, load_model: Callable = load_defaul
     tokenizer = model.tokenizer
     media = MediaReader(getattr(model, "towers", None), media_policy or MediaPolicy(), tokenizer,
                         media_name or settings.model)
-    engine = Engine(model, shapes, device=device, tokenizer=tokenizer,
-                    on_pass=on_pass, media=media, content_cache_tokens=settings.content_cache_tokens).start()
+    room = None if limit is None else limit.started(stack)  # refused where the workspaces take it past the limit
+    engine = Engine(model, shapes, device=device, tokenizer=tokenizer, on_pass=on_pass, media=media,
+                    content_cache_tokens=settings.content_cache_tokens, content_cache_room=room).start()
     generator = None
     if generation:  # generations are the engine's work too: they take turns with its passes
         generator = Generator(engine)

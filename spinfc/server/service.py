@@ -38,6 +38,7 @@ from spinfc.runtime.admit.limits import limits_that_hold
 from spinfc.runtime.admit.prechecks import model_longest_token
 from spinfc.runtime.engine import Engine
 from spinfc.runtime.load.loader import load_default
+from spinfc.runtime.load.memory import MemoryTooSmall
 from spinfc.runtime.load.precision import resolved_precision
 from spinfc.runtime.schedule.scheduler import DECODE_ROW_COST
 from spinfc.runtime.start import start_engine
@@ -233,7 +234,7 @@ class Service:
             self.status = "ready"
         except asyncio.CancelledError:
             raise
-        except (BadModelFiles, ModelNotFound, UnsupportedModel) as error:  # said in full by their message
+        except (BadModelFiles, ModelNotFound, UnsupportedModel, MemoryTooSmall) as error:  # said in full by them
             self.status, self.error = "failed", str(error)
             log.error("the model could not be loaded: %s", error)
         except Exception as error:

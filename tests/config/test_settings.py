@@ -173,6 +173,8 @@ def _sample(f):
     if kind == "choice":
         value = f.metadata["rules"]["choices"][-1]
         return value, f'"{value}"', value, [flag, value]
+    if kind == "optional_size":
+        return 24 << 30, '"24GiB"', "24 GiB", [flag, "24G"]
     return "v", '"v"', "v", ["v"] if f.name == "model" else [flag, "v"]
 
 

@@ -28,6 +28,23 @@ POOL_MARGIN = 4096
 CUDA_LANES = 2
 
 
+def pool_rows(pass_rows: int) -> int:
+    """Rows of one lane's pool buffers for passes of `pass_rows` rows: the pass's and their margin."""
+    return pass_rows + max(POOL_MARGIN, pass_rows // 4)
+
+
+def has_fixed_pools(stack, device) -> bool:
+    """Whether the stack's decode keeps fixed pool buffers on `device`: on CUDA, where it is not recurrent (a
+    recurrent stack's decode runs eagerly, on the pass's own keys: extract/recurrent.py)."""
+    return torch.device(device).type == "cuda" and not is_recurrent(stack)
+
+
+def pool_tokens(model, pass_rows: int) -> int:
+    """Tokens of keys and values the decode's fixed pools hold, every lane (0 where it has none)."""
+    stack, _ = stack_of(model)
+    return CUDA_LANES * pool_rows(pass_rows) if has_fixed_pools(stack, stack.device) else 0
+
+
 def slot_tokens(longest: int) -> int:
     """G for a walk whose slots hold at most `longest` rows."""
     return next((g for g in SLOT_TOKENS if g >= longest), longest)
@@ -91,15 +108,15 @@ def pool_storage(model, rows: int, like: torch.Tensor, lane: int = 0) -> PoolSto
     """The stack's fixed pool buffers of `lane` (below CUDA_LANES) on CUDA (sized for a pass of `rows` rows and its
     contexts), else None."""
     stack, _ = stack_of(model)
-    if like.device.type != "cuda" or is_recurrent(stack):
-        return None  # (a recurrent stack's decode runs eagerly, on the pass's own keys: extract/recurrent.py)
+    if not has_fixed_pools(stack, like.device):
+        return None
     if not 0 <= lane < CUDA_LANES:
         raise ValueError(f"decode lane {lane} of {CUDA_LANES}")
     shapes = kv_shapes(stack.config)
     lanes = _STORAGE.setdefault(stack, {})
     storage = lanes.get(lane)
     if storage is None or not storage.fits(shapes, like.dtype):
-        storage = lanes[lane] = PoolStorage(shapes, like.dtype, like.device, rows + max(POOL_MARGIN, rows // 4))
+        storage = lanes[lane] = PoolStorage(shapes, like.dtype, like.device, pool_rows(rows))
     return storage
 
 

@@ -22,9 +22,9 @@ import torch
 from spinfc.backend import reference
 from spinfc.backend.forward_context import ForwardContext
 from spinfc.backend.launch import Launch
-from spinfc.runtime.extract.fixed import (CUDA_LANES, SLOT_TOKENS, launch_rows, own_buffers, padding_inputs,
-                                          pool_storage, workspace)
-from spinfc.runtime.extract.kv import KeyPool, is_recurrent, stack_of
+from spinfc.runtime.extract.fixed import (CUDA_LANES, SLOT_TOKENS, has_fixed_pools, launch_rows, own_buffers,
+                                          padding_inputs, pool_storage, workspace)
+from spinfc.runtime.extract.kv import KeyPool, stack_of
 
 # Capture fixed-shape launches on CUDA (off: the same launches run eagerly over the same static buffers; the GPU
 # check compares the two).
@@ -174,8 +174,8 @@ def warm_up(model, pass_rows: int, slot_rows: tuple[int, ...] = SLOT_TOKENS[:3])
     """On CUDA, before serving: make the fixed pool for passes of `pass_rows` rows and capture the decode launch of
     each `slot_rows` shape, so that no request pays for a capture (a shape first met later is captured then)."""
     stack, _ = stack_of(model)
-    if stack.device.type != "cuda" or is_recurrent(model):  # a recurrent stack decodes eagerly (decode.py): nothing
-        return  # to capture
+    if not has_fixed_pools(stack, stack.device):  # a recurrent stack decodes eagerly (decode.py): nothing to capture
+        return
     c = stack.config
     like = torch.empty(0, c.kv_heads, c.head_dim, dtype=stack.dtype, device=stack.device)
     for lane in range(CUDA_LANES):

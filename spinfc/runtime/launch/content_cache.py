@@ -69,10 +69,12 @@ def bytes_per_token(model) -> int:
     return c.layers * 2 * c.kv_heads * c.head_dim * torch.tensor([], dtype=model.dtype).element_size()
 
 
-def default_tokens(model, device: str, records: bool = False) -> int:
+def default_tokens(model, device: str, records: bool = False, room: int | None = None) -> int:
     """The budget when none is set: on the CPU the tokens that fit a tenth of the machine's memory (at most 4 GiB);
     on CUDA those that fit `CUDA_FREE_FRACTION` of the device's free memory where the passes that fill the cache
-    replay captured graphs (`records`: `GraphedModel.records`), else 0 (off: every pass would run eagerly)."""
+    replay captured graphs (`records`: `GraphedModel.records`), else 0 (off: every pass would run eagerly). `room`
+    (bytes: what `--max-memory` leaves, `load.memory.plan_room`) stands for the free memory on CUDA and bounds the
+    CPU's share too."""
     if not isinstance(model, Model):  # (a test's stand-in model: off)
         return 0
     if getattr(model, "attention_layers", model.config.layers) != model.config.layers:
@@ -80,13 +82,15 @@ def default_tokens(model, device: str, records: bool = False) -> int:
     if str(device).startswith("cuda"):
         if not records:
             return 0
-        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        free = room if room is not None else torch.cuda.mem_get_info(torch.device(device))[0]
         return int(free * CUDA_FREE_FRACTION) // bytes_per_token(model)
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         memory = 8 << 30
-    return int(min(memory * DEFAULT_MEMORY_FRACTION, DEFAULT_MEMORY_CAP) // bytes_per_token(model))
+    share = min(memory * DEFAULT_MEMORY_FRACTION, DEFAULT_MEMORY_CAP)
+    share = share if room is None else min(share, room * CUDA_FREE_FRACTION)
+    return int(share // bytes_per_token(model))
 
 
 class ContentCache:
@@ -102,16 +106,16 @@ class ContentCache:
         self.lock = threading.Lock()
 
     @classmethod
-    def for_model(cls, model, device: str, budget: int | None = None) -> "ContentCache":
+    def for_model(cls, model, device: str, budget: int | None = None, room: int | None = None) -> "ContentCache":
         """The cache of an engine serving `model` (a stack, or a wrapper around one) on `device`; `budget` in
-        tokens, None for `default_tokens`."""
+        tokens, None for `default_tokens` (within `room` bytes where `--max-memory` is set)."""
         stack, _ = stack_of(model)
         if getattr(stack, "attention_layers", None) not in (None, getattr(getattr(stack, "config", None), "layers",
                                                                           None)):
             budget = 0  # recurrent layers keep state the cache does not hold: always off
         identity = f"{getattr(stack, 'weights_hash', None) or stack.name}:{getattr(stack, 'scheme', '')}"
         records = bool(getattr(model, "records", False))  # a GraphedModel (under any wrapper) with recording graphs
-        return cls(identity, default_tokens(stack, device, records) if budget is None else budget)
+        return cls(identity, default_tokens(stack, device, records, room) if budget is None else budget)
 
     @property
     def enabled(self) -> bool:

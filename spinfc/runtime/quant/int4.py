@@ -83,7 +83,7 @@ class Int4Linear:
         from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32
 
         out = {"weight_packed": self.packed.t().contiguous(), "weight_scale": self.scales.t().contiguous(),
-               "weight_shape": torch.tensor(tuple(self.shape))}
+               "weight_shape": torch.tensor(tuple(self.shape), device=self.packed.device)}  # beside the rest
         if self.zeros is not None:
             out["weight_zero_point"] = pack_to_int32(self.zeros.t().to(torch.int8).contiguous(), 4, packed_dim=0)
         return out

@@ -59,7 +59,7 @@ def calibrated(name: str, calibration: Path, strengths=(DEFAULT_ALPHA,), device:
 def quantize_model(name: str, scheme_name: str, calibration: Path, out: Path, smoothing: float = 0.0,
                    device: str = "cpu", steps=None, max_gap: float | None = None,
                    group_size: int | None = None) -> dict:
-    """Calibrate `name` (float32, the reference ops on `device`: the CPU unless a benchmark asks for speed) on the
+    """Calibrate `name` (float32, the reference ops on `device`: `spinfc quantize --device`, the CPU by default) on the
     texts of `calibration` (JSONL; `DEFAULT_CALIBRATION`, the bundled set, when None), smooth its activation
     outliers into the weights (SmoothQuant with strength `smoothing`; 0, the default: none, as it narrowed Gemma's gap and widened SmolLM2's, docs/quantization.md),
     keep the layers that bring the gap within `max_gap` in the half dtype (`keep_within`; None: quantize every
