@@ -36,7 +36,8 @@ def pool_rows(pass_rows: int) -> int:
 def has_fixed_pools(stack, device) -> bool:
     """Whether the stack's decode keeps fixed pool buffers on `device`: on CUDA, where it is not recurrent (a
     recurrent stack's decode runs eagerly, on the pass's own keys: extract/recurrent.py)."""
-    return torch.device(device).type == "cuda" and not is_recurrent(stack)
+    kind = device.type if hasattr(device, "type") else torch.device(device).type
+    return kind == "cuda" and not is_recurrent(stack)
 
 
 def pool_tokens(model, pass_rows: int) -> int:
