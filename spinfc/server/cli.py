@@ -20,9 +20,9 @@ def main(args: argparse.Namespace) -> int:
     """Start uvicorn on the app the settings describe; 2 for settings or a pack source that cannot be used, and
     for a model that cannot be loaded (the server stops then, saying why in one line: a supervisor restarts it or
     an operator fixes it, rather than a server up at 503 model_failed), else 0 once it stops."""
-    from spinfc.runtime.allocator import limit_arenas
+    from spinfc.runtime.schedule.allocator import limit_arenas
 
-    limit_arenas()  # before the server's threads start: they share its arenas (runtime/allocator.py)
+    limit_arenas()  # before the server's threads start: they share its arenas (runtime/schedule/allocator.py)
     import uvicorn
 
     from spinfc.packsrc import PackSourceError
