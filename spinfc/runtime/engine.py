@@ -33,7 +33,6 @@ from collections.abc import Callable, Sequence
 
 from spinfc.ir.nodes import Program
 from spinfc.passes import PassContext
-from spinfc.runtime import allocator
 from spinfc.runtime.admit.compiled import Compiled, Scored
 from spinfc.runtime.admit.intake import Intake
 from spinfc.runtime.extract.kv import stack_of
@@ -43,6 +42,7 @@ from spinfc.runtime.launch.content_cache import ContentCache
 from spinfc.runtime.launch.generate import Cancelled
 from spinfc.runtime.launch.prompt_logprobs import PromptScores, prompt_program, score_prompts
 from spinfc.runtime.launch.runner import Runner
+from spinfc.runtime.schedule import allocator
 from spinfc.runtime.schedule.scheduler import (  # noqa: F401 (EngineClosed, PassFailed re-exported)
     FULL, EngineClosed, EngineStats, PassFailed, Scheduler)
 from spinfc.runtime.schedule.turns import Generating

@@ -14,7 +14,7 @@ import uvicorn
 from spinfc.config import ConfigError, add_arguments, load_settings
 from spinfc.packsrc import PackSourceError
 from spinfc.router import create_router_app, read_models
-from spinfc.runtime.allocator import limit_arenas
+from spinfc.runtime.schedule.allocator import limit_arenas
 from spinfc.server.app import create_app
 from spinfc.server.framing import framed_protocol
 from spinfc.server.logs import log_config
@@ -30,7 +30,7 @@ def main(args: argparse.Namespace) -> int:
     """Start uvicorn on the app the settings describe; 2 for settings or a pack source that cannot be used, and
     for a model that cannot be loaded (the server stops then, saying why in one line: a supervisor restarts it or
     an operator fixes it, rather than a server up at 503 model_failed), else 0 once it stops."""
-    limit_arenas()  # before the server's threads start: they share its arenas (runtime/allocator.py)
+    limit_arenas()  # before the server's threads start: they share its arenas (runtime/schedule/allocator.py)
     try:
         settings = load_settings(args)
         logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")

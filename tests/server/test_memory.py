@@ -1,6 +1,6 @@
 """`spinfc serve`'s resident memory stays flat over 1,000 varied requests (issues 38 and 47): every cache it keeps
 between requests is bounded, and the C allocator's free memory goes back to the system (the server caps glibc's
-arenas at start and trims them once idle: runtime/allocator.py), so once the bounded caches are full the resident
+arenas at start and trims them once idle: runtime/schedule/allocator.py), so once the bounded caches are full the resident
 size stops moving.
 
 The server runs as a user starts it, in a process of its own (its resident size is the process's, read by pid, with
@@ -24,7 +24,7 @@ import httpx
 import psutil
 import pytest
 
-from spinfc.runtime.allocator import IDLE_TRIM_SECONDS
+from spinfc.runtime.schedule.allocator import IDLE_TRIM_SECONDS
 from tests.runtime.tiny_llama import tiny_llama
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,9 @@
 """The scheduler's queues (scheduler.py decides over them): what waits, admitted once, and what a delivered unit
 leaves behind.
 
-    inbox        jobs put there from any thread (`add`); the worker admits them (`_admit`) at its next decision
+    inbox        jobs put there from any thread (`add`); the worker admits them (`_admit`) at its next decision, or
+                 as they come while it waits (`_wait`: an idle wait calls `on_idle` once nothing has come for
+                 `idle_seconds`, the engine's trim of the C heap, allocator.py)
     units        a request's contents as `Unit`s, oldest first; a floor cached (`floor_cache`) is not queued again,
                  and one queued by another request (`floors_queued`) is shared
     reads        completions' prompts waiting for their token logprobs (`PromptRead`)
@@ -14,6 +16,7 @@ import collections
 import itertools
 import logging
 import queue
+from collections.abc import Callable
 
 import numpy as np
 
@@ -36,8 +39,9 @@ class EngineClosed(Exception):
 
 
 class Queues:
-    def __init__(self, stats: EngineStats, floor_cache_size: int = 256):
-        self.stats = stats
+    def __init__(self, stats: EngineStats, floor_cache_size: int = 256, on_idle: Callable[[], object] | None = None,
+                 idle_seconds: float = 0.25):
+        self.stats, self.on_idle, self.idle_seconds = stats, on_idle, idle_seconds
         self.inbox: queue.SimpleQueue[Job | PromptRead | Generating | None] = queue.SimpleQueue()
         self.units: list[Unit] = []  # waiting contents, oldest first
         self.reads: collections.deque[PromptRead] = collections.deque()  # completions' prompts waiting
@@ -69,6 +73,19 @@ class Queues:
                 job = self.inbox.get_nowait()
             except queue.Empty:
                 return
+
+    def _wait(self, seconds: float | None) -> None:
+        """Admit what arrives within `seconds` (None: however long it takes, `on_idle` called once nothing has come
+        for `idle_seconds`)."""
+        idle = seconds is None and self.on_idle is not None
+        try:
+            first = self.inbox.get(timeout=self.idle_seconds if idle else seconds)
+        except queue.Empty:
+            if not idle:
+                return
+            self.on_idle()
+            first = self.inbox.get()
+        self._admit(first)
 
     def _admit_job(self, job: Job | PromptRead | Generating) -> None:
         if isinstance(job, Generating):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import queue
 import time
 from collections.abc import Callable
 
@@ -72,9 +71,8 @@ class Scheduler(Queues):
         once nothing has been queued or running for `idle_seconds` (the engine hands free memory back then)."""
         self.sizing, self.shapes, self.model, self.stats = PassSizing(shapes), shapes, model, stats
         self.decode_limit, self.ran, self.expecting, self.on_pass = decode_limit, ran, expecting, on_pass
-        self.on_idle, self.idle_seconds = on_idle, idle_seconds
         self.overlap = False  # set once at start (`Engine.start`): the runner's launches are asynchronous
-        super().__init__(stats, floor_cache_size)
+        super().__init__(stats, floor_cache_size, on_idle, idle_seconds)
         self.decodings: collections.deque[Decoding] = collections.deque()  # taking turns, the next in turn first
         self.decode_memory = DecodeMemory()  # what their beams hold together
         self.vocabulary: Vocabulary | None = None  # the model's tokenizer and grammars, built for the first decode
@@ -226,15 +224,7 @@ class Scheduler(Queues):
             held, self.held = self.held, None
             self._deliver_pass(held)
         if isinstance(work, Wait) and work.seconds != 0:
-            try:
-                first = self.inbox.get(timeout=self.idle_seconds if work.seconds is None and self.on_idle
-                                       else work.seconds)
-            except queue.Empty:
-                if work.seconds is not None or self.on_idle is None:
-                    return
-                self.on_idle()  # idle a while: then wait for as long as it takes
-                first = self.inbox.get()
-            self._admit(first)
+            self._wait(work.seconds)
 
     def _deliver_pass(self, flight: Flight) -> None:
         """Each unit's scores of a collected pass to its requests; its extraction units' to their decode."""
