@@ -168,19 +168,10 @@ def extraction(url: str, job: jobs.TextJob, name: str) -> dict:
         answered = len(job.texts) * len(asked.queries)
         run = clients.pattern(url, [asked.whole], 1, answered)
         out[label] = {"seconds": run["seconds"], "questions_per_s": run["questions_per_s"],
-                      "decode_share": round(max(0.0, 1 - plain["seconds"] / run["seconds"]), 3),
-                      "first_answer": _first_answer(run["answers"][0])}
+                      "decode_share": round(max(0.0, 1 - plain["seconds"] / run["seconds"]), 3)}
         print(f"  {name} extraction {label}: {run['questions_per_s']:,.0f} q/s, {run['seconds']:.2f} s against "
               f"{plain['seconds']:.2f} s without the slots", flush=True)
     return out
-
-
-def _first_answer(answer: dict):
-    """The first content's first extraction answer (what a reader checks the slots answered)."""
-    for result in answer["inputs"][0]["results"]:
-        if result.get("id", "").startswith("x"):
-            return {k: result[k] for k in ("id", "answers") if k in result} or result
-    return None
 
 
 def fractions(out: dict) -> dict:

@@ -1,7 +1,9 @@
 """`--max-memory`: what a started server holds on its device, part by part, and the content cache sized so that all
 of it stays inside the limit.
 
-    weights      measured: what the process holds after the load, less what it held before
+    weights      measured: what the process holds after the load, less what it held before, and at least the
+                 bytes of the stack's own tensors (on the CPU a load may reuse memory the process freed before,
+                 which the resident set does not show)
     state        the recurrent state a pass's contents leave in a layer (Qwen3.5's Gated DeltaNet layers; 0
                  elsewhere): a flow keeps its states layer by layer (`models.state_flow`), at most one content per
                  block of the pass, each Hv x Dk x Dv float32 and the conv state; an estimate (the branches'
@@ -98,6 +100,30 @@ def held(device: str) -> int:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def tensor_bytes(stack) -> int:
+    """Bytes of the distinct tensors a stack holds: its tensor attributes and those of its lists and dicts (the
+    layers' weights), a quantized layer's through its `tensors()`; each storage counted once."""
+    seen: set[int] = set()
+
+    def count(value, depth: int) -> int:
+        if isinstance(value, torch.Tensor):
+            key = value.untyped_storage().data_ptr()
+            if key in seen:
+                return 0
+            seen.add(key)
+            return value.untyped_storage().nbytes()
+        if depth == 0:
+            return 0
+        if isinstance(value, dict):
+            return sum(count(v, depth - 1) for v in list(value.values()))
+        if isinstance(value, (list, tuple)):
+            return sum(count(v, depth - 1) for v in value)
+        tensors = getattr(type(value), "tensors", None)
+        return count(value.tensors(), 1) if callable(tensors) else 0
+
+    return sum(count(v, 3) for v in list(vars(stack).values()))
+
+
 def free_bytes(device: str) -> int:
     """Bytes the device has free now (MemAvailable on the CPU)."""
     if torch.device(device).type != "cpu":
@@ -124,7 +150,8 @@ class Limit:
     def loaded(self, stack, kv_tokens: int) -> None:
         """Measure the weights; raise MemoryTooSmall where they, the state and the K/V of `kv_tokens` tokens (a
         pass's and the decode's pools) already exceed the limit."""
-        self.weights, self.kv_tokens = held(self.device) - self.before, kv_tokens
+        self.weights = max(held(self.device) - self.before, tensor_bytes(stack))
+        self.kv_tokens = kv_tokens
         plan_room(self.limit, footprint(stack, self.weights, 0, self.kv_tokens, self.contents),
                   free_bytes(self.device), self.budget)
 
