@@ -33,11 +33,10 @@ def pool_rows(pass_rows: int) -> int:
     return pass_rows + max(POOL_MARGIN, pass_rows // 4)
 
 
-def has_fixed_pools(stack, device) -> bool:
+def has_fixed_pools(stack, device: torch.device) -> bool:
     """Whether the stack's decode keeps fixed pool buffers on `device`: on CUDA, where it is not recurrent (a
     recurrent stack's decode runs eagerly, on the pass's own keys: extract/recurrent.py)."""
-    kind = device.type if hasattr(device, "type") else torch.device(device).type
-    return kind == "cuda" and not is_recurrent(stack)
+    return device.type == "cuda" and not is_recurrent(stack)
 
 
 def pool_tokens(model, pass_rows: int) -> int:
