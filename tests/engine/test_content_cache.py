@@ -73,8 +73,8 @@ def numbers(results) -> list[tuple[list[float], list[str]]]:
     return out
 
 
-def contents(rng: random.Random, count: int) -> list[str]:
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randrange(20, 90))) for _ in range(count)]
+def contents(rng: random.Random, count: int, words: tuple[int, int] = (20, 90)) -> list[str]:
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randrange(*words))) for _ in range(count)]
 
 
 def test_scores_are_the_same_read_anew_or_from_the_cache(model, seed) -> None:
@@ -107,7 +107,7 @@ def test_scores_are_the_same_read_anew_or_from_the_cache(model, seed) -> None:
 
 def test_the_engine_keeps_no_more_than_its_budget(model, seed) -> None:
     rng = random.Random(seed)
-    texts = contents(rng, 6)
+    texts = contents(rng, 6, words=(60, 90))  # more than the budget together (a seed drew 197 tokens), each within it
     engine = Engine(model, Shapes.for_device("cpu", 1024), content_cache_tokens=200).start()
     try:
         for text in texts:
