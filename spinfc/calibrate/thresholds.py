@@ -69,7 +69,9 @@ def choose(curve: Curve, target: str) -> Choice:
     f1 = np.where(p + r > 0, 2 * p * r / np.maximum(p + r, 1e-12), 0.0)
     met = True
     if target == "f1":
-        k = int(np.argmax(f1))  # the first maximum: the highest threshold
+        # the first maximum: the highest threshold; F1s equal but for rounding (two cuts of the same 2pr / (p + r)
+        # from other p and r) are a tie, which the higher threshold takes
+        k = int(np.flatnonzero(f1 >= f1.max() * (1 - 1e-12))[0])
     else:
         kind, _, value = target.partition("=")
         goal = float(value)
