@@ -22,6 +22,7 @@ from spinfc.shapes import Shapes
 
 from .served import serving
 from .snapshots import data_url, frames_of, mp4, png, qwen3_5_snapshot, wav
+from tests.rounding import assert_same_across_launches
 
 pytestmark = pytest.mark.slow  # a live server (the app in-process), as tests/media/test_http.py; ~10 s here
 
@@ -177,7 +178,8 @@ def test_decisions_read_image_parts(client):
         return response.json()
 
     first, again, other = decide(image(0)), decide(image(0)), decide(image(1))
-    assert set(first["answers"]) == set(questions) and first["answers"] == again["answers"]
+    assert set(first["answers"]) == set(questions)
+    assert_same_across_launches(first["answers"], again["answers"], "cpu")  # the CPU's rounding; CUDA's bits
     assert first["answers"] != other["answers"]
     assert first["usage"]["input_tokens"] > decide()["usage"]["input_tokens"]  # the image's rows are read
     cut = {"type": "image_url", "image_url": {"url": data_url(png(8, 8)[:40])}}
