@@ -15,7 +15,6 @@ there): {layer: {row: (conv [K - 1, C], state [Hv, Dk, Dv])}}.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -86,7 +85,8 @@ class TreeFlow:
         self._conv_inputs: torch.Tensor | None = None
 
     def _plan(self, device: torch.device) -> tuple[_LevelPlan, ...]:
-        levels, host, layout = self.chains.levels, [], []
+        """Every level's index tensors, made on the host and moved in one copy."""
+        levels, host, layout, previous = self.chains.levels, [], [], {}
         for depth, level in enumerate(levels):
             below = levels[depth + 1].parents.tolist() if depth + 1 < len(levels) else []
             wanted = tuple(i for i, last in enumerate(level.last_rows) if last in self.wanted) \
@@ -94,22 +94,20 @@ class TreeFlow:
             needed = sorted(set(below) | set(wanted))  # this level's final states that are read again
             compact = {segment: i for i, segment in enumerate(needed)}
             cu = torch.tensor(level.cu_seqlens, dtype=torch.int64)
-            parts = [level.rows, cu, torch.tensor(needed, dtype=torch.int64),
-                     torch.tensor([compact.get(i, -1) for i in range(len(level.lengths))], dtype=torch.int64)]
+            # each segment's parent's place in the previous level's `needed` (none at the stems)
+            index = torch.tensor([previous[p] for p in level.parents.tolist()] if depth else [], dtype=torch.int64)
+            host += [level.rows, cu, torch.tensor(needed, dtype=torch.int64),
+                     torch.tensor([compact.get(i, -1) for i in range(len(level.lengths))], dtype=torch.int64), index]
             layout.append((level, cu, compact, wanted))
-            host.extend(parts)
-        taps = self.chains.taps(self.config.linear.conv_kernel)  # [K, T]
-        moved = _on_device([*host, taps], device)
-        self.taps = moved[-1]
+            previous = compact
+        moved = _on_device([*host, self.chains.taps(self.config.linear.conv_kernel)], device)
+        self.taps = moved[-1]  # [K, T]
         plans = []
         for depth, (level, cu, compact, wanted) in enumerate(layout):
-            rows, cu_device, needed, keep = moved[4 * depth:4 * depth + 4]
-            plans.append(_LevelPlan(level, rows, cu_device, cu, needed, compact, keep, None, wanted))
-        # each level's `index`: its segments' parents' places in the previous level's `needed`
-        indices = [torch.tensor([plans[d - 1].compact[p] for p in levels[d].parents.tolist()], dtype=torch.int64)
-                   for d in range(1, len(plans))]
-        moved = _on_device(indices, device)
-        return tuple(dataclasses.replace(plan, index=moved[d - 1] if d else None) for d, plan in enumerate(plans))
+            rows, cu_device, needed, keep, index = moved[5 * depth:5 * depth + 5]
+            plans.append(_LevelPlan(level, rows, cu_device, cu, needed, compact, keep, index if depth else None,
+                                    wanted))
+        return tuple(plans)
 
     def conv(self, layer: int, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         if self.record is not None:

@@ -10,8 +10,8 @@ and holds them in the kernel's layout (`backend.kernels.int4_matmul`: transposed
 
 On CUDA a product of many rows (a scoring pass) dequantizes the weight in one pass and runs cuBLAS's half GEMM
 (`backend.kernels.int4_dequantize`); a product of few rows (a decode step) is the Triton W4A16 GEMM (one tile
-configuration: row invariant at every launch size). On the CPU (and anywhere else) it is the dequantized reference: the weight dequantized once to float32 (exactly) and
-multiplied in float32, so the CPU's scores differ from a float32 model's only by the weights' rounding to 4 bits.
+configuration: row invariant at every launch size). On the CPU (and anywhere else) it is the dequantized reference:
+the weight dequantized once to float32 (exactly) and multiplied in float32, so the CPU's scores differ from a float32 model's only by the weights' rounding to 4 bits.
 """
 
 from __future__ import annotations
